@@ -1,0 +1,67 @@
+"""The per-packet fast path for DATA/LDATA headers, derived from the host layouts."""
+
+from __future__ import annotations
+
+import struct
+from typing import NamedTuple
+
+from netblt.host import layout as L
+from netblt.host.checksum import internet_checksum
+
+HEADER_SIZE = L.DATA_HEADER_SIZE
+_STRUCT = struct.Struct(">" + L.HEADER.struct.format[1:] + L.DATA.struct.format[1:])
+_NAMES = L.HEADER.names + L.DATA.names
+_CHECKSUM = struct.Struct(">H")
+_PADDING = (b"", b"\0\0\0", b"\0\0", b"\0")
+
+
+class DataHeader(NamedTuple):
+    ldata: bool
+    length: int
+    local_port: int
+    foreign_port: int
+    buffer: int
+    high_ack: int
+    packet: int
+    data_checksum: int
+    last_buffer: bool
+
+
+class FrameError(ValueError):
+    """A DATA/LDATA packet to count and drop; the message names the reason."""
+
+
+def build_header(buf: bytearray, *, local_port: int, foreign_port: int, buffer: int, packet: int,
+                 high_ack: int, ldata: bool, last_buffer: bool, payload: memoryview,
+                 data_checksum: bool) -> bytes:
+    """The 24-byte header for ``payload``, plus the padding that aligns the packet."""
+    values = dict(version=L.VERSION, type=L.PacketType.LDATA if ldata else L.PacketType.DATA,
+                  length=HEADER_SIZE + len(payload), local_port=local_port,
+                  foreign_port=foreign_port, buffer=buffer, high_ack=high_ack, packet=packet,
+                  data_checksum=internet_checksum(payload) if data_checksum else 0,
+                  flags=L.FLAG_LAST_BUFFER if last_buffer else 0)
+    _STRUCT.pack_into(buf, 0, *(values.get(name, 0) for name in _NAMES))
+    _CHECKSUM.pack_into(buf, 0, internet_checksum(buf))
+    return _PADDING[len(payload) % 4]
+
+
+def is_data(datagram: memoryview) -> bool:
+    return len(datagram) > 3 and datagram[3] in (L.PacketType.DATA, L.PacketType.LDATA)
+
+
+def parse_header(datagram: memoryview, data_checksum: bool) -> DataHeader:
+    """Check a DATA/LDATA packet and return its header; raises :class:`FrameError`."""
+    if len(datagram) < HEADER_SIZE:
+        raise FrameError("truncated")
+    (checksum, version, kind, length, local_port, foreign_port, _pad, buffer, high_ack,
+     packet, dsum, flags) = _STRUCT.unpack_from(datagram)
+    if version != L.VERSION:
+        raise FrameError("version")
+    if not HEADER_SIZE <= length <= len(datagram) or len(datagram) - length > 3:
+        raise FrameError("length")
+    if internet_checksum(datagram[:HEADER_SIZE]) != 0:
+        raise FrameError("checksum")
+    if data_checksum and internet_checksum(datagram[HEADER_SIZE:length]) != dsum:
+        raise FrameError("data checksum")
+    return DataHeader(kind == L.PacketType.LDATA, length, local_port, foreign_port, buffer,
+                      high_ack, packet, dsum, bool(flags & L.FLAG_LAST_BUFFER))

@@ -1,0 +1,29 @@
+"""Burst pacing: ``burst_size`` packets per ``interval`` seconds, start to start."""
+
+from __future__ import annotations
+
+
+class BurstPacer:
+    def __init__(self, burst_size: int, interval: float) -> None:
+        self.burst_size, self.interval = burst_size, interval
+        self.next_burst = 0.0
+        self.remaining = 0
+
+    def set_rate(self, burst_size: int, interval: float) -> None:
+        """New values apply from the next burst (reading A25)."""
+        self.burst_size, self.interval = burst_size, interval
+
+    def allowance(self, now: float) -> int:
+        """How many packets may go at ``now``; starts a new burst when one is due.
+
+        A burst that is late by less than one interval keeps the schedule; after an idle
+        spell the schedule restarts at ``now`` rather than bursting to catch up.
+        """
+        if self.remaining == 0 and now >= self.next_burst:
+            start = self.next_burst if now - self.next_burst < self.interval else now
+            self.next_burst = start + self.interval
+            self.remaining = self.burst_size
+        return self.remaining
+
+    def sent(self, packets: int = 1) -> None:
+        self.remaining -= packets

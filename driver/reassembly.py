@@ -1,0 +1,115 @@
+"""Receive buffers: payloads written in place, one bit (byte) per packet, completion.
+
+Per-packet work for the software and simulated data paths. A packet can only ever
+write inside its own posted buffer: the number, the size and the LDATA count are all
+checked before a byte is copied.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+from netblt.host import events as ev
+
+from .framing import HEADER_SIZE, DataHeader
+
+
+@dataclass
+class _Slot:
+    number: int
+    capacity: int
+    data: bytearray
+    bitmap: bytearray
+    received: int = 0
+    count: int | None = None
+    """Packets in the buffer, once its LDATA has arrived."""
+    size: int = 0
+    complete: bool = False
+
+
+class ReceiveBuffers:
+    def __init__(self, packet_size: int, buffer_size: int) -> None:
+        self.packet_size, self.buffer_size = packet_size, buffer_size
+        self._slots: dict[int, _Slot] = {}
+        self.dropped: Counter[str] = Counter()
+        self.accepted = 0
+        self.duplicates = 0
+        self.high_ack = 0
+        self.last_at = 0.0
+        self.mean_gap = 0.0
+        self._reported = (0, 0.0, 0)
+        """(packets seen, arrival time, high-ack) at the last report."""
+        self.seen = 0
+
+    def post(self, number: int, capacity: int) -> None:
+        self._slots[number] = _Slot(number, capacity, bytearray(self.buffer_size), bytearray(capacity))
+
+    def drop(self, number: int) -> None:
+        self._slots.pop(number, None)
+
+    def missing(self, number: int) -> tuple[int, ...]:
+        slot = self._slots.get(number)
+        if slot is None or slot.complete:
+            return ()
+        limit = slot.count if slot.count is not None else slot.capacity
+        bitmap = slot.bitmap
+        return tuple(p for p in range(limit) if not bitmap[p])
+
+    def take(self, number: int) -> memoryview:
+        """The data of a complete buffer; valid until :meth:`drop`."""
+        slot = self._slots[number]
+        return memoryview(slot.data)[:slot.size]
+
+    def report(self, interval: float) -> ev.Arrivals | None:
+        """Activity since the last report, once the high-ack moves or ``interval`` passes."""
+        seen, at, high_ack = self._reported
+        if self.seen == seen or (self.high_ack == high_ack and self.last_at - at < interval):
+            return None
+        if at and self.seen - seen > 1:
+            gap = (self.last_at - at) / (self.seen - seen)
+            self.mean_gap = gap if not self.mean_gap else 0.75 * self.mean_gap + 0.25 * gap
+        self._reported = (self.seen, self.last_at, self.high_ack)
+        return ev.Arrivals(self.last_at, self.mean_gap, self.high_ack)
+
+    def accept(self, header: DataHeader, datagram: memoryview, at: float) -> list[ev.Event]:
+        """Place one checked DATA/LDATA packet; returns the buffer-level events it causes."""
+        self.last_at = at
+        self.seen += 1
+        if (header.high_ack - self.high_ack) % 0x10000 < 0x8000:
+            self.high_ack = header.high_ack
+        slot = self._slots.get(header.buffer)
+        if slot is None:
+            self.dropped["unknown buffer"] += 1
+            return []
+        p, length = header.packet, header.length - HEADER_SIZE
+        start = p * self.packet_size
+        if p >= slot.capacity or start + length > self.buffer_size:
+            self.dropped["outside buffer"] += 1
+            return []
+        if length != self.packet_size and not header.ldata:
+            self.dropped["data length"] += 1
+            return []
+        if slot.count is not None and (p >= slot.count or (header.ldata and p != slot.count - 1)):
+            self.dropped["past ldata"] += 1
+            return []
+        if slot.bitmap[p]:
+            self.duplicates += 1
+            return []
+        if header.ldata and any(slot.bitmap[p + 1:]):
+            self.dropped["past ldata"] += 1
+            return []
+        slot.data[start:start + length] = datagram[HEADER_SIZE:header.length]
+        slot.bitmap[p] = 1
+        slot.received += 1
+        self.accepted += 1
+        out: list[ev.Event] = []
+        if slot.received == 1:
+            out.append(ev.FirstPacket(slot.number, header.last_buffer))
+        if header.ldata:
+            slot.count, slot.size = p + 1, start + length
+            out.append(ev.LdataSeen(slot.number, slot.count))
+        if slot.count is not None and slot.received == slot.count:
+            slot.complete = True
+            out.append(ev.BufferComplete(slot.number, slot.size))
+        return out

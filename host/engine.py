@@ -1,0 +1,280 @@
+"""The sans-IO NETBLT connection: events and time in, actions out.
+
+No sockets, threads or clocks: every method takes ``now`` (seconds, any epoch) and
+returns the actions to carry out. ``deadline`` says when to call :meth:`handle_timeout`.
+One object serves both ends (active/passive) and both roles (data sender/receiver);
+the roles live in :mod:`.sender` and :mod:`.receiver`.
+"""
+
+from __future__ import annotations
+
+import enum
+import random
+
+from . import events as ev
+from .packets import Abort, Data, KeepAlive, Open, Packet, Quit, QuitAck, Refused, Response, _Setup
+from .params import ParamError, Params, Timing
+from .receiver import Receiver
+from .sender import Sender
+from .timers import Timers
+
+
+class State(enum.Enum):
+    LISTEN = "listen"
+    OPEN_SENT = "open-sent"
+    ESTABLISHED = "established"
+    QUIT_SENT = "quit-sent"
+    QUIT_RECEIVED = "quit-received"
+    CLOSED = "closed"
+
+
+class Connection:
+    """One NETBLT connection.
+
+    ``sender`` says whether this end sends the data; an active data sender opens in
+    WRITE mode, an active data receiver in READ mode. A data sender gives
+    ``transfer_size``, the bytes its client will supply; it also goes in OPEN/RESPONSE
+    for the peer's client (the NETBLT layer never uses it).
+    """
+
+    def __init__(self, *, active: bool, sender: bool, params: Params, timing: Timing = Timing(),
+                 transfer_size: int = 0, client_string: bytes = b"",
+                 uid: int | None = None) -> None:
+        self.active, self.is_sender = active, sender
+        self.local = params
+        """What this end proposes (active) or accepts at most (passive)."""
+        self.params = params
+        """The negotiated values once established."""
+        self.timing = timing
+        self.transfer_size = transfer_size
+        self.client_string = client_string
+        self.uid = uid if uid is not None else random.getrandbits(32)
+        self.state = State.OPEN_SENT if active else State.LISTEN
+        self.timers = Timers()
+        self.role: Sender | Receiver | None = None
+        self.setup: _Setup | None = None
+        """The OPEN we sent (active) or the RESPONSE we sent (passive)."""
+        self.peer_death = 0
+        self.open_tries = 0
+        self.quit_reason = ""
+        self.finished = False
+        self.result: ev.Finished | None = None
+        self._out: list[ev.Action] = []
+
+    # -- the sans-IO surface ---------------------------------------------------------------
+
+    @property
+    def deadline(self) -> float | None:
+        return None if self.finished else self.timers.next
+
+    def connect(self, now: float) -> list[ev.Action]:
+        """Active end: send OPEN and start the open timer."""
+        self.setup = Open(uid=self.uid, **self._proposal())
+        self.open_tries = 0
+        self._send_open(now)
+        return self._drain()
+
+    def handle(self, event: ev.Event, now: float) -> list[ev.Action]:
+        if self.finished:
+            return []
+        if isinstance(event, ev.PacketReceived):
+            self._packet(event.packet, now)
+        elif isinstance(event, ev.PeerUnreachable):
+            self.finish(False, f"peer unreachable: {event.detail}")
+        else:
+            if isinstance(event, ev.Arrivals):
+                self._alive(event.last_at)
+            if self.role is not None:
+                self.role.on_event(event, now)
+        self._after(now)
+        return self._drain()
+
+    def handle_timeout(self, now: float) -> list[ev.Action]:
+        for key in self.timers.pop_expired(now):
+            if self.finished:
+                break
+            self._timer(key, now)
+        self._after(now)
+        return self._drain()
+
+    def quit(self, reason: str, now: float) -> list[ev.Action]:
+        """The client gives up: send QUIT until QUITACK or the death timer (section 5.3.2)."""
+        if self.state is State.ESTABLISHED:
+            self.state, self.quit_reason = State.QUIT_SENT, reason
+            self.timers.keep_only("death", "keepalive")
+            self._send_quit(now)
+        elif not self.finished:
+            self.finish(False, reason)
+        return self._drain()
+
+    def abort(self, reason: str, now: float) -> list[ev.Action]:
+        """Send ABORT and close at once (section 5.3.3)."""
+        self.fail(reason, now)
+        return self._drain()
+
+    # -- helpers the roles use -------------------------------------------------------------
+
+    def emit(self, action: ev.Action) -> None:
+        self._out.append(action)
+
+    def transmit(self, packet: Packet, now: float) -> None:
+        self._out.append(ev.Transmit(packet))
+        if self.peer_death:
+            self.timers.set("keepalive", now + self.peer_death / 4)
+
+    def fail(self, reason: str, now: float) -> None:
+        """Abort from inside the engine: tell the peer, then close."""
+        if not self.finished:
+            if self.state is not State.LISTEN:
+                self.transmit(Abort(reason), now)
+            self.finish(False, reason)
+
+    def finish(self, ok: bool, reason: str) -> None:
+        if not self.finished:
+            self.finished, self.state = True, State.CLOSED
+            self.result = ev.Finished(ok, reason)
+            self._out.append(self.result)
+
+    # -- setup -----------------------------------------------------------------------------
+
+    def _proposal(self) -> dict:
+        p = self.local
+        return dict(buffer_size=p.buffer_size, packet_size=p.packet_size, burst_size=p.burst_size,
+                    burst_interval=p.burst_interval, death_timer=p.death_timer,
+                    max_buffers=p.max_buffers, data_checksum=p.data_checksum,
+                    write_mode=self.is_sender if self.active else not self.is_sender,
+                    transfer_size=self.transfer_size if self.transfer_size < 1 << 32 else 0,
+                    client_string=self.client_string)
+
+    def _send_open(self, now: float) -> None:
+        self.transmit(self.setup, now)
+        self.timers.set("open", now + self.timing.open_timeout * 2 ** self.open_tries)
+        self.open_tries += 1
+
+    def _packet(self, packet: Packet, now: float) -> None:
+        if self.state is not State.LISTEN:
+            self._alive(now)
+        if isinstance(packet, Abort):
+            self.finish(False, f"aborted by peer: {packet.reason or 'no reason given'}")
+        elif isinstance(packet, (Open, Response)):
+            self._setup_packet(packet, now)
+        elif isinstance(packet, Refused):
+            if self.state is State.OPEN_SENT:
+                self.finish(False, f"refused by peer: {packet.reason or 'no reason given'}")
+        elif isinstance(packet, Quit):
+            self._quit_received(packet, now)
+        elif isinstance(packet, QuitAck):
+            if self.state is State.QUIT_SENT:
+                self.finish(False, f"quit: {self.quit_reason}")
+        elif isinstance(packet, Data):
+            pass  # DATA is the data path's; it never reaches the engine
+        elif self.state is State.ESTABLISHED and self.role is not None:
+            self.role.on_packet(packet, now)
+
+    def _setup_packet(self, packet: Open | Response, now: float) -> None:
+        if self.state is State.LISTEN and isinstance(packet, Open):
+            self._accept(packet, now)
+        elif self.state is State.OPEN_SENT and isinstance(packet, Response):
+            if packet.uid == self.uid:
+                self._answered(packet, now)
+        elif packet.uid == self.setup.uid:
+            if isinstance(packet, Open) and not self.active:
+                self.transmit(self.setup, now)  # our RESPONSE was lost: say it again
+        elif self.state is not State.OPEN_SENT:
+            # Only one connection per port pair: a different UID is a second attempt.
+            self.transmit(Abort(f"connection {self.setup.uid:#010x} is already open on this port pair"), now)
+
+    def _accept(self, packet: Open, now: float) -> None:
+        wants_write = not self.is_sender
+        if packet.write_mode != wants_write:
+            mode = "send" if packet.write_mode else "receive"
+            self.transmit(Refused(f"this end does not {'receive' if mode == 'send' else 'send'} data; "
+                                  f"cannot {mode}"), now)
+            return
+        try:
+            final = self.local.restrict(Params.from_setup(packet))
+        except ParamError as exc:
+            self.transmit(Refused(f"unusable parameters: {exc}"), now)
+            return
+        self.params, self.uid, self.peer_death = final, packet.uid, packet.death_timer
+        self.setup = Response(uid=packet.uid, **self._proposal() | dict(
+            buffer_size=final.buffer_size, packet_size=final.packet_size,
+            burst_size=final.burst_size, burst_interval=final.burst_interval,
+            max_buffers=final.max_buffers, data_checksum=final.data_checksum))
+        self.transmit(self.setup, now)
+        self._establish(packet.client_string, now)
+
+    def _answered(self, packet: Response, now: float) -> None:
+        self.timers.cancel("open")
+        try:
+            final = Params.from_setup(packet)
+        except ParamError as exc:
+            self.fail(f"unusable parameters in RESPONSE: {exc}", now)
+            return
+        why = final.widens(self.local) or (
+            "the transfer mode changed" if packet.write_mode != self.setup.write_mode else None)
+        if why:
+            self.fail(f"RESPONSE is not a valid answer: {why}", now)
+            return
+        self.params = Params(**{**final.__dict__, "death_timer": self.local.death_timer})
+        self.peer_death = packet.death_timer
+        self._establish(packet.client_string, now)
+
+    def _establish(self, peer_client_string: bytes, now: float) -> None:
+        self.state = State.ESTABLISHED
+        self.emit(ev.Established(self.params, peer_client_string))
+        self._alive(now)
+        self.timers.set("keepalive", now + self.peer_death / 4)
+        self.role = Sender(self) if self.is_sender else Receiver(self)
+        self.role.start(now)
+
+    # -- liveness, QUIT --------------------------------------------------------------------
+
+    def _alive(self, at: float) -> None:
+        if self.state not in (State.LISTEN, State.OPEN_SENT, State.CLOSED):
+            self.timers.set("death", at + self.params.death_timer)
+
+    def _quit_received(self, packet: Quit, now: float) -> None:
+        if self.state in (State.LISTEN, State.OPEN_SENT):
+            return
+        self.transmit(QuitAck(), now)
+        if self.state is not State.QUIT_RECEIVED:
+            self.state, self.quit_reason = State.QUIT_RECEIVED, packet.reason
+            self.timers.keep_only("death")
+        # Dally so a lost QUITACK can be answered again (reading A23).
+        rto = self.role.rtt.timeout if isinstance(self.role, Receiver) else self.timing.quit_timeout
+        self.timers.set("quit-dally", now + max(2 * rto, 4 * self.timing.quit_timeout))
+
+    def _send_quit(self, now: float) -> None:
+        self.transmit(Quit(self.quit_reason), now)
+        self.timers.set("quit", now + self.timing.quit_timeout)
+
+    def _timer(self, key: object, now: float) -> None:
+        if key == "open":
+            if self.open_tries >= self.timing.open_tries:
+                self.finish(False, f"no answer to OPEN after {self.open_tries} tries")
+            else:
+                self._send_open(now)
+        elif key == "death":
+            self.finish(False, f"death timer expired: nothing heard from the peer for "
+                               f"{self.params.death_timer} s")
+        elif key == "keepalive":
+            if isinstance(self.role, Sender) and self.role.tx_busy:
+                self.timers.set("keepalive", now + self.peer_death / 4)
+            else:
+                self.transmit(KeepAlive(), now)
+        elif key == "quit":
+            self._send_quit(now)
+        elif key == "quit-dally":
+            self.finish(False, f"peer quit: {self.quit_reason or 'no reason given'}")
+        elif self.role is not None:
+            self.role.on_timer(key, now)
+
+    def _after(self, now: float) -> None:
+        if self.state is State.ESTABLISHED and not self.finished:
+            self.role.after(now)
+
+    def _drain(self) -> list[ev.Action]:
+        out, self._out = self._out, []
+        return out
+

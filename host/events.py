@@ -1,0 +1,184 @@
+"""What goes into the sans-IO engine (events) and what comes out (actions).
+
+The data-path events and the data-path actions are the whole boundary between the
+engine and a data path (software, board or simulation): everything is per buffer or
+per control message, never per packet.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .packets import Packet
+from .params import Params
+
+# -- events: into the engine --------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PacketReceived:
+    """A non-data NETBLT packet arrived (CONTROL, NULL-ACK, OPEN, ...)."""
+
+    packet: Packet
+
+
+@dataclass(frozen=True)
+class FirstPacket:
+    """The first packet of receive buffer ``buffer`` arrived."""
+
+    buffer: int
+    last_buffer: bool
+    """Its L flag: this is the transfer's last buffer."""
+
+
+@dataclass(frozen=True)
+class LdataSeen:
+    """The LDATA of ``buffer`` arrived: the buffer has ``count`` packets."""
+
+    buffer: int
+    count: int
+
+
+@dataclass(frozen=True)
+class BufferComplete:
+    buffer: int
+    size: int
+    """Bytes of data in the buffer."""
+
+
+@dataclass(frozen=True)
+class MissingPackets:
+    """The answer to :class:`QueryMissing`."""
+
+    buffer: int
+    packets: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Arrivals:
+    """Data-packet activity since the last report (sent a few times a second at most)."""
+
+    last_at: float
+    """When the newest data packet arrived."""
+    mean_gap: float
+    """Smoothed inter-packet arrival time in seconds, 0 if not known yet."""
+    high_ack: int
+    """The newest high-ack carried by DATA/LDATA (16-bit, as on the wire)."""
+
+
+@dataclass(frozen=True)
+class TransmitIdle:
+    """The data path has sent everything it was asked to send."""
+
+
+@dataclass(frozen=True)
+class BufferReleased:
+    """The client has finished with delivered receive buffer ``buffer``."""
+
+    buffer: int
+
+
+@dataclass(frozen=True)
+class PeerUnreachable:
+    """The network said nobody is listening at the peer's address."""
+
+    detail: str
+
+
+Event = (PacketReceived | FirstPacket | LdataSeen | BufferComplete | MissingPackets | Arrivals
+         | TransmitIdle | BufferReleased | PeerUnreachable)
+
+# -- actions: out of the engine -----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Transmit:
+    """Send this non-data packet to the peer."""
+
+    packet: Packet
+
+
+@dataclass(frozen=True)
+class SendBuffer:
+    """Load the client's ``index``-th buffer (0-based) and send it as buffer ``buffer``."""
+
+    buffer: int
+    index: int
+    last: bool
+
+
+@dataclass(frozen=True)
+class ResendPackets:
+    buffer: int
+    packets: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class ReleaseSendBuffer:
+    """Buffer ``buffer`` (the client's ``index``-th) was acknowledged (OK): reuse its memory."""
+
+    buffer: int
+    index: int
+
+
+@dataclass(frozen=True)
+class SetRate:
+    burst_size: int
+    burst_interval: int
+    """Milliseconds."""
+
+
+@dataclass(frozen=True)
+class StampHighAck:
+    """Carry this high-ack (16-bit) in every DATA/LDATA sent from now on."""
+
+    high_ack: int
+
+
+@dataclass(frozen=True)
+class PostReceive:
+    """Set up receive buffer ``buffer`` for at most ``capacity`` packets."""
+
+    buffer: int
+    capacity: int
+
+
+@dataclass(frozen=True)
+class DropReceive:
+    """Forget receive buffer ``buffer`` (posted beyond the transfer's last buffer)."""
+
+    buffer: int
+
+
+@dataclass(frozen=True)
+class QueryMissing:
+    buffer: int
+
+
+@dataclass(frozen=True)
+class Deliver:
+    """Receive buffer ``buffer`` is complete: hand its ``size`` bytes to the client, in order."""
+
+    buffer: int
+    index: int
+    size: int
+
+
+@dataclass(frozen=True)
+class Established:
+    """The connection is open with these final parameters."""
+
+    params: Params
+    peer_client_string: bytes
+
+
+@dataclass(frozen=True)
+class Finished:
+    """The connection is over; nothing more will be sent."""
+
+    ok: bool
+    reason: str
+
+
+Action = (Transmit | SendBuffer | ResendPackets | ReleaseSendBuffer | SetRate | StampHighAck
+          | PostReceive | DropReceive | QueryMissing | Deliver | Established | Finished)

@@ -1,0 +1,157 @@
+"""NETBLT (RFC 998) wire layouts, defined once as data.
+
+Everything that reads or writes NETBLT bytes derives from these tables: the host codec,
+the software data path's per-packet fast path, and the gateware header builder and
+parser. Offsets are bytes from the start of the NETBLT header (the IP or UDP payload);
+every multi-byte field is big-endian (reading A1 in docs/protocol.md).
+"""
+
+from __future__ import annotations
+
+import enum
+import struct
+from dataclasses import dataclass
+from functools import cached_property
+
+VERSION = 2
+"""RFC 998's version number (reading A3)."""
+
+IP_PROTOCOL = 30
+ALIGNMENT = 4
+
+
+class PacketType(enum.IntEnum):
+    OPEN = 0
+    RESPONSE = 1
+    KEEPALIVE = 2
+    QUIT = 3
+    QUITACK = 4
+    ABORT = 5
+    DATA = 6
+    LDATA = 7
+    NULL_ACK = 8
+    CONTROL = 9
+    REFUSED = 10
+    DONE = 11
+
+
+class MessageType(enum.IntEnum):
+    GO = 0
+    OK = 1
+    RESEND = 2
+
+
+# Flag bits (reading A2): C and M in the OPEN/RESPONSE flags word, L in DATA/LDATA.
+FLAG_DATA_CHECKSUM = 0x0002
+FLAG_WRITE_MODE = 0x0001
+FLAG_LAST_BUFFER = 0x0001
+
+_STRUCT_CODES = {1: "B", 2: "H", 4: "I"}
+
+
+@dataclass(frozen=True)
+class Field:
+    name: str
+    offset: int
+    width: int
+    """Width in bytes: 1, 2 or 4."""
+
+    @property
+    def end(self) -> int:
+        return self.offset + self.width
+
+
+@dataclass(frozen=True)
+class Layout:
+    """A fixed run of fields; padding fields are named ``pad*`` and always sent as zero."""
+
+    name: str
+    fields: tuple[Field, ...]
+
+    def __post_init__(self) -> None:
+        at = self.start
+        for field in self.fields:
+            if field.offset != at or field.width not in _STRUCT_CODES:
+                raise ValueError(f"{self.name}: field {field.name} breaks the layout")
+            if field.width == 4 and field.offset % 4:
+                raise ValueError(f"{self.name}: longword {field.name} is not aligned")
+            at = field.end
+
+    @property
+    def start(self) -> int:
+        return self.fields[0].offset
+
+    @property
+    def end(self) -> int:
+        return self.fields[-1].end
+
+    @cached_property
+    def struct(self) -> struct.Struct:
+        return struct.Struct(">" + "".join(_STRUCT_CODES[f.width] for f in self.fields))
+
+    @cached_property
+    def names(self) -> tuple[str, ...]:
+        return tuple(f.name for f in self.fields)
+
+    def field(self, name: str) -> Field:
+        for field in self.fields:
+            if field.name == name:
+                return field
+        raise KeyError(name)
+
+
+def _layout(name: str, start: int, *spec: tuple[str, int]) -> Layout:
+    fields, at = [], start
+    for field_name, width in spec:
+        fields.append(Field(field_name, at, width))
+        at += width
+    return Layout(name, tuple(fields))
+
+
+HEADER = _layout(
+    "header", 0,
+    ("checksum", 2), ("version", 1), ("type", 1), ("length", 2),
+    ("local_port", 2), ("foreign_port", 2), ("pad", 2),
+)
+"""The 12-byte common header of every packet."""
+
+OPEN = _layout(
+    "open", HEADER.end,
+    ("uid", 4), ("buffer_size", 4), ("transfer_size", 4), ("packet_size", 2),
+    ("burst_size", 2), ("burst_interval", 2), ("death_timer", 2), ("flags", 2),
+    ("max_buffers", 2),
+)
+"""OPEN and RESPONSE after the header; a NUL-padded client string follows."""
+
+DATA = _layout(
+    "data", HEADER.end,
+    ("buffer", 4), ("high_ack", 2), ("packet", 2), ("data_checksum", 2), ("flags", 2),
+)
+"""DATA and LDATA after the header; the data area follows."""
+
+NULL_ACK = _layout(
+    "null_ack", HEADER.end,
+    ("high_ack", 2), ("burst_size", 2), ("burst_interval", 2), ("pad", 2),
+)
+
+MESSAGE = _layout("message", 0, ("type", 1), ("pad", 1), ("seq", 2), ("buffer", 4))
+"""The prefix of every control message; offsets are from the message start."""
+
+OK_BODY = _layout(
+    "ok", MESSAGE.end,
+    ("burst_size", 2), ("burst_interval", 2), ("control_timer", 2), ("pad", 2),
+)
+
+RESEND_BODY = _layout("resend", MESSAGE.end, ("count", 2), ("pad", 2))
+"""RESEND after the prefix; ``count`` 16-bit packet numbers follow, padded to 4 bytes."""
+
+DATA_HEADER_SIZE = DATA.end
+"""24: the span the DATA/LDATA header checksum covers (reading A13)."""
+
+STRING_TYPES = frozenset({PacketType.QUIT, PacketType.ABORT, PacketType.REFUSED})
+BARE_TYPES = frozenset({PacketType.KEEPALIVE, PacketType.QUITACK, PacketType.DONE})
+
+
+def aligned(n: int) -> int:
+    """``n`` rounded up to the protocol's 4-byte alignment."""
+    return (n + ALIGNMENT - 1) & ~(ALIGNMENT - 1)

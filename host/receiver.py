@@ -1,0 +1,206 @@
+"""The data receiver's half of an established connection (RFC 998 sections 5.2, 5.3.1).
+
+Receive buffers move ACK-WAIT -> ACKED -> RECEIVING -> RECEIVED. Data timers are
+RFC 998's loose/tight timers, estimated from the burst rate and, as RFC 1030 reports
+MIT did after the Wideband tests, from the measured inter-packet arrival time.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from . import events as ev
+from .control import ControlFifo, RttEstimator
+from .packets import Done, Go, NullAck, Resend
+
+if TYPE_CHECKING:
+    from .engine import Connection
+
+
+class RxState(enum.Enum):
+    ACK_WAIT = "ack-wait"
+    ACKED = "acked"
+    RECEIVING = "receiving"
+    RECEIVED = "received"
+
+
+@dataclass
+class RxBuffer:
+    number: int
+    index: int
+    state: RxState
+    expected: int
+    """Packets still expected: the capacity, or what the last RESEND asked for."""
+
+
+class Receiver:
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+        p, t = conn.params, conn.timing
+        self.fifo = ControlFifo(budget=max(576, p.packet_size + 24))
+        self.rtt = RttEstimator(t.control_initial, t.control_min, t.control_max)
+        self.buffers: dict[int, RxBuffer] = {}
+        self.next_number, self.next_index = 1, 0
+        self.last_number: int | None = None
+        self.burst = (p.burst_size, p.burst_interval)
+        self.offer: tuple[int, int] | None = None
+        self.mean_gap = 0.0
+        self.unsent = False
+        self.held_ok = False
+        self.lost: set[tuple[int, int]] = set()
+        self.requested = 0
+        self.data_timeouts = 0
+
+    # -- setup ---------------------------------------------------------------------------
+
+    def start(self, now: float) -> None:
+        for _ in range(self.conn.params.max_buffers):
+            self._post()
+
+    def _post(self) -> None:
+        n, capacity = self.next_number, self.conn.params.packets_per_buffer
+        self.buffers[n] = RxBuffer(n, self.next_index, RxState.ACK_WAIT, capacity)
+        self.next_number += 1
+        self.next_index += 1
+        self.conn.emit(ev.PostReceive(n, capacity))
+        self.fifo.go(n)
+        self.unsent = True
+
+    # -- events --------------------------------------------------------------------------
+
+    def on_packet(self, packet: object, now: float) -> None:
+        if isinstance(packet, NullAck):
+            self.burst = (packet.burst_size, packet.burst_interval)
+            self._high_ack(packet.high_ack, now)
+
+    def on_event(self, event: ev.Event, now: float) -> None:
+        match event:
+            case ev.Arrivals(mean_gap=gap, high_ack=high_ack):
+                self.mean_gap = gap or self.mean_gap
+                self._high_ack(high_ack, now)
+            case ev.FirstPacket(buffer=n, last_buffer=last):
+                self._first_packet(n, last, now)
+            case ev.LdataSeen(buffer=n, count=count):
+                if (rb := self.buffers.get(n)) and rb.state is not RxState.RECEIVED:
+                    rb.expected = min(rb.expected, count)
+                    self.conn.timers.shorten(("data", n), now + self._variance())
+            case ev.BufferComplete(buffer=n, size=size):
+                self._complete(n, size, now)
+            case ev.MissingPackets(buffer=n, packets=packets):
+                self._missing(n, packets, now)
+            case ev.BufferReleased(buffer=n):
+                self._released(n, now)
+
+    def _first_packet(self, n: int, last: bool, now: float) -> None:
+        if last and self.last_number is None:
+            self._learn_last(n)
+        rb = self.buffers.get(n)
+        if rb is None or rb.state is RxState.RECEIVED:
+            return
+        if rb.state in (RxState.ACK_WAIT, RxState.ACKED):
+            rb.state = RxState.RECEIVING
+            self.conn.timers.set(("data", n), now + self._estimate(n))
+        # Buffers go out in number order: lower ones should be in by now (tight timers).
+        for lower in self.buffers.values():
+            if lower.number < n and lower.state in (RxState.ACKED, RxState.RECEIVING):
+                self.conn.timers.shorten(("data", lower.number), now + self._variance())
+
+    def _learn_last(self, n: int) -> None:
+        self.last_number = n
+        for number in [m for m in self.buffers if m > n]:
+            del self.buffers[number]
+            self.conn.timers.cancel(("data", number))
+            self.conn.emit(ev.DropReceive(number))
+
+    def _complete(self, n: int, size: int, now: float) -> None:
+        rb = self.buffers.get(n)
+        if rb is None or rb.state is RxState.RECEIVED:
+            return
+        rb.state = RxState.RECEIVED
+        self.conn.timers.cancel(("data", n))
+        burst_size, burst_interval = self.offer or self.burst
+        self.fifo.ok(n, burst_size, burst_interval, round(self.rtt.timeout * 1000))
+        self.unsent = True
+        self.held_ok = True
+        self.conn.timers.set("ok-hold", now + self.conn.timing.ok_hold)
+        self.conn.emit(ev.Deliver(n, rb.index, size))
+
+    def _released(self, n: int, now: float) -> None:
+        if (rb := self.buffers.get(n)) is None or rb.state is not RxState.RECEIVED:
+            return
+        del self.buffers[n]
+        if self.last_number is None:
+            self._post()
+        self.held_ok = False
+        self.conn.timers.cancel("ok-hold")
+
+    def _missing(self, n: int, packets: tuple[int, ...], now: float) -> None:
+        rb = self.buffers.get(n)
+        if rb is None or rb.state is RxState.RECEIVED or not packets:
+            return
+        rb.state = RxState.ACK_WAIT
+        rb.expected = len(packets)
+        self.data_timeouts += 1
+        self.requested += len(packets)
+        self.lost.update((n, p) for p in packets)
+        self.fifo.resend(n, packets)
+        self.unsent = True
+
+    def _high_ack(self, wire: int, now: float) -> None:
+        retired, rtt = self.fifo.acknowledge(wire, now)
+        if rtt is not None:
+            self.rtt.sample(rtt)
+        for message in retired:
+            rb = self.buffers.get(message.buffer)
+            if isinstance(message, (Go, Resend)) and rb and rb.state is RxState.ACK_WAIT:
+                rb.state = RxState.ACKED
+                self.conn.timers.set(("data", rb.number), now + self._estimate(rb.number))
+        if retired and not len(self.fifo):
+            self.conn.timers.cancel("control")
+
+    # -- timers --------------------------------------------------------------------------
+
+    def on_timer(self, key: object, now: float) -> None:
+        if key == "control":
+            self.rtt.back_off()
+            self._send(now)
+        elif key == "ok-hold":
+            self.held_ok = False
+        elif isinstance(key, tuple) and key[0] == "data":
+            self.conn.emit(ev.QueryMissing(key[1]))
+
+    def _per_packet(self) -> float:
+        burst_size, burst_interval = self.burst
+        return max(self.mean_gap, burst_interval / 1000 / burst_size)
+
+    def _variance(self) -> float:
+        return max(self.conn.timing.data_variance, 4 * self.burst[1] / 1000, 16 * self.mean_gap)
+
+    def _estimate(self, n: int) -> float:
+        """Time for every packet still expected at or below buffer ``n``, plus the variance."""
+        pending = sum(rb.expected for rb in self.buffers.values()
+                      if rb.number <= n and rb.state is not RxState.RECEIVED)
+        return pending * self._per_packet() + self._variance()
+
+    # -- output --------------------------------------------------------------------------
+
+    def after(self, now: float) -> None:
+        """Called after every input: send the control packet if it changed, or finish."""
+        if self.unsent and not self.held_ok:
+            self._send(now)
+        if self._complete_transfer():
+            self.conn.transmit(Done(), now)
+            self.conn.finish(True, "transfer complete")
+
+    def _send(self, now: float) -> None:
+        self.unsent = False
+        if not len(self.fifo):
+            return
+        self.conn.transmit(self.fifo.packet(now), now)
+        self.conn.timers.set("control", now + self.rtt.timeout)
+
+    def _complete_transfer(self) -> bool:
+        return (self.last_number is not None and not len(self.fifo)
+                and not any(n <= self.last_number for n in self.buffers))

@@ -1,0 +1,1 @@
+"""Network emulation: a seeded WAN path model, virtual-time transfers, and a UDP relay."""
