@@ -40,6 +40,7 @@ class Source(Protocol):
 
 
 class Sink(Protocol):
+    def begin(self, peer_client_string: bytes) -> None: ...
     def write(self, offset: int, data: memoryview) -> None: ...
 
 
@@ -54,6 +55,9 @@ class MemorySource:
 class MemorySink:
     def __init__(self) -> None:
         self.data = bytearray()
+
+    def begin(self, peer_client_string: bytes) -> None:
+        pass
 
     def write(self, offset: int, data: memoryview) -> None:
         end = offset + len(data)
@@ -163,6 +167,11 @@ class Endpoint:
                 dp.configure(params)
                 progress.params, progress.peer_client_string = params, peer
                 progress.established_at = now
+                if self.sink is not None:
+                    try:
+                        self.sink.begin(peer)
+                    except OSError as exc:
+                        return self.conn.quit(f"receiver cannot store the data: {exc.strerror or exc}", now)
             case ev.Finished():
                 progress.result = action
         return []
