@@ -29,7 +29,6 @@ class RxState(enum.Enum):
 @dataclass
 class RxBuffer:
     number: int
-    index: int
     state: RxState
     expected: int
     """Packets still expected: the capacity, or what the last RESEND asked for."""
@@ -42,7 +41,8 @@ class Receiver:
         self.fifo = ControlFifo(budget=max(576, p.packet_size + 24))
         self.rtt = RttEstimator(t.control_initial, t.control_min, t.control_max)
         self.buffers: dict[int, RxBuffer] = {}
-        self.next_number, self.next_index = 1, 0
+        self.next_number = 1
+        """Buffers are numbered from 1, consecutively; buffer n is the (n-1)-th (reading A7)."""
         self.last_number: int | None = None
         self.burst = (p.burst_size, p.burst_interval)
         self.offer: tuple[int, int] | None = None
@@ -61,9 +61,8 @@ class Receiver:
 
     def _post(self) -> None:
         n, capacity = self.next_number, self.conn.params.packets_per_buffer
-        self.buffers[n] = RxBuffer(n, self.next_index, RxState.ACK_WAIT, capacity)
+        self.buffers[n] = RxBuffer(n, RxState.ACK_WAIT, capacity)
         self.next_number += 1
-        self.next_index += 1
         self.conn.emit(ev.PostReceive(n, capacity))
         self.fifo.go(n)
         self.unsent = True
@@ -125,7 +124,7 @@ class Receiver:
         self.unsent = True
         self.held_ok = True
         self.conn.timers.set("ok-hold", now + self.conn.timing.ok_hold)
-        self.conn.emit(ev.Deliver(n, rb.index, size))
+        self.conn.emit(ev.Deliver(n, n - 1, size))
 
     def _released(self, n: int, now: float) -> None:
         if (rb := self.buffers.get(n)) is None or rb.state is not RxState.RECEIVED:

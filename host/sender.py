@@ -27,11 +27,9 @@ class Sender:
         self.high_ack = 0
         self.seen_ahead: set[int] = set()
         """Messages processed above the high-ack, out of order."""
-        self.sending: dict[int, int] = {}
-        """GO'd buffers not yet OK'd: number -> client index."""
-        self.next_index = 0
-        self.highest_go = 0
-        self.acked = 0
+        self.sending: set[int] = set()
+        """GO'd buffers not yet OK'd."""
+        self.acked: set[int] = set()
         self.limits = (p.burst_size, p.burst_interval)
         self.burst = self.limits
         self.tx_busy = False
@@ -80,9 +78,9 @@ class Sender:
             self.conn.emit(ev.SetRate(*self.burst))
         # DATA carries the high-ack while data flows; otherwise, and after every rate
         # offer (reading A25), say it in a NULL-ACK.
-        if rate_changed or not self.tx_busy:
+        if rate_changed or not self.tx_busy or not self.sending:
             self.conn.transmit(NullAck(self.high_ack % SEQ_MODULUS, *self.burst), now)
-        if self.acked == self.total_buffers and not self.dallying:
+        if len(self.acked) == self.total_buffers and not self.dallying:
             self.dallying = True
             dally = 2 * self.receiver_control_timer + self.conn.timing.dally_margin
             self.conn.timers.set("dally", now + dally)
@@ -97,9 +95,9 @@ class Sender:
                 self.tx_busy = True
         elif isinstance(message, Ok):
             if message.buffer in self.sending:
-                index = self.sending.pop(message.buffer)
-                self.acked += 1
-                self.conn.emit(ev.ReleaseSendBuffer(message.buffer, index))
+                self.sending.remove(message.buffer)
+                self.acked.add(message.buffer)
+                self.conn.emit(ev.ReleaseSendBuffer(message.buffer, message.buffer - 1))
             self.receiver_control_timer = message.control_timer / 1000
             offer = (min(message.burst_size, self.limits[0]) or 1,
                      max(message.burst_interval, self.limits[1]))
@@ -109,16 +107,15 @@ class Sender:
         return False
 
     def _go(self, n: int, now: float) -> None:
-        # A GO past the last buffer (the receiver cannot know where the data ends) or
-        # for a buffer already dealt with is acknowledged and otherwise ignored (A26).
-        if n <= self.highest_go or self.next_index >= self.total_buffers:
+        # Buffer n holds the client's (n-1)-th buffer (reading A7), so GOs may be acted on
+        # in any order. A GO past the last buffer (the receiver cannot know where the data
+        # ends) or for a buffer already sent is acknowledged and otherwise ignored (A26).
+        if n in self.sending or n in self.acked or not 1 <= n <= self.total_buffers:
             return
         if len(self.sending) >= self.conn.params.max_buffers:
             self.conn.fail(f"protocol error: GO for buffer {n} exceeds "
-                            f"{self.conn.params.max_buffers} outstanding buffers", now)
+                           f"{self.conn.params.max_buffers} outstanding buffers", now)
             return
-        self.highest_go = n
-        self.sending[n] = self.next_index
-        self.conn.emit(ev.SendBuffer(n, self.next_index, self.next_index == self.total_buffers - 1))
-        self.next_index += 1
+        self.sending.add(n)
+        self.conn.emit(ev.SendBuffer(n, n - 1, n == self.total_buffers))
         self.tx_busy = True

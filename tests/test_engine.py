@@ -1,0 +1,369 @@
+"""The sans-IO engine, one packet type or timer at a time, in virtual time."""
+
+from dataclasses import replace
+
+import pytest
+
+from netblt.host import events as ev
+from netblt.host.engine import Connection, State
+from netblt.host.packets import (
+    Abort, Control, Done, Go, KeepAlive, NullAck, Ok, Open, Quit, QuitAck, Refused, Resend, Response,
+)
+from netblt.host.params import Params, Timing
+
+PARAMS = Params(buffer_size=10_000, packet_size=1000, burst_size=5, burst_interval=10, max_buffers=2,
+                data_checksum=False, death_timer=20)
+TIMING = Timing()
+
+
+def sent(actions, kind=None):
+    packets = [a.packet for a in actions if isinstance(a, ev.Transmit)]
+    return [p for p in packets if kind is None or isinstance(p, kind)]
+
+
+def of(actions, kind):
+    return [a for a in actions if isinstance(a, kind)]
+
+
+def finished(actions):
+    (result,) = of(actions, ev.Finished)
+    return result
+
+
+def open_packet(**changes):
+    base = dict(uid=77, buffer_size=PARAMS.buffer_size, packet_size=PARAMS.packet_size,
+                burst_size=PARAMS.burst_size, burst_interval=PARAMS.burst_interval, death_timer=20,
+                max_buffers=PARAMS.max_buffers, data_checksum=False, write_mode=True, transfer_size=25_000)
+    return Open(**base | changes)
+
+
+def receiver(now=0.0, params=PARAMS):
+    conn = Connection(active=False, sender=False, params=params, timing=TIMING)
+    actions = conn.handle(ev.PacketReceived(open_packet()), now)
+    return conn, actions
+
+
+def sender(transfer_size=25_000, now=0.0, params=PARAMS):
+    conn = Connection(active=True, sender=True, params=params, timing=TIMING, transfer_size=transfer_size, uid=5)
+    (open_,) = sent(conn.connect(now))
+    response = Response(**{**open_.__dict__, "death_timer": 20})
+    actions = conn.handle(ev.PacketReceived(response), now)
+    return conn, actions
+
+
+def control(*messages):
+    return ev.PacketReceived(Control(tuple(messages)))
+
+
+# -- set-up -------------------------------------------------------------------------------
+
+
+def test_open_is_retransmitted_with_backoff_then_gives_up():
+    conn = Connection(active=True, sender=True, params=PARAMS, timing=TIMING, transfer_size=1)
+    assert len(sent(conn.connect(0.0), Open)) == 1
+    times, now = [], 0.0
+    while not conn.finished:
+        now = conn.deadline
+        actions = conn.handle_timeout(now)
+        times.append(now)
+    assert times == [0.5, 1.5, 3.5, 7.5, 15.5, 31.5]
+    assert finished(actions).reason == "no answer to OPEN after 6 tries"
+
+
+def test_passive_end_answers_with_restricted_parameters_and_gos():
+    mine = replace(PARAMS, packet_size=500, burst_interval=20, max_buffers=8, data_checksum=True)
+    conn = Connection(active=False, sender=False, params=mine, timing=TIMING)
+    actions = conn.handle(ev.PacketReceived(open_packet()), 0.0)
+    (response,) = sent(actions, Response)
+    assert response.uid == 77
+    assert (response.packet_size, response.burst_interval, response.max_buffers, response.data_checksum) == (
+        500, 20, 2, True)
+    assert of(actions, ev.Established)[0].params.packet_size == 500
+    assert [a.buffer for a in of(actions, ev.PostReceive)] == [1, 2]
+    (ctrl,) = sent(actions, Control)
+    assert ctrl.messages == (Go(1, 1), Go(2, 2))
+    assert conn.state is State.ESTABLISHED
+
+
+def test_wrong_mode_and_unusable_parameters_are_refused_and_the_end_keeps_listening():
+    conn = Connection(active=False, sender=False, params=PARAMS, timing=TIMING)
+    (refused,) = sent(conn.handle(ev.PacketReceived(open_packet(write_mode=False)), 0.0))
+    assert isinstance(refused, Refused) and "does not send" in refused.reason
+    (refused,) = sent(conn.handle(ev.PacketReceived(open_packet(burst_interval=0)), 0.0))
+    assert isinstance(refused, Refused) and "burst interval 0" in refused.reason
+    assert conn.state is State.LISTEN
+    assert sent(conn.handle(ev.PacketReceived(open_packet()), 0.0), Response)
+
+
+def test_active_end_reports_refusal():
+    conn = Connection(active=True, sender=True, params=PARAMS, timing=TIMING, transfer_size=1)
+    conn.connect(0.0)
+    result = finished(conn.handle(ev.PacketReceived(Refused("disk full")), 0.1))
+    assert not result.ok and result.reason == "refused by peer: disk full"
+
+
+def test_duplicate_open_gets_response_again_and_another_uid_gets_abort():
+    conn, _ = receiver()
+    (again,) = sent(conn.handle(ev.PacketReceived(open_packet()), 0.1))
+    assert isinstance(again, Response) and again.uid == 77
+    (abort,) = sent(conn.handle(ev.PacketReceived(open_packet(uid=78)), 0.2))
+    assert isinstance(abort, Abort) and "already open" in abort.reason
+    assert conn.state is State.ESTABLISHED
+
+
+def test_response_that_widens_the_offer_is_aborted():
+    conn = Connection(active=True, sender=True, params=PARAMS, timing=TIMING, transfer_size=1, uid=5)
+    (open_,) = sent(conn.connect(0.0))
+    wider = Response(**{**open_.__dict__, "max_buffers": 9})
+    actions = conn.handle(ev.PacketReceived(wider), 0.1)
+    assert isinstance(sent(actions)[0], Abort)
+    assert "max_buffers 9 exceeds" in finished(actions).reason
+
+
+def test_duplicate_response_is_ignored():
+    conn, _ = sender()
+    assert conn.handle(ev.PacketReceived(Response(**{**conn.setup.__dict__, "death_timer": 20})), 0.1) == []
+
+
+def test_response_with_other_uid_while_opening_is_ignored():
+    conn = Connection(active=True, sender=True, params=PARAMS, timing=TIMING, transfer_size=1, uid=5)
+    (open_,) = sent(conn.connect(0.0))
+    assert conn.handle(ev.PacketReceived(replace(Response(**open_.__dict__), uid=6)), 0.1) == []
+    assert conn.state is State.OPEN_SENT
+
+
+# -- liveness -------------------------------------------------------------------------------
+
+
+def test_death_timer_is_reset_by_packets_and_data_then_expires():
+    conn, _ = receiver()
+    conn.handle(ev.PacketReceived(KeepAlive()), 15.0)
+    conn.handle(ev.Arrivals(last_at=30.0, mean_gap=0.001, high_ack=0), 30.0)
+    now, actions = 30.0, []
+    while not conn.finished:
+        now = conn.deadline
+        actions = conn.handle_timeout(now)
+    assert now == pytest.approx(50.0)
+    assert finished(actions).reason == "death timer expired: nothing heard from the peer for 20 s"
+    assert not sent(actions)  # a dead peer is not told anything
+
+
+def test_keepalive_every_quarter_of_the_peers_death_timer_when_idle():
+    conn, actions = sender(transfer_size=1)
+    # The sender has no data to send until a GO arrives: it keeps the receiver's death timer fed.
+    actions = conn.handle_timeout(5.0)
+    assert sent(actions) == [KeepAlive()]
+    assert conn.deadline == pytest.approx(10.0)
+
+
+def test_quit_is_retransmitted_until_quitack():
+    conn, _ = sender()
+    assert sent(conn.quit("operator stopped it", 1.0)) == [Quit("operator stopped it")]
+    assert sent(conn.handle_timeout(1.5)) == [Quit("operator stopped it")]
+    result = finished(conn.handle(ev.PacketReceived(QuitAck()), 1.6))
+    assert result.reason == "quit: operator stopped it"
+
+
+def test_quit_received_is_acknowledged_and_answered_again_during_the_dally():
+    conn, _ = receiver()
+    actions = conn.handle(ev.PacketReceived(Quit("sender disk failed")), 1.0)
+    assert sent(actions) == [QuitAck()] and not conn.finished
+    assert sent(conn.handle(ev.PacketReceived(Quit("sender disk failed")), 1.2)) == [QuitAck()]
+    actions = conn.handle_timeout(conn.deadline)
+    assert finished(actions).reason == "peer quit: sender disk failed"
+
+
+def test_abort_received_closes_at_once():
+    conn, _ = sender()
+    assert finished(conn.handle(ev.PacketReceived(Abort("bad")), 1.0)).reason == "aborted by peer: bad"
+    assert conn.handle(ev.PacketReceived(KeepAlive()), 2.0) == []
+
+
+def test_abort_from_the_client_tells_the_peer():
+    conn, _ = sender()
+    actions = conn.abort("interrupted by the user", 1.0)
+    assert sent(actions) == [Abort("interrupted by the user")] and not finished(actions).ok
+
+
+def test_peer_unreachable_fails_the_connection():
+    conn = Connection(active=True, sender=True, params=PARAMS, timing=TIMING, transfer_size=1)
+    conn.connect(0.0)
+    result = finished(conn.handle(ev.PeerUnreachable("nothing is listening"), 0.01))
+    assert result.reason == "peer unreachable: nothing is listening"
+
+
+# -- data receiver ----------------------------------------------------------------------------
+
+
+def test_control_packet_is_resent_whole_on_control_timer_with_backoff():
+    conn, actions = receiver()
+    (first,) = sent(actions, Control)
+    t1 = conn.deadline
+    assert t1 == pytest.approx(TIMING.control_initial)
+    assert sent(conn.handle_timeout(t1), Control) == [first]
+    assert conn.deadline == pytest.approx(t1 + 2 * TIMING.control_initial)
+
+
+def test_high_ack_retires_messages_and_clears_the_control_timer():
+    conn, _ = receiver()
+    conn.handle(ev.Arrivals(0.05, 0.0, high_ack=1), 0.05)
+    assert len(conn.role.fifo) == 1 and "control" in conn.timers
+    conn.handle(ev.PacketReceived(NullAck(2, 5, 10)), 0.06)
+    assert len(conn.role.fifo) == 0 and "control" not in conn.timers
+    assert conn.role.rtt.srtt == pytest.approx(0.875 * 0.05 + 0.125 * 0.06)  # two samples
+
+
+def test_data_timer_asks_for_the_missing_packets_and_resends_them():
+    conn, _ = receiver()
+    conn.handle(ev.PacketReceived(NullAck(2, 5, 10)), 0.01)
+    deadline = conn.timers._at[("data", 1)]
+    # Loose timer: both buffers' 20 packets at 5 per 10 ms, plus the variance.
+    assert deadline == pytest.approx(0.01 + 10 * 0.002 + 0.04)
+    actions = conn.handle_timeout(deadline)
+    assert of(actions, ev.QueryMissing) == [ev.QueryMissing(1)]
+    actions = conn.handle(ev.MissingPackets(1, (3, 9)), deadline)
+    (ctrl,) = sent(actions, Control)
+    assert ctrl.messages == (Resend(3, 1, (3, 9)),)
+    assert conn.role.data_timeouts == 1 and conn.role.lost == {(1, 3), (1, 9)}
+
+
+def test_no_resend_merely_because_a_later_buffer_started_or_ldata_came_early():
+    conn, _ = receiver()
+    conn.handle(ev.PacketReceived(NullAck(2, 1, 100)), 0.0)
+    assert conn.timers._at[("data", 1)] == pytest.approx(10 * 0.1 + 0.4)  # loose
+    actions = conn.handle(ev.FirstPacket(2, last_buffer=False), 0.05)
+    actions += conn.handle(ev.LdataSeen(1, 10), 0.05)
+    assert not of(actions, ev.QueryMissing) and not sent(actions)
+    # ...but buffer 1's timer is now tight: the variance, not the whole buffer.
+    assert conn.timers._at[("data", 1)] == pytest.approx(0.05 + 0.4)
+
+
+def test_complete_buffer_is_delivered_and_ok_travels_with_the_next_go():
+    conn, _ = receiver()
+    conn.handle(ev.PacketReceived(NullAck(2, 5, 10)), 0.0)
+    actions = conn.handle(ev.BufferComplete(1, 10_000), 0.1)
+    assert of(actions, ev.Deliver) == [ev.Deliver(1, 0, 10_000)] and not sent(actions)
+    actions = conn.handle(ev.BufferReleased(1), 0.1)
+    (ctrl,) = sent(actions, Control)
+    assert [type(m) for m in ctrl.messages] == [Ok, Go]
+    assert (ctrl.messages[0].buffer, ctrl.messages[1].buffer) == (1, 3)
+    assert of(actions, ev.PostReceive) == [ev.PostReceive(3, 10)]
+
+
+def test_ok_is_not_held_forever_by_a_slow_client():
+    conn, _ = receiver()
+    conn.handle(ev.BufferComplete(1, 10_000), 0.1)
+    (ctrl,) = sent(conn.handle_timeout(0.1 + TIMING.ok_hold))
+    assert isinstance(ctrl.messages[-1], Ok)
+
+
+def test_receiver_finishes_after_the_last_buffer_is_acknowledged_and_sends_done():
+    conn, _ = receiver()
+    conn.handle(ev.PacketReceived(NullAck(2, 5, 10)), 0.0)
+    actions = conn.handle(ev.FirstPacket(1, last_buffer=True), 0.01)
+    assert of(actions, ev.DropReceive) == [ev.DropReceive(2)]
+    conn.handle(ev.BufferComplete(1, 123), 0.02)
+    actions = conn.handle(ev.BufferReleased(1), 0.02)
+    assert not of(actions, ev.PostReceive) and not conn.finished
+    actions = conn.handle(ev.PacketReceived(NullAck(3, 5, 10)), 0.03)
+    assert sent(actions) == [Done()] and finished(actions).ok
+
+
+def test_nullack_rates_are_used_for_data_timers():
+    conn, _ = receiver()
+    conn.handle(ev.PacketReceived(NullAck(2, 1, 100)), 0.0)
+    assert conn.role.burst == (1, 100)
+    assert conn.timers._at[("data", 1)] == pytest.approx(10 * 0.1 + 0.4)
+    assert conn.timers._at[("data", 2)] == pytest.approx(20 * 0.1 + 0.4)
+
+
+# -- data sender -------------------------------------------------------------------------------
+
+
+def test_sender_sends_buffers_on_go_and_stamps_the_high_ack():
+    conn, actions = sender()
+    assert of(actions, ev.SetRate) == [ev.SetRate(5, 10)]
+    actions = conn.handle(control(Go(1, 1), Go(2, 2)), 0.1)
+    assert of(actions, ev.SendBuffer) == [ev.SendBuffer(1, 0, False), ev.SendBuffer(2, 1, False)]
+    assert of(actions, ev.StampHighAck) == [ev.StampHighAck(2)]
+    assert not sent(actions)  # data is flowing: DATA carries the high-ack
+
+
+def test_sender_answers_with_nullack_when_idle_and_acts_once_per_message():
+    conn, _ = sender()
+    conn.handle(control(Go(1, 1)), 0.1)
+    conn.handle(ev.TransmitIdle(), 0.2)
+    actions = conn.handle(control(Go(1, 1), Resend(2, 1, (4, 7))), 0.3)
+    assert of(actions, ev.ResendPackets) == [ev.ResendPackets(1, (4, 7))]
+    assert sent(actions) == []  # busy resending
+    conn.handle(ev.TransmitIdle(), 0.4)
+    actions = conn.handle(control(Go(1, 1), Resend(2, 1, (4, 7))), 0.5)  # a repeat: nothing new
+    assert not of(actions, ev.ResendPackets) and sent(actions) == [NullAck(2, 5, 10)]
+
+
+def test_rate_offers_are_only_made_more_restrictive_and_reported_in_nullack():
+    conn, _ = sender()
+    conn.handle(control(Go(1, 1)), 0.1)
+    actions = conn.handle(control(Ok(2, 1, burst_size=50, burst_interval=5, control_timer=100)), 0.2)
+    assert sent(actions) == [NullAck(2, 5, 10)]  # more generous offer: keep our limits
+    actions = conn.handle(control(Ok(3, 1, burst_size=3, burst_interval=20, control_timer=100)), 0.3)
+    assert of(actions, ev.SetRate) == [ev.SetRate(3, 20)]
+    assert sent(actions) == [NullAck(3, 3, 20)]
+
+
+def test_go_past_the_last_buffer_is_acknowledged_and_ignored():
+    conn, _ = sender(transfer_size=5_000)  # one buffer
+    actions = conn.handle(control(Go(1, 1), Go(2, 2)), 0.1)
+    assert of(actions, ev.SendBuffer) == [ev.SendBuffer(1, 0, True)]
+    assert conn.role.high_ack == 2
+
+
+def test_go_beyond_the_outstanding_limit_is_a_protocol_error():
+    conn, _ = sender()
+    actions = conn.handle(control(Go(1, 1), Go(2, 2), Go(3, 3)), 0.1)
+    assert isinstance(sent(actions)[-1], Abort)
+    assert "exceeds 2 outstanding" in finished(actions).reason
+
+
+def test_out_of_order_messages_are_acted_on_but_hold_the_high_ack():
+    conn, _ = sender()
+    actions = conn.handle(control(Go(2, 2)), 0.1)  # the packet with seq 1 comes later
+    assert of(actions, ev.SendBuffer) == [ev.SendBuffer(2, 1, False)] and conn.role.high_ack == 0
+    actions = conn.handle(control(Go(1, 1)), 0.2)
+    assert of(actions, ev.SendBuffer) == [ev.SendBuffer(1, 0, False)]
+    assert conn.role.high_ack == 2
+
+
+def test_sequence_numbers_wrap_modulo_2_16():
+    conn, _ = sender(transfer_size=10**9, params=replace(PARAMS, max_buffers=1))
+    conn.role.high_ack = 0xFFFE
+    actions = conn.handle(control(Go(0xFFFF, 1)), 0.1)
+    actions += conn.handle(control(Ok(0, 1, 5, 10, 50), Go(1, 2)), 0.2)
+    assert [a.buffer for a in of(actions, ev.SendBuffer)] == [1, 2]
+    assert conn.role.high_ack == 0x10001
+    assert of(actions, ev.StampHighAck)[-1] == ev.StampHighAck(1)
+
+
+def test_sender_dallies_after_the_last_ok_and_done_ends_it():
+    conn, _ = sender(transfer_size=5_000)
+    conn.handle(control(Go(1, 1)), 0.1)
+    actions = conn.handle(control(Ok(2, 1, 5, 10, control_timer=300)), 0.5)
+    assert sent(actions) == [NullAck(2, 5, 10)]
+    assert conn.deadline == pytest.approx(0.5 + 2 * 0.3 + TIMING.dally_margin)
+    # The NULL-ACK was lost: the receiver's control timer resends its OK; answer it again.
+    assert sent(conn.handle(control(Ok(2, 1, 5, 10, 300)), 0.8)) == [NullAck(2, 5, 10)]
+    result = finished(conn.handle(ev.PacketReceived(Done()), 0.9))
+    assert result.ok and result.reason == "transfer complete"
+
+
+def test_sender_dally_expires_into_success():
+    conn, _ = sender(transfer_size=5_000)
+    conn.handle(control(Go(1, 1)), 0.1)
+    conn.handle(control(Ok(2, 1, 5, 10, control_timer=300)), 0.5)
+    assert finished(conn.handle_timeout(conn.deadline)).ok
+
+
+def test_empty_transfer_is_one_buffer():
+    conn, _ = sender(transfer_size=0)
+    actions = conn.handle(control(Go(1, 1)), 0.1)
+    assert of(actions, ev.SendBuffer) == [ev.SendBuffer(1, 0, True)]
