@@ -200,6 +200,8 @@ class Receiver:
         self.conn.transmit(self.fifo.packet(now), now)
         self.conn.timers.set("control", now + self.rtt.timeout)
 
+    def all_delivered(self) -> bool:
+        return self.last_number is not None and not any(n <= self.last_number for n in self.buffers)
+
     def _complete_transfer(self) -> bool:
-        return (self.last_number is not None and not len(self.fifo)
-                and not any(n <= self.last_number for n in self.buffers))
+        return self.all_delivered() and not len(self.fifo)

@@ -82,7 +82,9 @@ class Sender:
             self.conn.transmit(NullAck(self.high_ack % SEQ_MODULUS, *self.burst), now)
         if len(self.acked) == self.total_buffers and not self.dallying:
             self.dallying = True
-            dally = 2 * self.receiver_control_timer + self.conn.timing.dally_margin
+            # Long enough for the receiver's control timer to fire three times, backing off
+            # (1 + 2 + 4), so that a lost final NULL-ACK can be answered again (A23).
+            dally = 8 * self.receiver_control_timer + self.conn.timing.dally_margin
             self.conn.timers.set("dally", now + dally)
 
     def _act(self, message: Message, now: float) -> bool:

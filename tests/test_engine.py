@@ -349,7 +349,7 @@ def test_sender_dallies_after_the_last_ok_and_done_ends_it():
     conn.handle(control(Go(1, 1)), 0.1)
     actions = conn.handle(control(Ok(2, 1, 5, 10, control_timer=300)), 0.5)
     assert sent(actions) == [NullAck(2, 5, 10)]
-    assert conn.deadline == pytest.approx(0.5 + 2 * 0.3 + TIMING.dally_margin)
+    assert conn.deadline == pytest.approx(0.5 + 8 * 0.3 + TIMING.dally_margin)
     # The NULL-ACK was lost: the receiver's control timer resends its OK; answer it again.
     assert sent(conn.handle(control(Ok(2, 1, 5, 10, 300)), 0.8)) == [NullAck(2, 5, 10)]
     result = finished(conn.handle(ev.PacketReceived(Done()), 0.9))

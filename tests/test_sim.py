@@ -1,0 +1,114 @@
+"""Whole transfers between two real engines over the seeded virtual-time WAN."""
+
+import os
+from dataclasses import replace
+
+import pytest
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+
+from netblt.host.params import Params, Timing
+from netblt.sim import virtual
+from netblt.sim.netem import Path, PathConfig
+from netblt.sim.virtual import simulate
+
+PARAMS = Params(buffer_size=8000, packet_size=500, burst_size=8, burst_interval=2, max_buffers=4,
+                data_checksum=True, death_timer=30)
+DATA = os.urandom(100_003)
+
+
+def test_clean_path_delivers_every_byte_with_no_retransmission():
+    result = simulate(DATA, PARAMS, forward=PathConfig(delay=0.01), backward=PathConfig(delay=0.01))
+    assert result.ok, result.reason
+    assert result.received == DATA
+    assert result.sender.dp.tx.resent == 0 and result.receiver.conn.role.data_timeouts == 0
+
+
+def test_read_mode_the_receiver_opens():
+    result = simulate(DATA, PARAMS, sender_active=False, forward=PathConfig(delay=0.01, loss=0.02),
+                      backward=PathConfig(delay=0.01))
+    assert result.ok, result.reason
+    assert result.received == DATA
+    assert result.receiver.conn.active and not result.sender.conn.active
+
+
+def test_empty_and_exactly_aligned_transfers():
+    for data in (b"", os.urandom(PARAMS.buffer_size * 3), os.urandom(PARAMS.packet_size)):
+        result = simulate(data, PARAMS, forward=PathConfig(loss=0.05), seed=3)
+        assert result.ok, result.reason
+        assert result.received == data
+
+
+def test_passive_end_restricts_and_both_use_the_result():
+    limits = replace(PARAMS, packet_size=300, max_buffers=2, burst_interval=5)
+    result = simulate(DATA, PARAMS, receiver_params=limits)
+    assert result.ok and result.received == DATA
+    assert result.sender.progress.params == replace(limits, death_timer=PARAMS.death_timer)
+
+
+def test_a_path_that_goes_dead_fails_both_ends_with_the_death_timer():
+    dead = PathConfig(loss=1.0)
+    result = simulate(DATA, replace(PARAMS, death_timer=5), forward=dead, backward=dead,
+                      timing=Timing(open_tries=2))
+    assert not result.ok
+    assert result.sender.progress.result.reason == "no answer to OPEN after 2 tries"
+
+
+class CutPath(Path):
+    """A path that goes silent after its first 40 datagrams."""
+
+    def send(self, datagram, now):
+        return [] if self.counts["sent"] >= 40 else super().send(datagram, now)
+
+
+def test_silence_mid_transfer_ends_in_death_timer(monkeypatch):
+    monkeypatch.setattr(virtual, "Path", CutPath)
+    result = simulate(DATA, replace(PARAMS, death_timer=4))
+    assert not result.ok
+    for end in (result.sender, result.receiver):
+        assert end.progress.result.reason == "death timer expired: nothing heard from the peer for 4 s"
+    assert len(result.received) < len(DATA)
+
+
+MODERATE = PathConfig(delay=0.02, jitter=0.005, loss=0.1, reorder=0.1, duplicate=0.05, corrupt=0.05)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_moderate_impairment_always_recovers(seed):
+    result = simulate(DATA, PARAMS, forward=MODERATE, backward=MODERATE, seed=seed)
+    assert result.ok, result.reason
+    assert result.received == DATA
+    assert result.receiver.conn.role.data_timeouts > 0  # the loss was real and was repaired
+
+
+conditions = st.builds(
+    PathConfig,
+    delay=st.sampled_from([0.0, 0.005, 0.1]),
+    jitter=st.sampled_from([0.0, 0.001, 0.02]),
+    loss=st.floats(0, 0.2),
+    burst_loss=st.floats(0, 0.05),
+    burst_length=st.floats(1, 10),
+    reorder=st.floats(0, 0.2),
+    duplicate=st.floats(0, 0.1),
+    corrupt=st.floats(0, 0.1),
+    rate_bps=st.sampled_from([0.0, 5e6]),
+    queue_bytes=st.sampled_from([20_000, 1 << 20]),
+)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(forward=conditions, backward=conditions, seed=st.integers(0, 2**31),
+       size=st.integers(0, 60_000), max_buffers=st.integers(1, 6))
+def test_any_loss_reordering_duplication_and_corruption_delivers_identical_data_or_fails_clearly(
+        forward, backward, seed, size, max_buffers):
+    data = os.urandom(size)
+    result = simulate(data, replace(PARAMS, max_buffers=max_buffers), forward=forward,
+                      backward=backward, seed=seed, time_limit=3600)
+    event("delivered" if result.ok else "failed")
+    if result.ok:
+        assert result.received == data
+    else:
+        # Only a path that stayed silent long enough may stop a transfer, and it says so.
+        reasons = [end.progress.result.reason for end in (result.sender, result.receiver)]
+        assert any(r.startswith(("death timer expired", "no answer to OPEN")) for r in reasons), reasons
+        assert not (result.receiver.progress.result.ok and result.received != data)
