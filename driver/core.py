@@ -12,7 +12,7 @@ from collections import Counter
 
 from netblt.host import events as ev
 from netblt.host.codec import CodecError, decode, encode
-from netblt.host.packets import Open, Packet
+from netblt.host.packets import Open, Packet, Response
 from netblt.host.params import Params
 
 from .framing import HEADER_SIZE, FrameError, build_header, is_data, parse_header
@@ -128,8 +128,10 @@ class DataPathCore:
             self.dropped[str(exc).split(":")[0]] += 1
             return
         if self.params is None:
-            if isinstance(frame.packet, Open):
-                self.foreign_port = frame.local_port  # a listener learns its peer here
+            # Each end learns the other's NETBLT port from the set-up exchange: through a
+            # relay or NAT the UDP port the user named is not the peer's own.
+            if isinstance(frame.packet, (Open, Response)):
+                self.foreign_port = frame.local_port
         elif frame.foreign_port != self.local_port or frame.local_port != self.foreign_port:
             self.dropped["ports"] += 1
             return
@@ -139,6 +141,13 @@ class DataPathCore:
         """Report activity that a quiet spell would otherwise leave unreported."""
         if self.rx is not None and (report := self.rx.report(0.0)):
             self.events.append(report)
+
+    def drop_counts(self) -> dict[str, int]:
+        """Every packet counted and dropped, by reason."""
+        counts = self.dropped.copy()
+        if self.rx is not None:
+            counts.update(self.rx.dropped)
+        return dict(counts)
 
     def take_events(self) -> list[ev.Event]:
         out, self.events = self.events, []

@@ -15,7 +15,7 @@ from rich.table import Table
 from netblt.driver.transport import DEFAULT_PORT, TransportError, parse_address
 
 from .endpoint import Progress as TransferProgress
-from .params import ParamError, Params, Timing, burst_for_rate
+from .params import MAX_PACKETS_PER_BUFFER, ParamError, Params, Timing, burst_for_rate
 from .transfer import Report, TransferError, receive_file, send_file
 
 # What a sender proposes by default: a modern gigabit LAN, not 1987's.
@@ -94,6 +94,13 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _address(parser: argparse.ArgumentParser, text: str) -> tuple[str, int]:
+    try:
+        return parse_address(text)
+    except TransportError as exc:
+        parser.error(str(exc))
+
+
 def params_from(args: argparse.Namespace, *, limits: bool) -> Params:
     """The proposal (sender) or the limits (receiver) the options describe."""
     if args.rate is not None and (args.burst_size or args.burst_interval):
@@ -105,7 +112,8 @@ def params_from(args: argparse.Namespace, *, limits: bool) -> Params:
         burst_size = args.burst_size or (RECV_LIMITS["burst_size"] if limits else 1)
         burst_interval = args.burst_interval or 1
     if limits:
-        buffer_size, buffers = RECV_LIMITS["buffer_size"], RECV_LIMITS["buffers"]
+        buffer_size = min(RECV_LIMITS["buffer_size"], packet_size * MAX_PACKETS_PER_BUFFER)
+        buffers = RECV_LIMITS["buffers"]
     else:
         buffer_size, buffers = packet_size * SEND_DEFAULTS["packets_per_buffer"], SEND_DEFAULTS["buffers"]
     checksum = args.data_checksum if args.data_checksum is not None else args.transport == "ip"
@@ -153,20 +161,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         from netblt.sim.relay import run_from_args
         return run_from_args(args)
     out, err = Console(width=max(Console().width, 120)), Console(stderr=True)
+    where = _address(parser, args.peer if args.command == "send" else args.listen)
     bar = None
     try:
         params = params_from(args, limits=args.command == "recv")
         bar = ProgressBar(err, args.command) if err.is_terminal and not args.json else None
         if args.command == "send":
-            report = send_file(args.path, parse_address(args.peer), params, kind=args.transport,
+            report = send_file(args.path, where, params, kind=args.transport,
                                timing=Timing(), tick=bar)
         else:
-            report = receive_file(parse_address(args.listen), args.out, params, kind=args.transport,
-                                  timing=Timing(), tick=bar)
+            report = receive_file(
+                where, args.out, params, kind=args.transport, timing=Timing(),
+                tick=bar, listening=lambda where: err.print(f"netblt: waiting for a sender on {where} "
+                                                            f"({args.transport})", highlight=False,
+                                                            soft_wrap=True))
     except (ParamError, TransportError, TransferError) as exc:
         if bar:
             bar.stop()
-        err.print(f"netblt: error: {exc}", highlight=False)
+        err.print(f"netblt: error: {exc}", highlight=False, soft_wrap=True)
         return 2 if isinstance(exc, ParamError) else 1
     if bar:
         bar.stop()
@@ -175,7 +187,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         print_report(report, out)
     if not report.ok:
-        err.print(f"netblt: {args.command} failed: {report.reason}", highlight=False)
+        err.print(f"netblt: {args.command} failed: {report.reason}", highlight=False, soft_wrap=True)
     return 0 if report.ok else 1
 
 

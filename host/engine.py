@@ -80,7 +80,10 @@ class Connection:
         if isinstance(event, ev.PacketReceived):
             self._packet(event.packet, now)
         elif isinstance(event, ev.PeerUnreachable):
-            self.finish(False, f"peer unreachable: {event.detail}")
+            if self.state is State.QUIT_RECEIVED:  # the peer quit and closed: say why
+                self.finish(False, f"peer quit: {self.quit_reason or 'no reason given'}")
+            else:
+                self.finish(False, f"peer unreachable: {event.detail}")
         else:
             if isinstance(event, ev.Arrivals):
                 self._alive(event.last_at)

@@ -72,10 +72,11 @@ class Params:
         The data checksum is on when either side asks for it (reading A16); the death
         timer stays this end's own.
         """
+        packet_size = min(self.packet_size, proposal.packet_size)
         return replace(
             self,
-            buffer_size=min(self.buffer_size, proposal.buffer_size),
-            packet_size=min(self.packet_size, proposal.packet_size),
+            buffer_size=min(self.buffer_size, proposal.buffer_size, packet_size * MAX_PACKETS_PER_BUFFER),
+            packet_size=packet_size,
             burst_size=min(self.burst_size, proposal.burst_size),
             burst_interval=max(self.burst_interval, proposal.burst_interval),
             max_buffers=min(self.max_buffers, proposal.max_buffers),

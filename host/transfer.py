@@ -87,9 +87,9 @@ def _report(endpoint: Endpoint, dp: SoftwareDataPath, role: str, started: float,
     result = progress.result
     p = progress.params
     report = Report(ok=bool(result and result.ok), reason=result.reason if result else "not finished",
-                    role=role, bytes=progress.bytes_done if progress.buffers else 0,
+                    role=role, bytes=progress.bytes_done,
                     sha256=sha256, path=path, seconds=round(time.monotonic() - started, 3),
-                    dropped=dict(dp.dropped + (dp.rx.dropped if dp.rx else {})))
+                    dropped=dp.drop_counts())
     if p is not None:
         report.burst_size, report.burst_interval_ms = p.burst_size, p.burst_interval
         report.packet_size, report.buffer_size = p.packet_size, p.buffer_size
@@ -129,9 +129,12 @@ def send_file(path: str | os.PathLike, peer: tuple[str, int], params: Params, *,
 
 
 def receive_file(listen: tuple[str, int], out: str | os.PathLike | None, params: Params, *,
-                 kind: Kind = "udp", timing: Timing = Timing(), tick: Tick | None = None) -> Report:
+                 kind: Kind = "udp", timing: Timing = Timing(), tick: Tick | None = None,
+                 listening: Callable[[str], None] | None = None) -> Report:
     """Wait for one transfer and write it to ``out`` (see :class:`FileSink`)."""
     transport = Transport(kind, listen, None)
+    if listening:
+        listening(f"{listen[0]}:{transport.local_port}")
     dp = SoftwareDataPath(transport)
     conn = Connection(active=False, sender=False, params=params, timing=timing,
                       client_string=b"netblt-recv")
