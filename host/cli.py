@@ -149,7 +149,8 @@ def print_report(report: Report, console: Console) -> None:
                   str(report.packets_retransmitted), str(report.data_timeouts),
                   f"{report.steady_state_mbps:.1f} Mb/s", f"{report.real_mbps:.1f} Mb/s")
     console.print(table)
-    console.print(f"{report.path}  sha256 {report.sha256}  {report.bytes} bytes in {report.seconds} s")
+    console.print(f"{report.path}  sha256 {report.sha256}  {report.bytes} bytes in {report.seconds} s",
+                  soft_wrap=True)
     if report.dropped:
         console.print("dropped: " + ", ".join(f"{k} {v}" for k, v in sorted(report.dropped.items())))
 

@@ -8,6 +8,7 @@ simulation drive an :class:`Endpoint`; neither knows the protocol.
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -111,12 +112,14 @@ class Endpoint:
         self.conn, self.dp = conn, datapath
         self.source, self.sink = source, sink
         self.progress = Progress()
+        self.cpu_start = 0.0
 
     @property
     def finished(self) -> bool:
         return self.conn.finished
 
     def start(self, now: float) -> None:
+        self.cpu_start = time.process_time()
         if self.conn.active:
             self.run(self.conn.connect(now), now)
 
@@ -164,6 +167,7 @@ class Endpoint:
             case ev.Deliver(buffer=n, index=index, size=size):
                 return self._deliver(n, index, size, now)
             case ev.Established(params=params, peer_client_string=peer):
+                self.cpu_start = time.process_time()
                 dp.configure(params)
                 progress.params, progress.peer_client_string = params, peer
                 progress.established_at = now

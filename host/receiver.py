@@ -178,10 +178,13 @@ class Receiver:
         return max(self.conn.timing.data_variance, 4 * self.burst[1] / 1000, 16 * self.mean_gap)
 
     def _estimate(self, n: int) -> float:
-        """Time for every packet still expected at or below buffer ``n``, plus the variance."""
+        """Twice the time for every packet still expected at or below buffer ``n``, plus
+        the variance: a timer that fires early costs a needless RESEND of the whole
+        buffer (RFC 998 section 5.2.2), one that fires late only delays a repair that
+        the tight timers usually start first."""
         pending = sum(rb.expected for rb in self.buffers.values()
                       if rb.number <= n and rb.state is not RxState.RECEIVED)
-        return pending * self._per_packet() + self._variance()
+        return 2 * pending * self._per_packet() + self._variance()
 
     # -- output --------------------------------------------------------------------------
 

@@ -46,6 +46,9 @@ class Report:
     steady_state_mbps: float = 0.0
     real_mbps: float = 0.0
     seconds: float = 0.0
+    """Wall time from connection set-up (receiver) or program start (sender) to the end."""
+    cpu_seconds: float = 0.0
+    """CPU this process used over ``seconds``, all threads."""
     path: str = ""
     dropped: dict[str, int] = field(default_factory=dict)
 
@@ -89,6 +92,7 @@ def _report(endpoint: Endpoint, dp: SoftwareDataPath, role: str, started: float,
     report = Report(ok=bool(result and result.ok), reason=result.reason if result else "not finished",
                     role=role, bytes=progress.bytes_done,
                     sha256=sha256, path=path, seconds=round(time.monotonic() - started, 3),
+                    cpu_seconds=round(time.process_time() - endpoint.cpu_start, 3),
                     dropped=dp.drop_counts())
     if p is not None:
         report.burst_size, report.burst_interval_ms = p.burst_size, p.burst_interval

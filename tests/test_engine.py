@@ -217,8 +217,8 @@ def test_data_timer_asks_for_the_missing_packets_and_resends_them():
     conn, _ = receiver()
     conn.handle(ev.PacketReceived(NullAck(2, 5, 10)), 0.01)
     deadline = conn.timers._at[("data", 1)]
-    # Loose timer: both buffers' 20 packets at 5 per 10 ms, plus the variance.
-    assert deadline == pytest.approx(0.01 + 10 * 0.002 + 0.04)
+    # Loose timer: twice buffer 1's 10 packets at 5 per 10 ms, plus the variance.
+    assert deadline == pytest.approx(0.01 + 2 * 10 * 0.002 + 0.04)
     actions = conn.handle_timeout(deadline)
     assert of(actions, ev.QueryMissing) == [ev.QueryMissing(1)]
     actions = conn.handle(ev.MissingPackets(1, (3, 9)), deadline)
@@ -230,7 +230,7 @@ def test_data_timer_asks_for_the_missing_packets_and_resends_them():
 def test_no_resend_merely_because_a_later_buffer_started_or_ldata_came_early():
     conn, _ = receiver()
     conn.handle(ev.PacketReceived(NullAck(2, 1, 100)), 0.0)
-    assert conn.timers._at[("data", 1)] == pytest.approx(10 * 0.1 + 0.4)  # loose
+    assert conn.timers._at[("data", 1)] == pytest.approx(2 * 10 * 0.1 + 0.4)  # loose
     actions = conn.handle(ev.FirstPacket(2, last_buffer=False), 0.05)
     actions += conn.handle(ev.LdataSeen(1, 10), 0.05)
     assert not of(actions, ev.QueryMissing) and not sent(actions)
@@ -273,8 +273,8 @@ def test_nullack_rates_are_used_for_data_timers():
     conn, _ = receiver()
     conn.handle(ev.PacketReceived(NullAck(2, 1, 100)), 0.0)
     assert conn.role.burst == (1, 100)
-    assert conn.timers._at[("data", 1)] == pytest.approx(10 * 0.1 + 0.4)
-    assert conn.timers._at[("data", 2)] == pytest.approx(20 * 0.1 + 0.4)
+    assert conn.timers._at[("data", 1)] == pytest.approx(2 * 10 * 0.1 + 0.4)
+    assert conn.timers._at[("data", 2)] == pytest.approx(2 * 20 * 0.1 + 0.4)
 
 
 # -- data sender -------------------------------------------------------------------------------

@@ -1,0 +1,107 @@
+"""``make bench``: the software path's figures, printed as a table (docs/benchmarks.md).
+
+Each loopback case runs ``netblt recv`` and ``netblt send`` as separate processes (and
+``netblt netem`` between them where named), repeats it, and prints the median goodput
+and the receiving process's CPU use. The last case reproduces RFC 1030's Wideband
+satellite setting in the virtual-time emulator.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from netblt.host.params import Params
+from netblt.sim.netem import PathConfig
+from netblt.sim.virtual import simulate
+
+NETBLT = [sys.executable, "-m", "netblt.host.cli"]
+
+
+def loopback(source: Path, out: Path, packet_size: int, loss: float, port: int) -> dict:
+    """One transfer; returns the receiver's report plus its CPU seconds."""
+    recv_port = port
+    recv = subprocess.Popen(NETBLT + ["recv", "--listen", f"127.0.0.1:{recv_port}", "--out", str(out),
+                                      "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    recv.stderr.readline()
+    target, relay = recv_port, None
+    if loss:
+        target = port + 1
+        relay = subprocess.Popen(NETBLT + ["netem", "--listen", f"127.0.0.1:{target}", "--forward",
+                                           f"127.0.0.1:{recv_port}", "--loss", str(loss), "--duration", "600s"],
+                                 stdout=subprocess.PIPE, text=True)
+        relay.stdout.readline()
+    try:
+        sent = subprocess.run(NETBLT + ["send", str(source), f"127.0.0.1:{target}", "--json",
+                                        "--packet-size", str(packet_size)], capture_output=True, text=True)
+        stdout, _ = recv.communicate(timeout=600)
+    finally:
+        if relay:
+            relay.terminate()
+            relay.wait()
+    report = json.loads(stdout)
+    if sent.returncode or not report["ok"]:
+        raise RuntimeError(f"transfer failed: {sent.stderr.strip()} / {report['reason']}")
+    (out / source.name).unlink()
+    return report
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--size", type=int, default=1 << 30, help="bytes per loopback transfer (1 GiB)")
+    parser.add_argument("--runs", type=int, default=3)
+    args = parser.parse_args(argv)
+    console = Console()
+    table = Table(title=f"netblt software path, {args.size >> 20} MiB per transfer, median of {args.runs}")
+    for column in ("case", "payload", "goodput (steady)", "goodput (real)", "receiver CPU", "#RXM", "note"):
+        table.add_column(column, justify="right", no_wrap=True)
+    with tempfile.TemporaryDirectory(prefix="netblt-bench-") as tmp:
+        source = Path(tmp) / "bench.bin"
+        with open(source, "wb") as f:
+            for _ in range(args.size >> 20):
+                f.write(os.urandom(1 << 20))
+        out = Path(tmp) / "out"
+        out.mkdir()
+        baseline: dict[int, float] = {}
+        for loss in (0.0, 0.01):
+            for packet_size in (1448, 8948):
+                runs = [loopback(source, out, packet_size, loss, 31000 + 10 * i) for i in range(args.runs)]
+                steady = statistics.median(r["steady_state_mbps"] for r in runs)
+                real = statistics.median(r["real_mbps"] for r in runs)
+                cpu = statistics.median(r["cpu_seconds"] / r["seconds"] for r in runs)
+                rxm = statistics.median(r["packets_retransmitted"] for r in runs)
+                note = ""
+                if loss:
+                    note = f"{100 * real / baseline[packet_size]:.0f}% of loss-free"
+                else:
+                    baseline[packet_size] = real
+                case = "loopback" if not loss else "relay, 1% loss"
+                table.add_row(case, f"{packet_size} B", f"{steady:.0f} Mb/s", f"{real:.0f} Mb/s",
+                              f"{cpu:.2f} core", f"{rxm:.0f}", note)
+                console.print(f"  measured: {case}, {packet_size} B payloads", style="dim")
+    wideband = Params(buffer_size=14320, packet_size=1432, burst_size=5, burst_interval=55, max_buffers=22,
+                      data_checksum=True, death_timer=60)
+    data = os.urandom(716 * 1000)
+    speeds = []
+    for seed in range(5):
+        result = simulate(data, wideband, seed=seed,
+                          forward=PathConfig(delay=0.9, jitter=0.02, loss=0.01, rate_bps=1.05e6, queue_bytes=64_000),
+                          backward=PathConfig(delay=0.9, jitter=0.02))
+        speeds.append(result.receiver.progress.steady_state_bps() / 1e6)
+    table.add_row("Wideband (virtual)", "1432 B", f"{statistics.median(speeds):.3f} Mb/s", "", "", "",
+                  "RFC 1030: 0.926-0.942")
+    console.print(table)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
