@@ -17,6 +17,8 @@ from netblt.host.params import Params
 from .core import DataPathCore
 from .transport import Transport
 
+BATCH = 64
+"""Packets the transmit thread takes from the pacer at a time."""
 SPIN = 0.0002
 """Sleep until this close to a deadline, then spin."""
 QUIET = 0.05
@@ -94,8 +96,11 @@ class SoftwareDataPath(DataPathCore):
     # -- threads ------------------------------------------------------------------------------
 
     def _send(self, parts: list) -> None:
+        self._send_many([parts])
+
+    def _send_many(self, datagrams: list[list]) -> None:
         try:
-            self.transport.send(parts)
+            self.transport.send_many(datagrams)
         except ConnectionRefusedError:
             self._unreachable("nothing is listening there (ICMP port unreachable)")
         except OSError as exc:
@@ -114,7 +119,7 @@ class SoftwareDataPath(DataPathCore):
         buf = bytearray(1 << 16)
         while self._running:
             try:
-                datagram = self.transport.receive(buf)
+                datagrams = self.transport.receive(buf)
             except ConnectionRefusedError:
                 self._unreachable("nothing is listening there (ICMP port unreachable)")
                 continue
@@ -122,10 +127,12 @@ class SoftwareDataPath(DataPathCore):
                 if self._running:
                     self._unreachable("the socket failed")
                 return
-            if datagram is None:
+            if not datagrams:
                 continue
             with self._lock:
-                self.receive(datagram, time.monotonic())
+                now = time.monotonic()
+                for datagram in datagrams:
+                    self.receive(datagram, now)
                 ready = bool(self.events)
             if ready:
                 self._notify_events()
@@ -133,17 +140,19 @@ class SoftwareDataPath(DataPathCore):
     def _transmit_loop(self) -> None:
         while self._running:
             with self._work:
-                item = self.next_packet(time.monotonic())
-                if item is None:
-                    pending = bool(self.tx)
-                    next_burst = self.pacer.next_burst
+                now = time.monotonic()
+                batch = []
+                while len(batch) < BATCH and (item := self.next_packet(now)) is not None:
+                    header, payload, padding = item
+                    batch.append([header, payload, padding] if padding else [header, payload])
+                if not batch:
+                    pending, next_burst = bool(self.tx), self.pacer.next_burst
                     if self.events:
                         self._notify_events()
                     if not pending:
                         self._work.wait(QUIET)
                         continue
-            if item is None:
+            if not batch:
                 wait_until(next_burst)
                 continue
-            header, payload, padding = item
-            self._send([header, payload, padding] if padding else [header, payload])
+            self._send_many(batch)
