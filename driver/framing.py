@@ -12,6 +12,9 @@ HEADER_SIZE = L.DATA_HEADER_SIZE
 _STRUCT = struct.Struct(">" + L.HEADER.struct.format[1:] + L.DATA.struct.format[1:])
 _NAMES = L.HEADER.names + L.DATA.names
 _CHECKSUM = struct.Struct(">H")
+# The hot path packs positionally; this is the order the layouts give, checked at import.
+assert _NAMES == ("checksum", "version", "type", "length", "local_port", "foreign_port", "pad",
+                  "buffer", "high_ack", "packet", "data_checksum", "flags"), _NAMES
 _PADDING = (b"", b"\0\0\0", b"\0\0", b"\0")
 
 
@@ -35,12 +38,10 @@ def build_header(buf: bytearray, *, local_port: int, foreign_port: int, buffer: 
                  high_ack: int, ldata: bool, last_buffer: bool, payload: memoryview,
                  data_checksum: bool) -> bytes:
     """The 24-byte header for ``payload``, plus the padding that aligns the packet."""
-    values = dict(version=L.VERSION, type=L.PacketType.LDATA if ldata else L.PacketType.DATA,
-                  length=HEADER_SIZE + len(payload), local_port=local_port,
-                  foreign_port=foreign_port, buffer=buffer, high_ack=high_ack, packet=packet,
-                  data_checksum=internet_checksum(payload) if data_checksum else 0,
-                  flags=L.FLAG_LAST_BUFFER if last_buffer else 0)
-    _STRUCT.pack_into(buf, 0, *(values.get(name, 0) for name in _NAMES))
+    _STRUCT.pack_into(buf, 0, 0, L.VERSION, L.PacketType.LDATA if ldata else L.PacketType.DATA,
+                      HEADER_SIZE + len(payload), local_port, foreign_port, 0, buffer, high_ack,
+                      packet, internet_checksum(payload) if data_checksum else 0,
+                      L.FLAG_LAST_BUFFER if last_buffer else 0)
     _CHECKSUM.pack_into(buf, 0, internet_checksum(buf))
     return _PADDING[len(payload) % 4]
 

@@ -39,9 +39,12 @@ class SoftwareDataPath(DataPathCore):
         self._work = threading.Condition(self._lock)
         self._events_ready = threading.Condition(threading.Lock())
         self._running = True
-        self._threads = [threading.Thread(target=self._receive_loop, name="netblt-rx", daemon=True),
-                         threading.Thread(target=self._transmit_loop, name="netblt-tx", daemon=True)]
+        self._threads = [threading.Thread(target=self._timed, args=(name, loop), name=f"netblt-{name}",
+                                          daemon=True)
+                         for name, loop in (("receive", self._receive), ("transmit", self._transmit))]
         self.unreachable: str | None = None
+        self.thread_cpu: dict[str, float] = {}
+        """CPU seconds each data-path thread used, filled in as it ends."""
         for thread in self._threads:
             thread.start()
 
@@ -115,7 +118,13 @@ class SoftwareDataPath(DataPathCore):
         with self._events_ready:
             self._events_ready.notify()
 
-    def _receive_loop(self) -> None:
+    def _timed(self, name: str, loop) -> None:
+        try:
+            loop()
+        finally:
+            self.thread_cpu[name] = time.thread_time()
+
+    def _receive(self) -> None:
         buf = bytearray(1 << 16)
         while self._running:
             try:
@@ -137,7 +146,7 @@ class SoftwareDataPath(DataPathCore):
             if ready:
                 self._notify_events()
 
-    def _transmit_loop(self) -> None:
+    def _transmit(self) -> None:
         while self._running:
             with self._work:
                 now = time.monotonic()

@@ -12,7 +12,7 @@ from . import layout as L
 from .checksum import internet_checksum
 from .packets import (
     Abort, Control, Data, Done, Frame, Go, KeepAlive, Message, NullAck, Ok, Open, Packet,
-    Quit, QuitAck, Refused, Resend, Response, _Setup,
+    Quit, QuitAck, Refused, Resend, Response, Setup,
 )
 
 _U16 = struct.Struct(">H")
@@ -77,7 +77,7 @@ def _packet_bytes(packet: Packet, data_checksum: bool) -> tuple[bytearray, int]:
              data_checksum=internet_checksum(payload) if data_checksum else 0,
              flags=L.FLAG_LAST_BUFFER if packet.last_buffer else 0)
         return buf, L.DATA.end + len(payload)
-    if isinstance(packet, _Setup):
+    if isinstance(packet, Setup):
         buf = bytearray(L.OPEN.end)
         flags = (L.FLAG_DATA_CHECKSUM if packet.data_checksum else 0) | (
             L.FLAG_WRITE_MODE if packet.write_mode else 0)

@@ -12,7 +12,7 @@ import enum
 import random
 
 from . import events as ev
-from .packets import Abort, Data, KeepAlive, Open, Packet, Quit, QuitAck, Refused, Response, _Setup
+from .packets import Abort, Data, KeepAlive, Open, Packet, Quit, QuitAck, Refused, Response, Setup
 from .params import ParamError, Params, Timing
 from .receiver import Receiver
 from .sender import Sender
@@ -52,7 +52,7 @@ class Connection:
         self.state = State.OPEN_SENT if active else State.LISTEN
         self.timers = Timers()
         self.role: Sender | Receiver | None = None
-        self.setup: _Setup | None = None
+        self.setup: Setup | None = None
         """The OPEN we sent (active) or the RESPONSE we sent (passive)."""
         self.peer_death = 0
         self.open_tries = 0

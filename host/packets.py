@@ -8,7 +8,7 @@ from .layout import PacketType
 
 
 @dataclass(frozen=True)
-class _Setup:
+class Setup:
     """The connection request and its answer share one layout (RFC 998 section 8)."""
 
     uid: int
@@ -29,12 +29,12 @@ class _Setup:
 
 
 @dataclass(frozen=True)
-class Open(_Setup):
+class Open(Setup):
     type = PacketType.OPEN
 
 
 @dataclass(frozen=True)
-class Response(_Setup):
+class Response(Setup):
     type = PacketType.RESPONSE
 
 

@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass, replace
 
 from .layout import DATA_HEADER_SIZE
-from .packets import _Setup
+from .packets import Setup
 
 MAX_PACKETS_PER_BUFFER = 1 << 16
 """Packet numbers are 16-bit and count from 0 in each buffer (reading A6)."""
@@ -60,7 +60,7 @@ class Params:
         return self.burst_size * self.packet_size * 8 * 1000 / self.burst_interval
 
     @classmethod
-    def from_setup(cls, packet: _Setup) -> Params:
+    def from_setup(cls, packet: Setup) -> Params:
         return cls(buffer_size=packet.buffer_size, packet_size=packet.packet_size,
                    burst_size=packet.burst_size, burst_interval=packet.burst_interval,
                    max_buffers=packet.max_buffers, data_checksum=packet.data_checksum,

@@ -49,6 +49,8 @@ class Report:
     """Wall time from connection set-up (receiver) or program start (sender) to the end."""
     cpu_seconds: float = 0.0
     """CPU this process used over ``seconds``, all threads."""
+    datapath_cpu_seconds: float = 0.0
+    """Of which the data path's receive and transmit threads (per-packet work)."""
     path: str = ""
     dropped: dict[str, int] = field(default_factory=dict)
 
@@ -93,6 +95,7 @@ def _report(endpoint: Endpoint, dp: SoftwareDataPath, role: str, started: float,
                     role=role, bytes=progress.bytes_done,
                     sha256=sha256, path=path, seconds=round(time.monotonic() - started, 3),
                     cpu_seconds=round(time.process_time() - endpoint.cpu_start, 3),
+                    datapath_cpu_seconds=round(sum(dp.thread_cpu.values()), 3),
                     dropped=dp.drop_counts())
     if p is not None:
         report.burst_size, report.burst_interval_ms = p.burst_size, p.burst_interval
