@@ -12,6 +12,7 @@ import heapq
 import itertools
 import re
 import selectors
+import signal
 import socket
 import threading
 import time
@@ -141,6 +142,7 @@ def run_from_args(args: argparse.Namespace) -> int:
         print(f"netblt netem: error: {exc}")
         return 1
     print(f"netblt netem: {relay.address[0]}:{relay.address[1]} -> {args.forward}  {config}", flush=True)
+    signal.signal(signal.SIGTERM, lambda *_: relay.stop())
     try:
         relay.run(args.duration)
     except KeyboardInterrupt:
