@@ -45,7 +45,6 @@ class Receiver:
         """Buffers are numbered from 1, consecutively; buffer n is the (n-1)-th (reading A7)."""
         self.last_number: int | None = None
         self.burst = (p.burst_size, p.burst_interval)
-        self.offer: tuple[int, int] | None = None
         self.mean_gap = 0.0
         self.unsent = False
         self.held_ok = False
@@ -119,8 +118,8 @@ class Receiver:
             return
         rb.state = RxState.RECEIVED
         self.conn.timers.cancel(("data", n))
-        burst_size, burst_interval = self.offer or self.burst
-        self.fifo.ok(n, burst_size, burst_interval, round(self.rtt.timeout * 1000))
+        # The offer repeats the rates in force: choosing rates is the client's (A25).
+        self.fifo.ok(n, *self.burst, round(self.rtt.timeout * 1000))
         self.unsent = True
         self.held_ok = True
         self.conn.timers.set("ok-hold", now + self.conn.timing.ok_hold)
