@@ -21,6 +21,7 @@ BATCH = 64
 """Packets the transmit thread takes from the pacer at a time."""
 SPIN = 0.0002
 """Sleep until this close to a deadline, then spin."""
+NOBODY_THERE = "nothing is listening there (ICMP port unreachable)"
 QUIET = 0.05
 """Receive-loop wake-up period when nothing arrives."""
 
@@ -105,7 +106,7 @@ class SoftwareDataPath(DataPathCore):
         try:
             self.transport.send_many(datagrams)
         except ConnectionRefusedError:
-            self._unreachable("nothing is listening there (ICMP port unreachable)")
+            self._unreachable(NOBODY_THERE)
         except OSError as exc:
             self._unreachable(exc.strerror or str(exc))
 
@@ -130,7 +131,7 @@ class SoftwareDataPath(DataPathCore):
             try:
                 datagrams = self.transport.receive(buf)
             except ConnectionRefusedError:
-                self._unreachable("nothing is listening there (ICMP port unreachable)")
+                self._unreachable(NOBODY_THERE)
                 continue
             except OSError:
                 if self._running:

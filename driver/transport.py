@@ -94,13 +94,14 @@ class Transport:
             for parts in datagrams:
                 self.send(parts)
             return
+        sizes = [sum(map(len, parts)) for parts in datagrams]
         start = 0
         while start < len(datagrams):
-            size = sum(len(p) for p in datagrams[start])
+            size = sizes[start]
             end, total = start + 1, size
             while (end < len(datagrams) and end - start < GSO_MAX_SEGMENTS
                    and total + size <= GSO_MAX_BYTES):
-                this = sum(len(p) for p in datagrams[end])
+                this = sizes[end]
                 if this > size:
                     break
                 total += this

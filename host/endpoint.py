@@ -73,19 +73,16 @@ class Progress:
 
     bytes_done: int = 0
     """Bytes delivered (receiver) or acknowledged by OK (sender)."""
-    buffers: int = 0
     established_at: float | None = None
     steady_end: float | None = None
     """When the last buffer started: later time is end-of-transfer recovery (RFC 1030)."""
     done_at: list[tuple[float, int]] = field(default_factory=list)
     """(time, bytes) of each buffer delivered or acknowledged."""
     params: Params | None = None
-    peer_client_string: bytes = b""
     result: ev.Finished | None = None
 
     def buffer_done(self, now: float, size: int) -> None:
         self.bytes_done += size
-        self.buffers += 1
         self.done_at.append((now, size))
 
     def steady_state_bps(self) -> float:
@@ -169,7 +166,7 @@ class Endpoint:
             case ev.Established(params=params, peer_client_string=peer):
                 self.cpu_start = time.process_time()
                 dp.configure(params)
-                progress.params, progress.peer_client_string = params, peer
+                progress.params = params
                 progress.established_at = now
                 if self.sink is not None:
                     try:

@@ -80,10 +80,8 @@ class Connection:
         if isinstance(event, ev.PacketReceived):
             self._packet(event.packet, now)
         elif isinstance(event, ev.PeerUnreachable):
-            if self.state is State.QUIT_RECEIVED:  # the peer quit and closed: say why
-                self.finish(False, f"peer quit: {self.quit_reason or 'no reason given'}")
-            else:
-                self.finish(False, f"peer unreachable: {event.detail}")
+            # Once a QUIT has passed either way, a closed peer is the quit's outcome.
+            self.finish(False, self._quit_outcome() or f"peer unreachable: {event.detail}")
         else:
             if isinstance(event, ev.Arrivals):
                 self._alive(event.last_at)
@@ -168,7 +166,7 @@ class Connection:
             self._quit_received(packet, now)
         elif isinstance(packet, QuitAck):
             if self.state is State.QUIT_SENT:
-                self.finish(False, f"quit: {self.quit_reason}")
+                self.finish(False, self._quit_outcome())
         elif isinstance(packet, Data):
             pass  # DATA is the data path's; it never reaches the engine
         elif self.state is State.ESTABLISHED and self.role is not None:
@@ -248,6 +246,14 @@ class Connection:
         rto = self.role.rtt.timeout if isinstance(self.role, Receiver) else self.timing.quit_timeout
         self.timers.set("quit-dally", now + max(2 * rto, 4 * self.timing.quit_timeout))
 
+    def _quit_outcome(self) -> str | None:
+        """How a QUIT in progress ends the connection, or None if there is none."""
+        if self.state is State.QUIT_SENT:
+            return f"quit: {self.quit_reason}"
+        if self.state is State.QUIT_RECEIVED:
+            return f"peer quit: {self.quit_reason or 'no reason given'}"
+        return None
+
     def _send_quit(self, now: float) -> None:
         self.transmit(Quit(self.quit_reason), now)
         self.timers.set("quit", now + self.timing.quit_timeout)
@@ -274,7 +280,7 @@ class Connection:
         elif key == "quit":
             self._send_quit(now)
         elif key == "quit-dally":
-            self.finish(False, f"peer quit: {self.quit_reason or 'no reason given'}")
+            self.finish(False, self._quit_outcome())
         elif self.role is not None:
             self.role.on_timer(key, now)
 

@@ -47,7 +47,6 @@ class Receiver:
         self.burst = (p.burst_size, p.burst_interval)
         self.mean_gap = 0.0
         self.unsent = False
-        self.held_ok = False
         self.lost: set[tuple[int, int]] = set()
         self.requested = 0
         self.data_timeouts = 0
@@ -121,7 +120,8 @@ class Receiver:
         # The offer repeats the rates in force: choosing rates is the client's (A25).
         self.fifo.ok(n, *self.burst, round(self.rtt.timeout * 1000))
         self.unsent = True
-        self.held_ok = True
+        # Hold the CONTROL packet until the client releases the buffer (or ok_hold passes),
+        # so the OK travels with the next GO.
         self.conn.timers.set("ok-hold", now + self.conn.timing.ok_hold)
         self.conn.emit(ev.Deliver(n, n - 1, size))
 
@@ -131,7 +131,6 @@ class Receiver:
         del self.buffers[n]
         if self.last_number is None:
             self._post()
-        self.held_ok = False
         self.conn.timers.cancel("ok-hold")
 
     def _missing(self, n: int, packets: tuple[int, ...], now: float) -> None:
@@ -164,8 +163,6 @@ class Receiver:
         if key == "control":
             self.rtt.back_off()
             self._send(now)
-        elif key == "ok-hold":
-            self.held_ok = False
         elif isinstance(key, tuple) and key[0] == "data":
             self.conn.emit(ev.QueryMissing(key[1]))
 
@@ -189,7 +186,7 @@ class Receiver:
 
     def after(self, now: float) -> None:
         """Called after every input: send the control packet if it changed, or finish."""
-        if self.unsent and not self.held_ok:
+        if self.unsent and "ok-hold" not in self.conn.timers:
             self._send(now)
         if self._complete_transfer():
             self.conn.transmit(Done(), now)

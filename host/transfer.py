@@ -110,7 +110,7 @@ def _report(endpoint: Endpoint, dp: SoftwareDataPath, role: str, started: float,
         report.packets_retransmitted = dp.tx.resent
     report.steady_state_mbps = round(progress.steady_state_bps() / 1e6, 3)
     report.real_mbps = round(8 * progress.bytes_done / (time.monotonic() - started) / 1e6, 3) \
-        if progress.buffers else 0.0
+        if progress.done_at else 0.0
     return report
 
 
