@@ -1,0 +1,58 @@
+"""The engine's build-time geometry: one place for every size the blocks share."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from netblt.host import layout as L
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """Sizes fixed when the gateware is built; everything else is a run-time register."""
+
+    data_width: int = 32
+    """Bits per beat of the network streams and the buffer memories: 32 or 64."""
+    clock_hz: int = 50_000_000
+    """The one system clock; the pacer counts its cycles."""
+    tx_slots: int = 2
+    rx_slots: int = 2
+    slot_bytes: int = 16384
+    """Bytes per buffer slot: the largest NETBLT buffer the engine holds."""
+    max_packets: int = 1024
+    """Packets per slot the bitmaps track; with ``slot_bytes`` it sets the smallest packet."""
+    fifo_depth: int = 512
+    """Words in each control-packet FIFO and entries in the event FIFO."""
+
+    def __post_init__(self) -> None:
+        problems = [
+            (self.data_width in (32, 64), "data width must be 32 or 64 bits"),
+            (self.slot_bytes % self.beat_bytes == 0, "slot size must be a whole number of beats"),
+            (_power_of_two(self.slot_words), "slot size in beats must be a power of two"),
+            (_power_of_two(self.max_packets) and self.max_packets >= 32,
+             "max packets must be a power of two, at least 32"),
+            (self.max_packets <= 1 << (8 * L.DATA.field("packet").width),
+             "max packets exceeds the 16-bit packet number"),
+            (1 <= self.tx_slots <= 16 and 1 <= self.rx_slots <= 16, "slots must be 1..16"),
+            (self.clock_hz > 0, "clock must be positive"),
+        ]
+        for ok, message in problems:
+            if not ok:
+                raise ValueError(message)
+
+    @property
+    def beat_bytes(self) -> int:
+        return self.data_width // 8
+
+    @property
+    def slot_words(self) -> int:
+        return self.slot_bytes // self.beat_bytes
+
+    @property
+    def bitmap_words(self) -> int:
+        """32-bit bitmap words per slot."""
+        return self.max_packets // 32
+
+
+def _power_of_two(n: int) -> bool:
+    return n > 0 and n & (n - 1) == 0

@@ -1,0 +1,69 @@
+"""Burst-rate pacing (RFC 998 section 7): packet starts granted in clock cycles."""
+
+from __future__ import annotations
+
+import enum
+
+from amaranth.hdl import Module, Mux, Signal
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+
+class PacingMode(enum.IntEnum):
+    OFF = 0
+    """Every packet may start at once: the link, not the engine, sets the rate."""
+    BURSTS = 1
+    """Up to ``burst_size`` packets at the start of each interval, back to back."""
+    SMOOTH = 2
+    """``burst_size`` starts spread evenly over each interval: no micro-bursts."""
+
+
+class Pacer(wiring.Component):
+    """Grants packet starts: ``burst_size`` per ``interval`` clock cycles.
+
+    The protocol negotiates the interval in milliseconds; the driver converts it to
+    cycles, so the hardware resolution is one clock. In BURSTS mode unused grants lapse
+    at each interval boundary, as a burst is "at most burst_size packets". In SMOOTH
+    mode a Bresenham accumulator spaces the starts; at most one burst of grants banks up
+    while the link stalls. Changes take effect in the next cycle.
+    """
+
+    def __init__(self) -> None:
+        super().__init__({
+            "mode": In(2),
+            "burst_size": In(16),
+            "interval": In(32),
+            "grant": Out(1),
+            "take": In(1),
+            "boundary": Out(1),
+        })
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        cycle = Signal(32)
+        tokens = Signal(16)
+        spread = Signal(33)
+        """SMOOTH: burst_size is added each cycle; a grant is due each ``interval``."""
+
+        m.d.comb += self.boundary.eq(cycle + 1 >= self.interval)
+        m.d.sync += cycle.eq(Mux(self.boundary, 0, cycle + 1))
+        taken = Mux(self.take & self.grant, 1, 0)
+
+        with m.Switch(self.mode):
+            with m.Case(PacingMode.OFF):
+                m.d.comb += self.grant.eq(1)
+                m.d.sync += [tokens.eq(0), spread.eq(0)]
+            with m.Case(PacingMode.BURSTS):
+                fresh = Mux(self.boundary, self.burst_size, tokens)
+                m.d.comb += self.grant.eq(fresh != 0)
+                m.d.sync += tokens.eq(fresh - taken)
+            with m.Case(PacingMode.SMOOTH):
+                total = spread + self.burst_size
+                due = total >= self.interval
+                # Past one grant per cycle the rate saturates; the excess is not banked.
+                m.d.sync += spread.eq(Mux(due, Mux(total - self.interval < self.interval,
+                                                   total - self.interval, 0), total))
+                earned = Mux(due & (tokens < self.burst_size), 1, 0)
+                m.d.comb += self.grant.eq(tokens != 0)
+                m.d.sync += tokens.eq(tokens + earned - taken)
+        return m

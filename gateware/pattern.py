@@ -1,0 +1,144 @@
+"""A deterministic test pattern keyed by buffer number: line-rate runs need no upload.
+
+Buffer n's data is the byte stream of successive xorshift32 states (Marsaglia 2003),
+each little-endian, starting from a seed derived from n. A generator makes one beat per
+cycle; the same function in Python (``pattern_bytes``) is what tests compare with.
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Cat, Module, Mux, Signal, Value
+from amaranth.lib import data, memory, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from .config import EngineConfig
+
+SEED_MIX = 0x9E3779B9
+MASK32 = 0xFFFF_FFFF
+
+
+def seed(buffer: int) -> int:
+    return (buffer ^ SEED_MIX) or SEED_MIX
+
+
+def xorshift(x: int) -> int:
+    x ^= (x << 13) & MASK32
+    x ^= x >> 17
+    x ^= (x << 5) & MASK32
+    return x
+
+
+def pattern_bytes(buffer: int, length: int) -> bytes:
+    out, x = bytearray(), seed(buffer)
+    while len(out) < length:
+        x = xorshift(x)
+        out += x.to_bytes(4, "little")
+    return bytes(out[:length])
+
+
+def _xorshift(x: Value) -> Value:
+    x = x ^ (x << 13)[:32]
+    x = x ^ (x >> 17)
+    return x ^ (x << 5)[:32]
+
+
+def _seed(buffer: Value) -> Value:
+    mixed = buffer ^ SEED_MIX
+    return Mux(mixed == 0, SEED_MIX, mixed)
+
+
+PATTERN_COMMAND = data.StructLayout({"slot": 4, "buffer": 32, "length": 32})
+"""Fill (or check) the first ``length`` bytes of ``slot`` with buffer ``buffer``'s pattern."""
+
+
+class _Walker(wiring.Component):
+    """Steps through a slot's beats and the pattern's states together."""
+
+    def __init__(self, config: EngineConfig, slots: int, members: dict) -> None:
+        self.config = config
+        self._slots = slots
+        super().__init__({
+            "command": In(stream.Signature(PATTERN_COMMAND)),
+            "busy": Out(1),
+            "done": Out(1),
+            **members,
+        })
+
+    def walk(self, m: Module):
+        """Returns (address, expected beat, valid bytes of the beat, stepping, last)."""
+        cfg = self.config
+        W = cfg.beat_bytes
+        state = Signal(32)
+        address = Signal(range(self._slots * cfg.slot_words))
+        remaining = Signal(32)
+        step = Signal()
+        words = []
+        x = state
+        for _ in range(W // 4):
+            x = _xorshift(x)
+            words.append(x)
+        beat = Cat(*words)
+
+        cmd = self.command.payload
+        m.d.comb += self.command.ready.eq(~self.busy)
+        with m.If(self.command.valid & ~self.busy):
+            ok = (cmd.slot < self._slots) & (cmd.length <= cfg.slot_bytes)
+            m.d.sync += [state.eq(_seed(cmd.buffer)), remaining.eq(Mux(ok, cmd.length, 0)),
+                         address.eq(cmd.slot * cfg.slot_words)]
+            m.d.sync += self.busy.eq(1)
+        with m.If(self.busy & step):
+            m.d.sync += [state.eq(words[-1]), address.eq(address + 1),
+                         remaining.eq(Mux(remaining > W, remaining - W, 0))]
+        return address, beat, remaining, step
+
+
+class PatternSource(_Walker):
+    """Fills a slot with buffer n's pattern, one beat per cycle."""
+
+    def __init__(self, config: EngineConfig) -> None:
+        addr_width = (config.tx_slots * config.slot_words - 1).bit_length()
+        super().__init__(config, config.tx_slots, {"memory": In(memory.WritePort.Signature(
+            addr_width=addr_width, shape=config.data_width))})
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        address, beat, remaining, step = self.walk(m)
+        m.d.comb += step.eq(remaining != 0)
+        m.d.comb += [self.memory.addr.eq(address), self.memory.data.eq(beat),
+                     self.memory.en.eq(self.busy & step)]
+        with m.If(self.busy & ~step):
+            m.d.sync += self.busy.eq(0)
+            m.d.comb += self.done.eq(1)
+        return m
+
+
+class PatternChecker(_Walker):
+    """Reads a slot back and counts the beats that differ from buffer n's pattern."""
+
+    def __init__(self, config: EngineConfig) -> None:
+        addr_width = (config.rx_slots * config.slot_words - 1).bit_length()
+        super().__init__(config, config.rx_slots, {
+            "memory": In(memory.ReadPort.Signature(addr_width=addr_width, shape=config.data_width)),
+            "mismatches": Out(32),
+        })
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        W = self.config.beat_bytes
+        address, beat, remaining, step = self.walk(m)
+        m.d.comb += step.eq(remaining != 0)
+        # The memory answers a cycle after the address: compare against last cycle's beat.
+        expected, valid, checking = Signal.like(beat), Signal(32), Signal()
+        m.d.sync += [expected.eq(beat), valid.eq(remaining), checking.eq(self.busy & step)]
+        m.d.comb += self.memory.addr.eq(address)
+        got = self.memory.data
+        differs = Cat(*((got[8 * i:8 * i + 8] != expected[8 * i:8 * i + 8]) & (i < valid)
+                        for i in range(W))).any()
+        with m.If(self.command.valid & ~self.busy):
+            m.d.sync += self.mismatches.eq(0)
+        with m.If(checking & differs):
+            m.d.sync += self.mismatches.eq(self.mismatches + 1)
+        with m.If(self.busy & ~step & ~checking):
+            m.d.sync += self.busy.eq(0)
+            m.d.comb += self.done.eq(1)
+        return m

