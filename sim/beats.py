@@ -61,7 +61,7 @@ class Source:
             while self.idle and self.rng.random() < self.idle:
                 self.valid.value = 0
                 await RisingEdge(self.clk)
-            self.payload.value = pack(self.layout, beat)
+            self.payload.value = pack(self.layout, beat) if self.layout else beat
             self.valid.value = 1
             while True:
                 await ReadOnly()
@@ -73,7 +73,10 @@ class Source:
 
 
 class Sink:
-    """Collects ``<name>`` beats; ``stall`` is the chance of holding ready low a cycle."""
+    """Collects ``<name>`` beats; ``stall`` is the chance of holding ready low a cycle.
+
+    With no layout the payloads are plain ints.
+    """
 
     def __init__(self, dut, name: str, layout: data.Layout, *, stall: float = 0.0,
                  rng: random.Random | None = None) -> None:
@@ -92,7 +95,8 @@ class Sink:
             self.ready.value = int(ready)
             await ReadOnly()
             if ready and self.valid.value:
-                self.beats.append((cycle, unpack(self.layout, int(self.payload.value))))
+                word = int(self.payload.value)
+                self.beats.append((cycle, unpack(self.layout, word) if self.layout else word))
             await RisingEdge(self.clk)
             cycle += 1
 

@@ -1,0 +1,209 @@
+"""The receive side's first stage: every IP payload checked, routed or counted and dropped.
+
+DATA/LDATA packets of this connection leave as payload beats with their header fields;
+every other NETBLT type goes whole to the control stream for the host, which decodes
+it with the host codec. Checks that need the whole packet (truncation, padding, data
+checksum, a control packet's checksum) end in a ``bad`` flag on the last beat, so the
+next stage commits nothing it has not seen checked.
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Cat, Const, Module, Mux, Signal
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from netblt.host import layout as L
+
+from .config import EngineConfig
+from .drops import Drop
+from .headers import DATA_LAYOUTS, UDP, fold, halfwords, header_fields, lanes, layouts_size
+from .segmenter import UDP_PROTOCOL
+from .streams import ip_stream, rx_data
+
+RX_SETTINGS = data.StructLayout({
+    "local_port": 16,
+    "peer_port": 16,
+    "peer_address": 32,
+    "udp": 1,
+    "udp_local_port": 16,
+    "udp_peer_port": 16,
+    "data_checksum": 1,
+})
+"""The connection registers the receive side reads."""
+
+
+def control_beat(data_width: int) -> data.StructLayout:
+    """A control packet's beat; ``address``/``port`` name its sender (UDP port if UDP)."""
+    return data.StructLayout({"data": data_width, "keep": data_width // 8, "last": 1, "bad": 1,
+                              "length": 16, "address": 32, "port": 16})
+
+
+class Parser(wiring.Component):
+    def __init__(self, config: EngineConfig) -> None:
+        self.config = config
+        super().__init__({
+            "settings": In(RX_SETTINGS),
+            "input": In(ip_stream(config.data_width)),
+            "data": Out(stream.Signature(rx_data(config.data_width))),
+            "control": Out(stream.Signature(control_beat(config.data_width), always_ready=True)),
+            "drops": Out(len(Drop)),
+        })
+
+    def elaborate(self, platform) -> Module:
+        W = self.config.beat_bytes
+        s = self.settings
+        m = Module()
+        header_size = layouts_size(DATA_LAYOUTS)
+        H, U = header_size // W, 8 // W
+
+        inp = self.input.payload
+        beat = Signal(16)
+        """Beats of this IP payload so far."""
+        udp_bytes = [Signal(8, name=f"udp{i}") for i in range(8)]
+        head = [Signal(8, name=f"head{i}") for i in range(header_size)]
+        hdr = header_fields(DATA_LAYOUTS, head)
+        udp = header_fields([UDP], udp_bytes)
+        received = Signal(16)
+        """NETBLT bytes so far, before this beat."""
+        total = Signal(32)
+        """Ones'-complement sum of the NETBLT bytes before this beat."""
+        data_sum = Signal(32)
+        kind = Signal(range(4))
+        NONE, DATA, CONTROL, DROPPING = range(4)
+
+        udp_mode = s.udp
+        first_netblt = Mux(udp_mode, U, 0)
+        index = beat - first_netblt
+        """This beat's position in the NETBLT packet (negative inside the UDP header)."""
+        in_udp = udp_mode & (beat < U)
+        payload_bytes = lanes(inp.data, W)
+        kept = [Mux(inp.keep[i], b, 0) for i, b in enumerate(payload_bytes)]
+        count = sum(inp.keep[i] for i in range(W))
+        now_total = total + sum(halfwords(kept))
+        now_received = received + count
+        take = self.input.valid & self.input.ready
+
+        def drop(reason) -> None:
+            m.d.comb += self.drops.eq(1 << reason)
+
+        # Keep the UDP and NETBLT headers and the sums as the beats go by.
+        with m.If(take):
+            m.d.sync += beat.eq(Mux(inp.last, 0, beat + 1))
+            for i in range(W):
+                for u in range(U):
+                    with m.If(udp_mode & (beat == u)):
+                        m.d.sync += udp_bytes[u * W + i].eq(kept[i])
+                for h in range(H):
+                    with m.If(~in_udp & (index == h)):
+                        m.d.sync += head[h * W + i].eq(kept[i])
+            with m.If(~in_udp):
+                m.d.sync += [total.eq(now_total), received.eq(now_received)]
+
+        # The first NETBLT beat decides the route: type is byte 3.
+        kind_now = Signal.like(kind)
+        wrong_protocol = Mux(udp_mode,
+                             (inp.protocol != UDP_PROTOCOL) | (udp["dest_port"] != s.udp_local_port),
+                             inp.protocol != L.IP_PROTOCOL)
+        packet_type = payload_bytes[3]
+        m.d.comb += kind_now.eq(kind)
+        with m.If(~in_udp & (index == 0)):
+            with m.If(wrong_protocol):
+                m.d.comb += kind_now.eq(DROPPING)
+            with m.Elif((packet_type == L.PacketType.DATA) | (packet_type == L.PacketType.LDATA)):
+                m.d.comb += kind_now.eq(DATA)
+            with m.Elif(packet_type <= max(L.PacketType)):
+                m.d.comb += kind_now.eq(CONTROL)
+            with m.Else():
+                m.d.comb += kind_now.eq(DROPPING)
+        with m.If(take & ~inp.last):
+            m.d.sync += kind.eq(kind_now)
+
+        # DATA/LDATA: the header is whole when its first data beat arrives.
+        data_length = hdr["length"] - header_size
+        header_checks = [
+            (hdr["version"] != L.VERSION, Drop.VERSION),
+            (fold(total) != 0xFFFF, Drop.CHECKSUM),
+            (hdr["length"] <= header_size, Drop.LENGTH),
+            ((inp.address != s.peer_address) | (hdr["local_port"] != s.peer_port)
+             | (hdr["foreign_port"] != s.local_port)
+             | (udp_mode & (udp["source_port"] != s.udp_peer_port)), Drop.CONNECTION),
+        ]
+        header_bad = Signal()
+        header_reason = Signal(4)
+        for bad, reason in reversed(header_checks):
+            with m.If(bad):
+                m.d.comb += [header_bad.eq(1), header_reason.eq(reason)]
+
+        out = self.data.payload
+        data_index = index - H
+        data_kept = [Mux(data_index * W + i < data_length, b, 0) for i, b in enumerate(kept)]
+        now_data_sum = data_sum + sum(halfwords(data_kept))
+        netblt_bytes = Mux(in_udp, 0, now_received)
+        length_bad = (netblt_bytes < hdr["length"]) | (netblt_bytes - hdr["length"] > 3)
+        data_bad = Signal()
+        data_reason = Signal(4)
+        with m.If(length_bad):
+            m.d.comb += [data_bad.eq(1), data_reason.eq(Drop.LENGTH)]
+        with m.Elif(s.data_checksum & ((~fold(now_data_sum))[:16] != hdr["data_checksum"])):
+            m.d.comb += [data_bad.eq(1), data_reason.eq(Drop.DATA_CHECKSUM)]
+        m.d.comb += [
+            out.data.eq(Cat(*data_kept)),
+            out.keep.eq(Cat(*(data_index * W + i < data_length for i in range(W)))),
+            out.last.eq(inp.last),
+            out.bad.eq(data_bad),
+            out.header.buffer.eq(hdr["buffer"]), out.header.packet.eq(hdr["packet"]),
+            out.header.high_ack.eq(hdr["high_ack"]), out.header.length.eq(data_length),
+            out.header.ldata.eq(hdr["type"] == L.PacketType.LDATA),
+            out.header.last_buffer.eq((hdr["flags"] & L.FLAG_LAST_BUFFER) != 0),
+        ]
+
+        # Control packets: every beat to the host's FIFO, judged on the last one.
+        control = self.control.payload
+        control_bad = Signal()
+        control_reason = Signal(4)
+        for bad, reason in reversed([
+                (now_received < L.HEADER.end, Drop.SHORT),
+                (hdr["version"] != L.VERSION, Drop.VERSION),
+                ((now_received < hdr["length"]) | (now_received - hdr["length"] > 3), Drop.LENGTH),
+                (fold(now_total) != 0xFFFF, Drop.CHECKSUM)]):
+            with m.If(bad):
+                m.d.comb += [control_bad.eq(1), control_reason.eq(reason)]
+        m.d.comb += [
+            control.data.eq(Cat(*kept)), control.keep.eq(inp.keep), control.last.eq(inp.last),
+            control.bad.eq(control_bad), control.length.eq(hdr["length"]),
+            control.address.eq(inp.address), control.port.eq(udp["source_port"]),
+        ]
+
+        m.d.comb += self.input.ready.eq(1)
+        with m.If(self.input.valid & ~in_udp):
+            with m.Switch(kind_now):
+                with m.Case(DATA):
+                    with m.If(data_index < 0):
+                        with m.If(inp.last & take):
+                            drop(Drop.SHORT)
+                    with m.Elif(data_index == 0):
+                        with m.If(header_bad):
+                            with m.If(take):
+                                drop(header_reason)
+                                m.d.sync += kind.eq(DROPPING)
+                        with m.Else():
+                            m.d.comb += [self.data.valid.eq(1), self.input.ready.eq(self.data.ready)]
+                    with m.Else():
+                        m.d.comb += [self.data.valid.eq(1), self.input.ready.eq(self.data.ready)]
+                    with m.If(take & (data_index >= 0)):
+                        m.d.sync += data_sum.eq(now_data_sum)
+                with m.Case(CONTROL):
+                    m.d.comb += self.control.valid.eq(1)
+                    with m.If(take & inp.last & control_bad):
+                        drop(control_reason)
+                with m.Case(DROPPING):
+                    with m.If(take & (index == 0)):
+                        drop(Mux(wrong_protocol, Drop.CONNECTION, Drop.TYPE))
+        with m.If(self.input.valid & in_udp & inp.last & take):
+            drop(Drop.SHORT)
+        with m.If(self.data.valid & self.data.ready & inp.last & data_bad):
+            drop(data_reason)
+        with m.If(take & inp.last):
+            m.d.sync += [total.eq(0), received.eq(0), data_sum.eq(0), kind.eq(NONE)]
+        return m

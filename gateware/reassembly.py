@@ -1,0 +1,259 @@
+"""Receive reassembly: payloads into their slots, one bitmap bit per packet, completion.
+
+Every posted slot has a row: the buffer it waits for, packets received, the count its
+LDATA fixed, the highest packet seen, and first/last arrival times with a running
+average gap (for the host's data timers, RFC 998 section 6). A packet is placed at
+packet number x packet size inside its slot; every bound is checked before the first
+byte is written, and the write address is clamped to the slot besides, so no packet
+can write outside its slot whatever it claims. A packet counts (its bit is set) only
+after its last beat passed every check; until then its bytes may be overwritten.
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal
+from amaranth.lib import data, memory, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from .config import EngineConfig
+from .drops import Drop
+from .streams import rx_data
+
+RX_COMMAND = data.StructLayout({"post": 1, "slot": 4, "buffer": 32})
+"""post=1: slot now waits for ``buffer`` (its bitmap cleared); post=0: release the slot."""
+
+MISSING_QUERY = data.StructLayout({"slot": 4, "limit": 16})
+"""List the packets of ``slot`` not yet received, below its LDATA count if known, else
+below ``limit`` (the packets the host expects in a full buffer)."""
+
+MISSING = data.StructLayout({"slot": 4, "end": 1, "packet": 16})
+"""One missing packet; then an ``end`` entry whose ``packet`` is the number listed."""
+
+RX_EVENT = data.StructLayout({"slot": 4, "first": 1, "ldata": 1, "complete": 1,
+                              "last_buffer": 1, "count": 16})
+"""What one accepted packet changed; ``count`` is the buffer's packet count once known."""
+
+SLOT_STATUS = data.StructLayout({
+    "buffer": 32, "active": 1, "complete": 1, "count_known": 1, "received": 16, "count": 16,
+    "first_at": 32, "last_at": 32, "mean_gap": 32,
+})
+
+GAP_WEIGHT = 3
+"""The running gap moves 1/8 of the way to each new gap, as TCP's SRTT does."""
+
+
+class Reassembly(wiring.Component):
+    def __init__(self, config: EngineConfig) -> None:
+        self.config = config
+        addr_width = (config.rx_slots * config.slot_words - 1).bit_length()
+        super().__init__({
+            "packet_size": In(16),
+            "input": In(stream.Signature(rx_data(config.data_width))),
+            "command": In(stream.Signature(RX_COMMAND)),
+            "query": In(stream.Signature(MISSING_QUERY)),
+            "missing": Out(stream.Signature(MISSING)),
+            "event": Out(stream.Signature(RX_EVENT)),
+            "memory": In(memory.WritePort.Signature(addr_width=addr_width, shape=config.data_width,
+                                                    granularity=8)),
+            "status_slot": In(4),
+            "status": Out(SLOT_STATUS),
+            "high_ack": Out(16),
+            "drops": Out(len(Drop)),
+            "accepted": Out(1),
+            "duplicate": Out(1),
+            "events_lost": Out(1),
+        })
+
+    def elaborate(self, platform) -> Module:
+        cfg = self.config
+        W, S, BW = cfg.beat_bytes, cfg.rx_slots, cfg.bitmap_words
+        m = Module()
+        m.submodules.bitmaps = bitmaps = memory.Memory(shape=32, depth=S * BW, init=[])
+        bits_write = bitmaps.write_port()
+        bits_read = bitmaps.read_port()
+        scan_read = bitmaps.read_port()
+
+        def row(name, width):
+            return Array(Signal(width, name=f"{name}{i}") for i in range(S))
+
+        active, complete, known = row("active", 1), row("complete", 1), row("known", 1)
+        buffer, received, count, highest = row("buffer", 32), row("received", 16), row("count", 16), row("highest", 16)
+        first_at, last_at, mean_gap = row("first_at", 32), row("last_at", 32), row("mean_gap", 32)
+        now = Signal(32)
+        m.d.sync += now.eq(now + 1)
+
+        sel = self.status_slot
+        m.d.comb += [
+            self.status.buffer.eq(buffer[sel]), self.status.active.eq(active[sel]),
+            self.status.complete.eq(complete[sel]), self.status.count_known.eq(known[sel]),
+            self.status.received.eq(received[sel]), self.status.count.eq(count[sel]),
+            self.status.first_at.eq(first_at[sel]), self.status.last_at.eq(last_at[sel]),
+            self.status.mean_gap.eq(mean_gap[sel]),
+        ]
+
+        packet_size = Signal(16)
+        m.d.comb += packet_size.eq(self.packet_size & ~(W - 1))
+        hdr = self.input.payload.header
+        beat = self.input.payload
+
+        # The packet in hand.
+        slot = Signal(range(S))
+        found = Signal()
+        start = Signal(32)
+        address, limit = Signal(32), Signal(32)
+        write_ok = Signal()
+        reject = Signal(4)
+        rejected = Signal()
+        bitmap_word = Signal(32)
+        bit = Signal(32)
+        clear = Signal(range(BW + 1))
+
+        match = [active[i] & (buffer[i] == hdr.buffer) for i in range(S)]
+        match_slot = Const(0, range(S))
+        for i in reversed(range(S)):
+            match_slot = Mux(match[i], i, match_slot)
+
+        command = self.command.payload
+        high_ack_diff = Signal(16)
+        m.d.comb += high_ack_diff.eq(hdr.high_ack - self.high_ack)
+
+        with m.FSM():
+            with m.State("IDLE"):
+                with m.If(self.command.valid):
+                    m.d.comb += self.command.ready.eq(1)
+                    with m.If(command.slot < S):
+                        m.d.sync += [active[command.slot].eq(0), slot.eq(command.slot)]
+                        with m.If(command.post):
+                            m.d.sync += [buffer[command.slot].eq(command.buffer), clear.eq(0)]
+                            m.next = "CLEAR"
+                with m.Elif(self.input.valid):
+                    m.d.sync += [slot.eq(match_slot), found.eq(Cat(*match).any()),
+                                 start.eq(hdr.packet * packet_size)]
+                    m.next = "LOOKUP"
+            with m.State("CLEAR"):
+                m.d.comb += [bits_write.addr.eq(slot * BW + clear), bits_write.data.eq(0),
+                             bits_write.en.eq(1)]
+                m.d.sync += clear.eq(clear + 1)
+                with m.If(clear == BW - 1):
+                    m.d.sync += [active[slot].eq(1), complete[slot].eq(0), known[slot].eq(0),
+                                 received[slot].eq(0), count[slot].eq(0), highest[slot].eq(0),
+                                 first_at[slot].eq(0), last_at[slot].eq(0), mean_gap[slot].eq(0)]
+                    m.next = "IDLE"
+            with m.State("LOOKUP"):
+                m.d.comb += bits_read.addr.eq(slot * BW + (hdr.packet >> 5))
+                m.d.sync += [bit.eq(1 << hdr.packet[:5]),
+                             address.eq(slot * cfg.slot_words + (start >> (W.bit_length() - 1))),
+                             limit.eq(slot * cfg.slot_words + cfg.slot_words)]
+                m.next = "CHECK"
+            with m.State("CHECK"):
+                p = hdr.packet
+                checks = [
+                    (~found, Drop.UNPOSTED),
+                    ((p >= cfg.max_packets) | (start + hdr.length > cfg.slot_bytes), Drop.OUTSIDE),
+                    (Mux(hdr.ldata, hdr.length > packet_size, hdr.length != packet_size), Drop.LENGTH),
+                    (known[slot] & ((p >= count[slot]) | (hdr.ldata & (p + 1 != count[slot]))),
+                     Drop.PAST_LDATA),
+                    (hdr.ldata & (received[slot] != 0) & (highest[slot] > p), Drop.PAST_LDATA),
+                ]
+                m.d.sync += [rejected.eq(0), write_ok.eq(0), bitmap_word.eq(bits_read.data)]
+                for bad, reason in reversed(checks):
+                    with m.If(bad):
+                        m.d.sync += [rejected.eq(1), reject.eq(reason)]
+                with m.If(~Cat(*(bad for bad, _ in checks)).any()):
+                    m.d.sync += write_ok.eq((bits_read.data & bit) == 0)
+                m.next = "STREAM"
+            with m.State("STREAM"):
+                m.d.comb += self.input.ready.eq(1)
+                with m.If(self.input.valid):
+                    inside = (address >= slot * cfg.slot_words) & (address < limit)
+                    m.d.comb += [self.memory.addr.eq(address), self.memory.data.eq(beat.data),
+                                 self.memory.en.eq(Mux(write_ok & inside, beat.keep, 0))]
+                    m.d.sync += address.eq(address + 1)
+                    with m.If(beat.last):
+                        # Serial-number order: the high-ack stamp only moves forward.
+                        with m.If(~beat.bad & (high_ack_diff != 0) & (high_ack_diff < 0x8000)):
+                            m.d.sync += self.high_ack.eq(hdr.high_ack)
+                        with m.If(~beat.bad & rejected):
+                            m.d.comb += self.drops.eq(1 << reject)
+                        with m.If(~beat.bad & ~rejected & ~write_ok):
+                            m.d.comb += self.duplicate.eq(1)
+                        with m.If(~beat.bad & write_ok):
+                            m.next = "COMMIT"
+                        with m.Else():
+                            m.next = "IDLE"
+            with m.State("COMMIT"):
+                first = received[slot] == 0
+                now_count = Mux(hdr.ldata, hdr.packet + 1, count[slot])
+                now_known = known[slot] | hdr.ldata
+                done = now_known & (received[slot] + 1 == now_count)
+                gap = now - last_at[slot]
+                m.d.comb += [bits_write.addr.eq(slot * BW + (hdr.packet >> 5)),
+                             bits_write.data.eq(bitmap_word | bit), bits_write.en.eq(1),
+                             self.accepted.eq(1)]
+                m.d.sync += [received[slot].eq(received[slot] + 1), count[slot].eq(now_count),
+                             known[slot].eq(now_known), complete[slot].eq(done),
+                             last_at[slot].eq(now),
+                             highest[slot].eq(Mux(first | (hdr.packet > highest[slot]),
+                                                  hdr.packet, highest[slot]))]
+                with m.If(first):
+                    m.d.sync += first_at[slot].eq(now)
+                with m.Elif(received[slot] == 1):
+                    m.d.sync += mean_gap[slot].eq(gap)
+                with m.Else():
+                    m.d.sync += mean_gap[slot].eq(
+                        mean_gap[slot] + ((gap.as_signed() - mean_gap[slot].as_signed()) >> GAP_WEIGHT))
+                event = self.event.payload
+                m.d.comb += [event.slot.eq(slot), event.first.eq(first), event.ldata.eq(hdr.ldata),
+                             event.complete.eq(done), event.last_buffer.eq(hdr.last_buffer),
+                             event.count.eq(now_count)]
+                m.d.comb += self.event.valid.eq(first | hdr.ldata | done)
+                m.d.comb += self.events_lost.eq(self.event.valid & ~self.event.ready)
+                m.next = "IDLE"
+
+        self._scanner(m, scan_read, known, count, active)
+        return m
+
+    def _scanner(self, m: Module, read, known, count, active) -> None:
+        """Lists a slot's missing packets, a bit a cycle, beside the packet path."""
+        cfg = self.config
+        BW = cfg.bitmap_words
+        query = self.query.payload
+        slot = Signal(4)
+        end = Signal(17)
+        packet = Signal(17)
+        listed = Signal(16)
+        word = Signal(32)
+        out = self.missing.payload
+        with m.FSM(name="scan"):
+            with m.State("IDLE"):
+                m.d.comb += self.query.ready.eq(1)
+                with m.If(self.query.valid):
+                    valid_slot = (query.slot < cfg.rx_slots) & active[query.slot]
+                    limit = Mux(known[query.slot], count[query.slot], query.limit)
+                    m.d.sync += [slot.eq(query.slot), packet.eq(0), listed.eq(0),
+                                 end.eq(Mux(valid_slot, Mux(limit < cfg.max_packets, limit,
+                                                             cfg.max_packets), 0))]
+                    m.next = "READ"
+            with m.State("READ"):
+                m.d.comb += read.addr.eq(slot * BW + (packet >> 5))
+                m.next = "LATCH"
+                with m.If(packet >= end):
+                    m.next = "END"
+            with m.State("LATCH"):
+                m.d.sync += word.eq(read.data)
+                m.next = "BITS"
+            with m.State("BITS"):
+                missing = ~word.bit_select(packet[:5], 1)
+                m.d.comb += [out.slot.eq(slot), out.packet.eq(packet),
+                             self.missing.valid.eq(missing & (packet < end))]
+                with m.If(~self.missing.valid | self.missing.ready):
+                    m.d.sync += [packet.eq(packet + 1), listed.eq(listed + self.missing.valid)]
+                    with m.If(packet + 1 >= end):
+                        m.next = "END"
+                    with m.Elif(packet[:5] == 31):
+                        m.next = "READ"
+            with m.State("END"):
+                m.d.comb += [out.slot.eq(slot), out.end.eq(1), out.packet.eq(listed),
+                             self.missing.valid.eq(1)]
+                with m.If(self.missing.ready):
+                    m.next = "IDLE"

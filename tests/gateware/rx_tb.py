@@ -1,0 +1,306 @@
+"""cocotb tests of the receive side (gateware/receiver.py) under Verilator."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+
+import cocotb
+from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
+
+from netblt.gateware.config import EngineConfig
+from netblt.gateware.drops import Drop
+from netblt.gateware.parser import RX_SETTINGS
+from netblt.gateware.pattern import PATTERN_COMMAND, pattern_bytes
+from netblt.gateware.reassembly import MISSING, MISSING_QUERY, RX_COMMAND, RX_EVENT, SLOT_STATUS
+from netblt.gateware.streams import ip_payload
+from netblt.gateware.packet_fifo import CONTROL_META
+from netblt.host import codec, packets
+from netblt.host.checksum import internet_checksum
+from netblt.host import layout as L
+from netblt.sim.beats import Sink, Source, to_beats, unpack
+from tb import apply, start
+
+CONFIG = EngineConfig()
+W = CONFIG.beat_bytes
+LOCAL, PEER = 2998, 40001
+PEER_ADDRESS = 0x0A000002
+PACKET = 1024
+FIELDS = {f.name: f for layout in (L.HEADER, L.DATA) for f in layout.fields}
+
+
+class Rx:
+    """The receiver with its streams attached, counting what it reports."""
+
+    def __init__(self, dut, **settings) -> None:
+        self.dut = dut
+        self.input = Source(dut, "input", ip_payload(CONFIG.data_width))
+        self.commands = Source(dut, "command", RX_COMMAND)
+        self.queries = Source(dut, "query", MISSING_QUERY)
+        self.checks = Source(dut, "check", PATTERN_COMMAND)
+        self.events = Sink(dut, "event", RX_EVENT)
+        self.missing = Sink(dut, "missing", MISSING)
+        self.control = Sink(dut, "control", None)
+        self.meta = Sink(dut, "control_meta", CONTROL_META)
+        self.settings = {"local_port": LOCAL, "peer_port": PEER, "peer_address": PEER_ADDRESS,
+                         "udp_local_port": 2998, "udp_peer_port": 2999, **settings}
+        apply(dut.settings, RX_SETTINGS, self.settings)
+        dut.packet_size.value = PACKET
+        dut.status_slot.value = 0
+        self.counts: Counter[str] = Counter()
+        self.accepted_at: list[int] = []
+        """The cycle of each packet's acceptance, as the testbench saw it."""
+        self.data_checksum = bool(settings.get("data_checksum"))
+
+    @classmethod
+    async def create(cls, dut, **settings) -> Rx:
+        await start(dut)
+        rx = cls(dut, **settings)
+        for sink in (rx.events, rx.missing, rx.control, rx.meta):
+            cocotb.start_soon(sink.run())
+        cocotb.start_soon(rx.count())
+        return rx
+
+    async def count(self) -> None:
+        cycle = 0
+        while True:
+            await ReadOnly()
+            drops = int(self.dut.drops.value)
+            for reason in Drop:
+                if drops >> reason & 1:
+                    self.counts[reason.name] += 1
+            if self.dut.accepted.value:
+                self.counts["accepted"] += 1
+                self.accepted_at.append(cycle)
+            self.counts["duplicate"] += int(self.dut.duplicate.value)
+            self.counts["events_lost"] += int(self.dut.events_lost.value)
+            await RisingEdge(self.dut.clk)
+            cycle += 1
+
+    async def post(self, slot: int, buffer: int) -> None:
+        await self.commands.send([{"post": 1, "slot": slot, "buffer": buffer}])
+        await ClockCycles(self.dut.clk, CONFIG.bitmap_words + 4)
+
+    def data(self, buffer: int, number: int, length: int, *, last: bool = False,
+             sender_port: int = PEER, to_port: int = LOCAL) -> bytes:
+        """DATA (or the LDATA) packet ``number`` of a pattern buffer of ``length`` bytes."""
+        body = pattern_bytes(buffer, length)[number * PACKET:(number + 1) * PACKET]
+        ldata = (number + 1) * PACKET >= length
+        return codec.encode(packets.Data(buffer, number, 0, body, ldata, last), sender_port, to_port,
+                            data_checksum=self.data_checksum)
+
+    async def feed(self, *datagrams: bytes, address: int = PEER_ADDRESS, protocol: int = L.IP_PROTOCOL) -> None:
+        for raw in datagrams:
+            await self.input.send(to_beats(raw, W, address=address, protocol=protocol, length=len(raw)))
+        await ClockCycles(self.dut.clk, 8)
+
+    async def query(self, slot: int, limit: int) -> list[int]:
+        before = len(self.missing.beats)
+        await self.queries.send([{"slot": slot, "limit": limit}])
+        while not any(b["end"] for _, b in self.missing.beats[before:]):
+            await RisingEdge(self.dut.clk)
+        listed = [b for _, b in self.missing.beats[before:]]
+        assert listed[-1]["packet"] == len(listed) - 1
+        return [b["packet"] for b in listed[:-1]]
+
+    async def check(self, slot: int, buffer: int, length: int) -> int:
+        await self.checks.send([{"slot": slot, "buffer": buffer, "length": length}])
+        while True:
+            await RisingEdge(self.dut.clk)
+            if self.dut.checked.value:
+                return int(self.dut.mismatches.value)
+
+    async def status(self, slot: int) -> dict:
+        self.dut.status_slot.value = slot
+        await ReadOnly()
+        value = unpack(SLOT_STATUS, int(self.dut.status.value))
+        await RisingEdge(self.dut.clk)
+        return value
+
+    async def download(self, slot: int, length: int) -> bytes:
+        out = bytearray()
+        base = slot * CONFIG.slot_words
+        for i in range(-(-length // W)):
+            self.dut.download__addr.value = base + i
+            await RisingEdge(self.dut.clk)
+            await ReadOnly()
+            out += int(self.dut.download__data.value).to_bytes(W, "little")
+            await RisingEdge(self.dut.clk)
+        return bytes(out[:length])
+
+
+def count_of(length: int) -> int:
+    return -(-length // PACKET)
+
+
+@cocotb.test()
+async def test_impaired_arrival_ends_with_right_bitmaps_and_data(dut):
+    """Loss, reordering, duplication and corruption: the bitmap lists exactly what is
+    missing, the resent packets complete both buffers, and each slot holds its own data."""
+    rng = random.Random(7)
+    rx = await Rx.create(dut, data_checksum=1)
+    sizes = {0: (5, 9 * PACKET + 100), 1: (6, 12 * PACKET)}
+    for slot, (buffer, _) in sizes.items():
+        await rx.post(slot, buffer)
+    traffic, lost = [], {slot: set() for slot in sizes}
+    for slot, (buffer, length) in sizes.items():
+        for number in range(count_of(length)):
+            raw = rx.data(buffer, number, length)
+            if number != count_of(length) - 1 and rng.random() < 0.25:
+                lost[slot].add(number)
+                continue
+            traffic.append(raw)
+            if rng.random() < 0.2:
+                traffic.append(raw)  # duplicate
+            if rng.random() < 0.2:
+                bad = bytearray(raw)
+                bad[rng.randrange(len(bad))] ^= 1 << rng.randrange(8)
+                traffic.append(bytes(bad))  # corrupted copy
+    rng.shuffle(traffic)
+    await rx.feed(*traffic)
+
+    corrupted = sum(rx.counts[r] for r in ("CHECKSUM", "DATA_CHECKSUM", "LENGTH", "VERSION", "TYPE",
+                                           "CONNECTION", "SHORT", "OUTSIDE", "UNPOSTED", "PAST_LDATA"))
+    delivered = sum(count_of(length) for _, length in sizes.values()) - sum(map(len, lost.values()))
+    assert rx.counts["accepted"] == delivered
+    assert rx.counts["accepted"] + rx.counts["duplicate"] + corrupted == len(traffic)
+    for slot, (buffer, length) in sizes.items():
+        assert await rx.query(slot, count_of(length)) == sorted(lost[slot])
+        status = await rx.status(slot)
+        assert status["count_known"] and status["count"] == count_of(length)
+        assert status["received"] == count_of(length) - len(lost[slot])
+
+    await rx.feed(*(rx.data(sizes[s][0], n, sizes[s][1]) for s in sizes for n in sorted(lost[s])))
+    for slot, (buffer, length) in sizes.items():
+        assert await rx.query(slot, count_of(length)) == []
+        assert (await rx.status(slot))["complete"]
+        assert await rx.check(slot, buffer, length) == 0
+        assert await rx.download(slot, length) == pattern_bytes(buffer, length)
+    done = [b for _, b in rx.events.beats if b["complete"]]
+    assert sorted(b["slot"] for b in done) == [0, 1]
+    firsts = [b for _, b in rx.events.beats if b["first"]]
+    assert sorted(b["slot"] for b in firsts) == [0, 1]
+
+
+@cocotb.test()
+async def test_hostile_packets_are_counted_and_dropped(dut):
+    """Every malformed or foreign packet is counted under its reason and changes nothing."""
+    rx = await Rx.create(dut)
+    length = 4 * PACKET
+    await rx.post(0, 5)
+    await rx.post(1, 6)
+    good = rx.data(5, 1, length)
+
+    def edited(**fields) -> bytes:
+        """``good`` with header fields changed and its checksum made right again."""
+        raw = bytearray(good)
+        for name, value in fields.items():
+            f = FIELDS[name]
+            raw[f.offset:f.end] = value.to_bytes(f.width, "big")
+        raw[0:2] = bytes(2)
+        raw[0:2] = internet_checksum(raw[:L.DATA_HEADER_SIZE]).to_bytes(2, "big")
+        return bytes(raw)
+
+    short_data = codec.encode(packets.Data(5, 1, 0, bytes(PACKET - 4)), PEER, LOCAL)
+
+    cases = [
+        (good[:20], "SHORT"),
+        (good + bytes(8), "LENGTH"),                      # oversized: more than padding
+        (good[:-8], "LENGTH"),                            # truncated data area
+        (bytes([good[0] ^ 0xFF]) + good[1:], "CHECKSUM"),
+        (edited(version=1), "VERSION"),
+        (edited(type=12), "TYPE"),
+        (edited(local_port=999), "CONNECTION"),
+        (edited(foreign_port=999), "CONNECTION"),
+        (edited(buffer=77), "UNPOSTED"),
+        (edited(packet=CONFIG.max_packets + 3), "OUTSIDE"),
+        (edited(packet=CONFIG.slot_bytes // PACKET), "OUTSIDE"),     # past the slot's end
+        (short_data, "LENGTH"),                           # only an LDATA may be short
+    ]
+    for raw, reason in cases:
+        before = rx.counts[reason]
+        await rx.feed(raw)
+        assert rx.counts[reason] == before + 1, (reason, raw[:24].hex())
+    await rx.feed(good, address=PEER_ADDRESS + 1)
+    await rx.feed(good, protocol=17)
+    assert rx.counts["CONNECTION"] == 4
+    assert rx.counts["accepted"] == 0
+    assert await rx.query(0, 4) == [0, 1, 2, 3]
+    assert (await rx.status(1))["received"] == 0
+
+    # LDATA fixes the count; packets past it, and a second LDATA elsewhere, are refused.
+    await rx.feed(rx.data(5, 1, 2 * PACKET))
+    await rx.feed(rx.data(5, 2, length), rx.data(5, 0, PACKET))
+    assert rx.counts["PAST_LDATA"] == 2
+    assert rx.counts["accepted"] == 1
+    assert await rx.query(0, 4) == [0]
+
+
+@cocotb.test()
+async def test_control_packets_reach_the_fifo_whole(dut):
+    """Non-data packets go to the host intact; a corrupted one never appears."""
+    rx = await Rx.create(dut)
+    opening = codec.encode(packets.Open(
+        uid=7, buffer_size=65536, packet_size=1024, burst_size=4, burst_interval=10, death_timer=30,
+        max_buffers=2, data_checksum=False, write_mode=True, transfer_size=1 << 20,
+        client_string=b"netblt-file/1"), PEER, LOCAL)
+    control = codec.encode(packets.Control((packets.Go(1, 3), packets.Resend(2, 4, (1, 5, 9)))),
+                           PEER, LOCAL)
+    broken = bytearray(control)
+    broken[-5] ^= 0x40
+    await rx.feed(opening, bytes(broken), control)
+    await ClockCycles(dut.clk, 50)  # a packet drains a word a cycle once it is whole
+    assert rx.counts["CHECKSUM"] == 1
+    words = [b for _, b in rx.control.beats]
+    assert len(rx.meta.beats) == 2
+    got = b"".join(w.to_bytes(W, "little") for w in words)
+    assert got == opening + control
+    assert [m for _, m in rx.meta.beats] == [
+        {"length": len(opening), "address": PEER_ADDRESS, "port": 0},
+        {"length": len(control), "address": PEER_ADDRESS, "port": 0}]
+
+
+@cocotb.test()
+async def test_back_to_back_packets_are_all_taken(dut):
+    """Packets with no gap between them: none dropped, every one placed."""
+    rx = await Rx.create(dut)
+    length = 16 * PACKET
+    await rx.post(0, 3)
+    await rx.feed(*(rx.data(3, n, length) for n in range(16)))
+    assert rx.counts["accepted"] == 16 and sum(rx.counts[d.name] for d in Drop) == 0
+    assert await rx.check(0, 3, length) == 0
+
+
+@cocotb.test()
+async def test_arrival_times(dut):
+    """First and last arrival stamps and the running gap follow the packets' spacing."""
+    rx = await Rx.create(dut)
+    length = 8 * PACKET
+    await rx.post(0, 3)
+    pauses = [300, 300, 50, 50, 50, 1000, 20]
+    for n in range(8):
+        await rx.feed(rx.data(3, n, length))
+        await ClockCycles(dut.clk, pauses[n] if n < 7 else 1)
+    status = await rx.status(0)
+    seen = rx.accepted_at
+    assert status["last_at"] - status["first_at"] == seen[-1] - seen[0]
+    gaps = [b - a for a, b in zip(seen, seen[1:])]
+    mean = gaps[0]
+    for gap in gaps[1:]:
+        mean += (gap - mean) >> 3
+    assert status["mean_gap"] == mean
+
+
+@cocotb.test()
+async def test_udp_mode(dut):
+    """NETBLT-in-UDP: data and control packets arrive through the UDP header."""
+    rx = await Rx.create(dut, udp=1)
+    await rx.post(0, 3)
+    udp = (2999).to_bytes(2, "big") + (2998).to_bytes(2, "big")
+    raw = rx.data(3, 0, 100)
+    await rx.feed(udp + (8 + len(raw)).to_bytes(2, "big") + bytes(2) + raw, protocol=17)
+    assert rx.counts["accepted"] == 1
+    wrong = (2999).to_bytes(2, "big") + (5000).to_bytes(2, "big")
+    await rx.feed(wrong + (8 + len(raw)).to_bytes(2, "big") + bytes(2) + raw, protocol=17)
+    await rx.feed(raw, protocol=L.IP_PROTOCOL)
+    assert rx.counts["CONNECTION"] == 2
