@@ -26,6 +26,7 @@ class PacketFifo(wiring.Component):
             "meta": Out(stream.Signature(CONTROL_META)),
             "output": Out(stream.Signature(width)),
             "overflow": Out(1),
+            "committed": Out(1),
         })
 
     def elaborate(self, platform) -> Module:
@@ -61,7 +62,7 @@ class PacketFifo(wiring.Component):
             with m.Else():
                 m.d.sync += [head.eq(written_head), overflowed.eq(overflowed | ~room)]
 
-        m.d.comb += [self.meta.payload.eq(metas.r_data), self.meta.valid.eq(metas.r_rdy),
+        m.d.comb += [self.committed.eq(metas.w_en), self.meta.payload.eq(metas.r_data), self.meta.valid.eq(metas.r_rdy),
                      metas.r_en.eq(self.meta.ready)]
         advance = self.output.valid & self.output.ready
         next_tail = (tail + advance)[:bits]

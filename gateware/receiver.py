@@ -47,6 +47,7 @@ class Receiver(wiring.Component):
             "accepted": Out(1),
             "duplicate": Out(1),
             "events_lost": Out(1),
+            "control_queued": Out(1),
         })
 
     def elaborate(self, platform) -> Module:
@@ -82,6 +83,7 @@ class Receiver(wiring.Component):
                           | (control_fifo.overflow << Drop.CONTROL_OVERFLOW)),
             self.accepted.eq(reassembly.accepted), self.duplicate.eq(reassembly.duplicate),
             self.events_lost.eq(reassembly.events_lost),
+            self.control_queued.eq(control_fifo.committed),
             self.checked.eq(checker.done), self.mismatches.eq(checker.mismatches),
             checker.memory.data.eq(read.data), self.download.data.eq(read.data),
         ]

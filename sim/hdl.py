@@ -34,7 +34,15 @@ def build(component: wiring.Component, name: str, *, simulator: str = "verilator
     runner = get_runner(simulator)
     options = {"build_args": ["-Wno-fatal", "-O3"]} if simulator == "verilator" else {
         "timescale": ("1ns", "1ps")}
-    runner.build(sources=[source], hdl_toplevel=name, build_dir=directory, **options)
+    # The wheel's verilated.mk leaves the precompiled-header include flag empty, which
+    # breaks the parallel build of larger models; MAKEFLAGS overrides it as a command
+    # line would.
+    flags = os.environ.get("MAKEFLAGS", "")
+    os.environ["MAKEFLAGS"] = f"{flags} CFG_CXXFLAGS_PCH_I=-include".strip()
+    try:
+        runner.build(sources=[source], hdl_toplevel=name, build_dir=directory, **options)
+    finally:
+        os.environ["MAKEFLAGS"] = flags
     return runner
 
 

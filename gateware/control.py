@@ -1,0 +1,265 @@
+"""The control and status block: registers, the command FIFO and the event FIFO.
+
+Built from the tables in registers.py. Commands queue in order and are handed to the
+block they name (segmenter, reassembly, missing-list scanner, pattern source or
+checker) when it is ready; everything the blocks report becomes a 32-bit event word.
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Cat, Const, Module, Mux, Signal
+from amaranth.lib import data, fifo, memory, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from .config import EngineConfig
+from .drops import Drop
+from .packet_fifo import CONTROL_META
+from .parser import RX_SETTINGS
+from .pattern import PATTERN_COMMAND
+from .reassembly import MISSING, MISSING_QUERY, RX_COMMAND, RX_EVENT, SLOT_STATUS
+from .registers import ADDRESS, REGISTERS, Command, Event, RegisterBus
+from .segmenter import TX_COMMAND, TX_SETTINGS
+from .transmitter import PACING
+
+QUEUED_COMMAND = data.StructLayout({"op": 4, "slot": 4, "flag": 1, "arg0": 32, "arg1": 32})
+
+FLAG_UDP, FLAG_DATA_CHECKSUM = 0, 1
+
+
+EVENT_WORD = data.StructLayout({"value": 16, "flags": 7, "slot": 4, "kind": 4, "valid": 1})
+"""The EVENT register's layout (registers.EVENT_FIELDS)."""
+
+
+def event_word(m: Module, kind, slot, flags=0, value=0) -> data.View:
+    word = Signal(EVENT_WORD)
+    m.d.comb += [word.kind.eq(kind), word.slot.eq(slot), word.flags.eq(flags),
+                 word.value.eq(value), word.valid.eq(1)]
+    return word
+
+
+class ControlStatus(wiring.Component):
+    COUNTERS = ("TX_PACKETS", "TX_CONTROL", "RX_ACCEPTED", "RX_DUPLICATES", "RX_CONTROL",
+                "COMMANDS_REJECTED", "EVENTS_LOST", *(f"DROPPED_{d.name}" for d in Drop))
+
+    def __init__(self, config: EngineConfig) -> None:
+        self.config = config
+        tx_addr = (config.tx_slots * config.slot_words - 1).bit_length()
+        rx_addr = (config.rx_slots * config.slot_words - 1).bit_length()
+        super().__init__({
+            "bus": In(RegisterBus()),
+            "tx_settings": Out(TX_SETTINGS),
+            "rx_settings": Out(RX_SETTINGS),
+            "pacing": Out(PACING),
+            "tx_command": Out(stream.Signature(TX_COMMAND)),
+            "fill": Out(stream.Signature(PATTERN_COMMAND)),
+            "rx_command": Out(stream.Signature(RX_COMMAND)),
+            "query": Out(stream.Signature(MISSING_QUERY)),
+            "check": Out(stream.Signature(PATTERN_COMMAND)),
+            "upload": In(memory.WritePort.Signature(addr_width=tx_addr, shape=config.data_width)),
+            "download": In(memory.ReadPort.Signature(addr_width=rx_addr, shape=config.data_width)),
+            "rx_event": In(stream.Signature(RX_EVENT)),
+            "missing": In(stream.Signature(MISSING)),
+            "control": In(stream.Signature(config.data_width)),
+            "control_meta": In(stream.Signature(CONTROL_META)),
+            "send_word": Out(32),
+            "send_push": Out(1),
+            "send_length": Out(16),
+            "send_commit": Out(1),
+            "status_slot": Out(4),
+            "status": In(SLOT_STATUS),
+            "rx_high_ack": In(16),
+            "tx_idle": In(1),
+            "sent": In(1),
+            "sent_slot": In(4),
+            "filled": In(1),
+            "checked": In(1),
+            "mismatches": In(32),
+            # Counter strobes.
+            "tx_packet": In(1),
+            "tx_control": In(1),
+            "rx_accepted": In(1),
+            "rx_duplicate": In(1),
+            "rx_control": In(1),
+            "rejected": In(1),
+            "events_lost": In(1),
+            "drops": In(len(Drop)),
+        })
+
+    def elaborate(self, platform) -> Module:
+        cfg = self.config
+        m = Module()
+        bus = self.bus
+        rw = {r.name: Signal(r.width, name=r.name.lower()) for r in REGISTERS if r.access == "rw"}
+        counters = {name: Signal(32, name=name.lower()) for name in self.COUNTERS}
+        cycles = Signal(32)
+        m.d.sync += cycles.eq(cycles + 1)
+
+        # Connection registers out to the data path.
+        flags = rw["FLAGS"]
+        for settings in (self.tx_settings, self.rx_settings):
+            m.d.comb += [settings.local_port.eq(rw["LOCAL_PORT"]), settings.peer_port.eq(rw["PEER_PORT"]),
+                         settings.peer_address.eq(rw["PEER_ADDRESS"]), settings.udp.eq(flags[FLAG_UDP]),
+                         settings.udp_local_port.eq(rw["UDP_LOCAL_PORT"]),
+                         settings.udp_peer_port.eq(rw["UDP_PEER_PORT"]),
+                         settings.data_checksum.eq(flags[FLAG_DATA_CHECKSUM])]
+        m.d.comb += [self.tx_settings.packet_size.eq(rw["PACKET_SIZE"]),
+                     self.tx_settings.high_ack.eq(rw["HIGH_ACK"]),
+                     self.pacing.mode.eq(rw["PACING_MODE"]), self.pacing.burst_size.eq(rw["BURST_SIZE"]),
+                     self.pacing.interval.eq(rw["BURST_INTERVAL"]),
+                     self.status_slot.eq(rw["STATUS_SLOT"])]
+
+        m.submodules.commands = commands = fifo.SyncFIFOBuffered(width=QUEUED_COMMAND.size, depth=16)
+        m.submodules.events = events = fifo.SyncFIFOBuffered(width=32, depth=cfg.fifo_depth)
+        rejected = Signal()
+        lost = Signal()
+
+        # Writes.
+        control_from, control_port = Signal(32), Signal(16)
+        with m.If(bus.w_en):
+            with m.Switch(bus.addr):
+                for name, reg in rw.items():
+                    with m.Case(ADDRESS[name]):
+                        m.d.sync += reg.eq(bus.w_data)
+                with m.Case(ADDRESS["COMMAND"]):
+                    m.d.comb += [commands.w_en.eq(1), commands.w_data.eq(Cat(
+                        bus.w_data[:9], rw["ARG0"], rw["ARG1"]))]
+                    m.d.comb += rejected.eq(~commands.w_rdy)
+                with m.Case(ADDRESS["UPLOAD_DATA"]):
+                    m.d.comb += [self.upload.addr.eq(rw["UPLOAD_ADDRESS"]),
+                                 self.upload.data.eq(bus.w_data), self.upload.en.eq(1)]
+                    m.d.sync += rw["UPLOAD_ADDRESS"].eq(rw["UPLOAD_ADDRESS"] + 1)
+                with m.Case(ADDRESS["SEND_DATA"]):
+                    m.d.comb += [self.send_word.eq(bus.w_data), self.send_push.eq(1)]
+                with m.Case(ADDRESS["SEND_LENGTH"]):
+                    m.d.comb += [self.send_length.eq(bus.w_data), self.send_commit.eq(1)]
+
+        # Reads: one cycle after r_en; DOWNLOAD_DATA comes straight from the memory port.
+        value = Signal(32)
+        from_memory = Signal()
+        r_data = Signal(32)
+        m.d.comb += [self.download.addr.eq(rw["DOWNLOAD_ADDRESS"]),
+                     bus.r_data.eq(Mux(from_memory, self.download.data, r_data))]
+        status = self.status
+        geometry = Cat(Const(cfg.data_width, 8), Const(cfg.tx_slots, 4), Const(cfg.rx_slots, 4),
+                       Const(cfg.max_packets.bit_length() - 1, 16))
+        readable = {
+            **rw, **counters,
+            "COMMAND_LEVEL": commands.level, "EVENT_LEVEL": events.level,
+            "EVENT": Mux(events.r_rdy, events.r_data, 0),
+            "CONTROL_LENGTH": Mux(self.control_meta.valid, self.control_meta.payload.length, 0),
+            "CONTROL_FROM": control_from, "CONTROL_PORT": control_port,
+            "CONTROL_DATA": Mux(self.control.valid, self.control.payload, 0),
+            "SLOT_BUFFER": status.buffer,
+            "SLOT_STATE": Cat(status.active, status.count_known, status.complete),
+            "SLOT_RECEIVED": status.received, "SLOT_COUNT": status.count,
+            "SLOT_FIRST_AT": status.first_at, "SLOT_LAST_AT": status.last_at,
+            "SLOT_MEAN_GAP": status.mean_gap, "RX_HIGH_ACK": self.rx_high_ack,
+            "CYCLES": cycles, "CHECK_MISMATCHES": self.mismatches,
+            "GEOMETRY": geometry, "SLOT_BYTES": cfg.slot_bytes, "CLOCK_HZ": cfg.clock_hz,
+        }
+        checking = Signal()
+        readable["STATE"] = Cat(self.tx_idle, checking)
+        with m.Switch(bus.addr):
+            for name, v in readable.items():
+                with m.Case(ADDRESS[name]):
+                    m.d.comb += value.eq(v)
+        m.d.sync += from_memory.eq(0)
+        with m.If(bus.r_en):
+            m.d.sync += r_data.eq(value)
+            with m.Switch(bus.addr):
+                with m.Case(ADDRESS["EVENT"]):
+                    m.d.comb += events.r_en.eq(1)
+                with m.Case(ADDRESS["CONTROL_LENGTH"]):
+                    m.d.comb += self.control_meta.ready.eq(1)
+                    with m.If(self.control_meta.valid):
+                        m.d.sync += [control_from.eq(self.control_meta.payload.address),
+                                     control_port.eq(self.control_meta.payload.port)]
+                with m.Case(ADDRESS["CONTROL_DATA"]):
+                    m.d.comb += self.control.ready.eq(1)
+                with m.Case(ADDRESS["DOWNLOAD_DATA"]):
+                    m.d.sync += [from_memory.eq(1),
+                                 rw["DOWNLOAD_ADDRESS"].eq(rw["DOWNLOAD_ADDRESS"] + 1)]
+
+        # Dispatch the oldest command to the block it names.
+        head = data.View(QUEUED_COMMAND, commands.r_data)
+        fill_slot, check_slot = Signal(4), Signal(4)
+        tx_ok = head.slot < cfg.tx_slots
+        rx_ok = head.slot < cfg.rx_slots
+        targets = {
+            Command.SEND: (self.tx_command, tx_ok, {"slot": head.slot, "buffer": head.arg0,
+                                                     "length": head.arg1, "last_buffer": head.flag}),
+            Command.RESEND: (self.tx_command, tx_ok, {"resend": 1, "slot": head.slot,
+                                                       "packet": head.arg0}),
+            Command.POST: (self.rx_command, rx_ok, {"post": 1, "slot": head.slot, "buffer": head.arg0}),
+            Command.RELEASE: (self.rx_command, rx_ok, {"slot": head.slot}),
+            Command.QUERY_MISSING: (self.query, rx_ok, {"slot": head.slot, "limit": head.arg0}),
+            Command.FILL: (self.fill, tx_ok, {"slot": head.slot, "buffer": head.arg0, "length": head.arg1}),
+            Command.CHECK: (self.check, rx_ok, {"slot": head.slot, "buffer": head.arg0, "length": head.arg1}),
+        }
+        with m.If(commands.r_rdy):
+            with m.Switch(head.op):
+                for op, (target, ok, fields) in targets.items():
+                    with m.Case(op):
+                        with m.If(ok):
+                            m.d.comb += target.valid.eq(1)
+                            m.d.comb += [getattr(target.payload, k).eq(v) for k, v in fields.items()]
+                            m.d.comb += commands.r_en.eq(target.ready)
+                            with m.If(target.ready & (op == Command.FILL)):
+                                m.d.sync += fill_slot.eq(head.slot)
+                            with m.If(target.ready & (op == Command.CHECK)):
+                                m.d.sync += [check_slot.eq(head.slot), checking.eq(1)]
+                        with m.Else():
+                            m.d.comb += [commands.r_en.eq(1), rejected.eq(1)]
+                with m.Default():
+                    m.d.comb += [commands.r_en.eq(1), rejected.eq(1)]
+        with m.If(self.checked):
+            m.d.sync += checking.eq(0)
+
+        # Events: a received-packet event cannot wait; one-shot reports wait in a flag.
+        pending = {
+            Event.SENT: (self.sent, self.sent_slot, 0),
+            Event.FILLED: (self.filled, fill_slot, 0),
+            Event.CHECKED: (self.checked, check_slot,
+                            Mux(self.mismatches > 0xFFFF, 0xFFFF, self.mismatches)),
+        }
+        flags = {kind: Signal(name=f"pending_{kind.name.lower()}") for kind in pending}
+        slots = {kind: Signal(4, name=f"pending_{kind.name.lower()}_slot") for kind in pending}
+        values = {kind: Signal(16, name=f"pending_{kind.name.lower()}_value") for kind in pending}
+        for kind, (strobe, slot, v) in pending.items():
+            with m.If(strobe):
+                m.d.sync += [flags[kind].eq(1), slots[kind].eq(slot), values[kind].eq(v)]
+                with m.If(flags[kind]):
+                    m.d.comb += lost.eq(1)
+        rx = self.rx_event.payload
+        missing = self.missing.payload
+        m.d.comb += [self.rx_event.ready.eq(events.w_rdy)]
+        with m.If(self.rx_event.valid):
+            m.d.comb += [events.w_en.eq(1), events.w_data.eq(event_word(
+                m, Event.RECEIVED, rx.slot, Cat(rx.first, rx.ldata, rx.complete, rx.last_buffer),
+                rx.count))]
+        chain = ~self.rx_event.valid
+        for kind in pending:
+            with m.If(chain & flags[kind]):
+                m.d.comb += [events.w_en.eq(1),
+                             events.w_data.eq(event_word(m, kind, slots[kind], 0, values[kind]))]
+                with m.If(events.w_rdy):
+                    m.d.sync += flags[kind].eq(0)
+            chain = chain & ~flags[kind]
+        with m.If(chain & self.missing.valid):
+            m.d.comb += [events.w_en.eq(1), self.missing.ready.eq(events.w_rdy),
+                         events.w_data.eq(event_word(m, Mux(missing.end, Event.MISSING_END, Event.MISSING),
+                                                     missing.slot, 0, missing.packet))]
+
+        # Counters.
+        strobes = {
+            "TX_PACKETS": self.tx_packet, "TX_CONTROL": self.tx_control,
+            "RX_ACCEPTED": self.rx_accepted, "RX_DUPLICATES": self.rx_duplicate,
+            "RX_CONTROL": self.rx_control,
+            "COMMANDS_REJECTED": rejected | self.rejected,
+            "EVENTS_LOST": lost | self.events_lost,
+            **{f"DROPPED_{d.name}": self.drops[d] for d in Drop},
+        }
+        clear = bus.w_en & (bus.addr == ADDRESS["COUNTERS_CLEAR"])
+        for name, counter in counters.items():
+            m.d.sync += counter.eq(Mux(clear, 0, counter + strobes[name]))
+        return m

@@ -1,0 +1,75 @@
+"""The NETBLT engine: registers on the host's side, IP payloads on the network's.
+
+Board-independent: a board top (hw/, next) puts LiteEth's IPv4 layer under ``net_tx``
+and ``net_rx`` and the management link on ``bus``. docs/architecture.md draws it.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+
+from amaranth.hdl import Module
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from .config import EngineConfig
+from .control import ControlStatus
+from .outbound import Outbound
+from .receiver import Receiver
+from .registers import RegisterBus
+from .streams import ip_stream
+from .transmitter import Transmitter
+
+
+class Engine(wiring.Component):
+    def __init__(self, config: EngineConfig | None = None) -> None:
+        self.config = config or EngineConfig()
+        super().__init__({
+            "bus": In(RegisterBus()),
+            "net_tx": Out(ip_stream(self.config.data_width)),
+            "net_rx": In(ip_stream(self.config.data_width)),
+        })
+
+    def elaborate(self, platform) -> Module:
+        cfg = self.config
+        m = Module()
+        m.submodules.transmitter = tx = Transmitter(cfg)
+        m.submodules.receiver = rx = Receiver(cfg)
+        m.submodules.control = ctl = ControlStatus(cfg)
+        m.submodules.outbound = out = Outbound(cfg)
+
+        connect = partial(wiring.connect, m)
+        connect(wiring.flipped(self.bus), ctl.bus)
+        connect(ctl.tx_command, tx.command)
+        connect(ctl.fill, tx.fill)
+        connect(ctl.upload, tx.upload)
+        connect(ctl.rx_command, rx.command)
+        connect(ctl.query, rx.query)
+        connect(ctl.check, rx.check)
+        connect(ctl.download, rx.download)
+        connect(rx.missing, ctl.missing)
+        connect(rx.event, ctl.rx_event)
+        connect(rx.control, ctl.control)
+        connect(rx.control_meta, ctl.control_meta)
+        connect(tx.out, out.data)
+        connect(out.out, wiring.flipped(self.net_tx))
+        connect(wiring.flipped(self.net_rx), rx.input)
+
+        data_sent = tx.out.valid & tx.out.ready & tx.out.payload.last
+        m.d.comb += [
+            tx.settings.eq(ctl.tx_settings), out.settings.eq(ctl.tx_settings),
+            tx.pacing.eq(ctl.pacing),
+            rx.settings.eq(ctl.rx_settings), rx.packet_size.eq(ctl.tx_settings.packet_size),
+            out.word.eq(ctl.send_word), out.push.eq(ctl.send_push),
+            out.length.eq(ctl.send_length), out.commit.eq(ctl.send_commit),
+            rx.status_slot.eq(ctl.status_slot), ctl.status.eq(rx.status),
+            ctl.rx_high_ack.eq(rx.high_ack), ctl.tx_idle.eq(tx.idle),
+            ctl.sent.eq(tx.sent), ctl.sent_slot.eq(tx.sent_slot), ctl.filled.eq(tx.filled),
+            ctl.checked.eq(rx.checked), ctl.mismatches.eq(rx.mismatches),
+            ctl.tx_packet.eq(data_sent), ctl.tx_control.eq(out.sent),
+            ctl.rx_accepted.eq(rx.accepted), ctl.rx_duplicate.eq(rx.duplicate),
+            ctl.rx_control.eq(rx.control_queued),
+            ctl.rejected.eq(tx.rejected | out.rejected),
+            ctl.events_lost.eq(rx.events_lost), ctl.drops.eq(rx.drops),
+        ]
+        return m

@@ -1,0 +1,210 @@
+"""The host's view of the engine: registers, commands and events, defined once as data.
+
+gateware/control.py builds the register block from these tables, the host driver will
+address it by the same names, and docs/register-map.md is generated from them:
+``python -m netblt.gateware.registers > docs/register-map.md``.
+"""
+
+from __future__ import annotations
+
+import enum
+import sys
+from dataclasses import dataclass
+
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from .drops import Drop
+
+ADDRESS_WIDTH = 8
+
+
+class RegisterBus(wiring.Signature):
+    """Word-addressed 32-bit register access; read data follows ``r_en`` by one cycle."""
+
+    def __init__(self) -> None:
+        super().__init__({
+            "addr": Out(ADDRESS_WIDTH),
+            "w_en": Out(1),
+            "w_data": Out(32),
+            "r_en": Out(1),
+            "r_data": In(32),
+        })
+
+
+@dataclass(frozen=True)
+class Register:
+    name: str
+    access: str
+    """rw: read/write; r: read only; w: write strobe; rp: read pops a FIFO."""
+    width: int
+    doc: str
+
+
+def _group(title: str, *registers: Register) -> tuple[str, tuple[Register, ...]]:
+    return title, registers
+
+
+GROUPS = (
+    _group(
+        "Connection (transmit and receive)",
+        Register("PACKET_SIZE", "rw", 16, "data bytes per DATA packet; a multiple of the beat width"),
+        Register("LOCAL_PORT", "rw", 16, "this end's NETBLT port"),
+        Register("PEER_PORT", "rw", 16, "the peer's NETBLT port"),
+        Register("PEER_ADDRESS", "rw", 32, "the peer's IPv4 address"),
+        Register("UDP_LOCAL_PORT", "rw", 16, "this end's UDP port in NETBLT-in-UDP mode"),
+        Register("UDP_PEER_PORT", "rw", 16, "the peer's UDP port in NETBLT-in-UDP mode"),
+        Register("FLAGS", "rw", 2, "bit 0: NETBLT-in-UDP (else IP protocol 30); "
+                                   "bit 1: data-area checksums negotiated"),
+        Register("HIGH_ACK", "rw", 16, "high-acknowledged sequence number stamped on sent DATA"),
+        Register("PACING_MODE", "rw", 2, "0: unpaced; 1: bursts; 2: smooth"),
+        Register("BURST_SIZE", "rw", 16, "packets per burst interval"),
+        Register("BURST_INTERVAL", "rw", 32, "burst interval in clock cycles"),
+    ),
+    _group(
+        "Commands and events",
+        Register("ARG0", "rw", 32, "first argument of the next command"),
+        Register("ARG1", "rw", 32, "second argument of the next command"),
+        Register("COMMAND", "w", 12, "queue a command: bits 3:0 opcode, 7:4 slot, 8 flag; "
+                                     "ARG0/ARG1 are taken with it"),
+        Register("COMMAND_LEVEL", "r", 16, "commands queued and not yet started"),
+        Register("EVENT", "rp", 32, "pop the oldest event; 0 when there is none"),
+        Register("EVENT_LEVEL", "r", 16, "events waiting"),
+    ),
+    _group(
+        "Control packets",
+        Register("CONTROL_LENGTH", "rp", 16, "pop the next received control packet: its length "
+                                             "in bytes (0: none); latches CONTROL_FROM/PORT"),
+        Register("CONTROL_FROM", "r", 32, "IPv4 source of the popped control packet"),
+        Register("CONTROL_PORT", "r", 16, "UDP source port of the popped control packet"),
+        Register("CONTROL_DATA", "rp", 32, "pop the next word of the popped control packet"),
+        Register("SEND_DATA", "w", 32, "append a word to the control packet being written"),
+        Register("SEND_LENGTH", "w", 16, "send the written control packet, this many bytes long"),
+    ),
+    _group(
+        "Buffer memory",
+        Register("UPLOAD_ADDRESS", "rw", 32, "transmit memory word address of the next upload"),
+        Register("UPLOAD_DATA", "w", 32, "write a word to transmit memory and step the address"),
+        Register("DOWNLOAD_ADDRESS", "rw", 32, "receive memory word address of the next download"),
+        Register("DOWNLOAD_DATA", "rp", 32, "read a word of receive memory and step the address"),
+    ),
+    _group(
+        "Receive slot status (of the slot in STATUS_SLOT)",
+        Register("STATUS_SLOT", "rw", 4, "the receive slot the registers below describe"),
+        Register("SLOT_BUFFER", "r", 32, "the buffer number posted to the slot"),
+        Register("SLOT_STATE", "r", 3, "bit 0: posted; bit 1: LDATA seen; bit 2: complete"),
+        Register("SLOT_RECEIVED", "r", 16, "packets received"),
+        Register("SLOT_COUNT", "r", 16, "packets in the buffer, once LDATA fixed it"),
+        Register("SLOT_FIRST_AT", "r", 32, "CYCLES when the first packet was accepted"),
+        Register("SLOT_LAST_AT", "r", 32, "CYCLES when the latest packet was accepted"),
+        Register("SLOT_MEAN_GAP", "r", 32, "running average of cycles between packets (weight 1/8)"),
+        Register("RX_HIGH_ACK", "r", 16, "highest high-ack stamp seen on received DATA"),
+    ),
+    _group(
+        "Engine",
+        Register("CYCLES", "r", 32, "free-running clock-cycle counter"),
+        Register("STATE", "r", 2, "bit 0: transmit side idle; bit 1: pattern checker busy"),
+        Register("CHECK_MISMATCHES", "r", 32, "beats that differed in the last CHECK"),
+        Register("GEOMETRY", "r", 32, "bits 7:0 data width, 11:8 transmit slots, "
+                                      "15:12 receive slots, 31:16 log2 of max packets per slot"),
+        Register("SLOT_BYTES", "r", 32, "bytes per buffer slot"),
+        Register("CLOCK_HZ", "r", 32, "system clock frequency the pacer counts"),
+    ),
+    _group(
+        "Counters (32 bits, wrap; a write to COUNTERS_CLEAR zeroes them all)",
+        Register("COUNTERS_CLEAR", "w", 1, "zero every counter"),
+        Register("TX_PACKETS", "r", 32, "DATA/LDATA packets sent"),
+        Register("TX_CONTROL", "r", 32, "control packets sent for the host"),
+        Register("RX_ACCEPTED", "r", 32, "DATA/LDATA packets placed in a slot"),
+        Register("RX_DUPLICATES", "r", 32, "DATA/LDATA packets already received, ignored"),
+        Register("RX_CONTROL", "r", 32, "control packets queued for the host"),
+        Register("COMMANDS_REJECTED", "r", 32, "commands with a bad opcode, slot, length or packet"),
+        Register("EVENTS_LOST", "r", 32, "events dropped because the event FIFO was full"),
+        *(Register(f"DROPPED_{d.name}", "r", 32, f"dropped: {d.doc}") for d in Drop),
+    ),
+)
+
+REGISTERS = tuple(r for _, group in GROUPS for r in group)
+ADDRESS = {r.name: i for i, r in enumerate(REGISTERS)}
+assert len(REGISTERS) <= 1 << ADDRESS_WIDTH
+
+
+class Command(enum.IntEnum):
+    """Opcodes of the COMMAND register."""
+
+    SEND = 1
+    RESEND = 2
+    POST = 3
+    RELEASE = 4
+    QUERY_MISSING = 5
+    FILL = 6
+    CHECK = 7
+
+
+COMMAND_DOCS = {
+    Command.SEND: "transmit slot holds buffer ARG0, ARG1 bytes long; send it all "
+                  "(flag: the transfer's last buffer)",
+    Command.RESEND: "resend packet ARG0 of the buffer in transmit slot",
+    Command.POST: "receive slot waits for buffer ARG0 (clears its bitmap)",
+    Command.RELEASE: "receive slot is free again",
+    Command.QUERY_MISSING: "list the receive slot's missing packets (below its LDATA count, "
+                           "else below ARG0) as MISSING events, then MISSING_END",
+    Command.FILL: "fill ARG1 bytes of transmit slot with buffer ARG0's test pattern",
+    Command.CHECK: "compare ARG1 bytes of receive slot with buffer ARG0's test pattern",
+}
+
+
+class Event(enum.IntEnum):
+    """Kinds in bits 30:27 of an EVENT word; bit 31 says a word is an event."""
+
+    RECEIVED = 1
+    MISSING = 2
+    MISSING_END = 3
+    SENT = 4
+    FILLED = 5
+    CHECKED = 6
+
+
+EVENT_DOCS = {
+    Event.RECEIVED: "a packet changed the slot: flag bits 16 first packet, 17 LDATA seen, "
+                    "18 buffer complete, 19 last-buffer flag; value: packets in the buffer once known",
+    Event.MISSING: "value: a missing packet number",
+    Event.MISSING_END: "value: how many MISSING events the query listed",
+    Event.SENT: "the slot's last new packet has left",
+    Event.FILLED: "the pattern fill of the slot is done",
+    Event.CHECKED: "the pattern check is done; value: mismatching beats (saturated)",
+}
+
+EVENT_FIELDS = "bit 31 valid; 30:27 kind; 26:23 slot; 22:16 flags; 15:0 value"
+
+
+def markdown() -> str:
+    lines = [
+        "# Register map",
+        "",
+        "Generated from gateware/registers.py by "
+        "`python -m netblt.gateware.registers > docs/register-map.md`; do not edit by hand.",
+        "",
+        "The engine's control and status block is a bank of 32-bit registers at word "
+        "addresses (`RegisterBus`: `addr`, `w_en`/`w_data`, `r_en`, and `r_data` one cycle "
+        "after `r_en`). Access: rw read/write; r read only; w write strobe; rp read pops.",
+    ]
+    for title, group in GROUPS:
+        lines += ["", f"## {title}", "", "| address | name | access | bits | meaning |",
+                  "| --- | --- | --- | --- | --- |"]
+        lines += [f"| 0x{ADDRESS[r.name]:02x} | {r.name} | {r.access} | {r.width} | {r.doc} |"
+                  for r in group]
+    lines += ["", "## Commands", "",
+              "Write ARG0 and ARG1, then COMMAND = opcode | slot << 4 | flag << 8. Commands run "
+              "in order; one that names a slot, length or packet the engine does not have is "
+              "counted in COMMANDS_REJECTED and skipped.", "",
+              "| opcode | command | meaning |", "| --- | --- | --- |"]
+    lines += [f"| {c.value} | {c.name} | {COMMAND_DOCS[c]} |" for c in Command]
+    lines += ["", "## Events", "", f"An EVENT word: {EVENT_FIELDS}.", "",
+              "| kind | event | meaning |", "| --- | --- | --- |"]
+    lines += [f"| {e.value} | {e.name} | {EVENT_DOCS[e]} |" for e in Event]
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    sys.stdout.write(markdown())

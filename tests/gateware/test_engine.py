@@ -1,0 +1,5 @@
+from launch import cocotb_test
+
+from netblt.gateware.engine import Engine
+
+runner, test_engine = cocotb_test(Engine, "engine", "engine_tb")
