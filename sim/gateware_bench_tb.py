@@ -1,0 +1,206 @@
+"""cocotb side of the gateware benchmark (sim/gateware_bench.py runs it; results as JSON).
+
+Each benchmark measures in clock cycles, which the simulator counts exactly; nothing
+here depends on how fast the host machine is.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+
+import cocotb
+from cocotb.clock import Clock
+from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
+
+from netblt.gateware.config import EngineConfig
+from netblt.gateware.pacer import PacingMode
+from netblt.gateware.parser import RX_SETTINGS
+from netblt.gateware.pattern import PATTERN_COMMAND, pattern_bytes
+from netblt.gateware.reassembly import RX_COMMAND
+from netblt.gateware.segmenter import TX_COMMAND, TX_SETTINGS
+from netblt.gateware.streams import ip_payload
+from netblt.gateware.transmitter import PACING
+from netblt.host import codec, packets
+from netblt.sim.beats import Source, pack, to_beats
+from netblt.sim.wire import wire_cycles
+
+CONFIG = EngineConfig()
+W = CONFIG.beat_bytes
+RESULTS = os.environ.get("NETBLT_BENCH_RESULTS", "bench.json")
+SIZES = [int(s) for s in os.environ.get("NETBLT_BENCH_SIZES", "4,64,256,576,1024,1448,1472,8192").split(",")]
+BURSTS = int(os.environ.get("NETBLT_BENCH_BURSTS", "1000"))
+
+
+def record(key: str, value) -> None:
+    results = json.load(open(RESULTS)) if os.path.exists(RESULTS) else {}
+    results[key] = value
+    json.dump(results, open(RESULTS, "w"), indent=1)
+
+
+async def reset(dut) -> None:
+    Clock(dut.clk, 20, unit="ns").start()
+    dut.rst.value = 1
+    await ClockCycles(dut.clk, 2)
+    dut.rst.value = 0
+    await RisingEdge(dut.clk)
+
+
+class Starts:
+    """Watches a stream always ready: the cycle each packet's first beat leaves."""
+
+    def __init__(self, dut, name: str) -> None:
+        self.clk = dut.clk
+        self.valid = getattr(dut, f"{name}__valid")
+        self.payload = getattr(dut, f"{name}__payload")
+        getattr(dut, f"{name}__ready").value = 1
+        self.last_bit = ip_payload(CONFIG.data_width)["last"].offset
+        self.starts: list[int] = []
+
+    async def run(self) -> None:
+        cycle, inside = 0, False
+        while True:
+            await ReadOnly()
+            if self.valid.value:
+                if not inside:
+                    self.starts.append(cycle)
+                inside = not (int(self.payload.value) >> self.last_bit & 1)
+            await RisingEdge(self.clk)
+            cycle += 1
+
+
+async def transmitter_setup(dut, packet_size: int):
+    await reset(dut)
+    dut.settings.value = pack(TX_SETTINGS, {"packet_size": packet_size, "local_port": 1, "peer_port": 2})
+    dut.upload__en.value = 0
+    dut.pacing.value = pack(PACING, {"mode": PacingMode.OFF})
+    commands = Source(dut, "command", TX_COMMAND)
+    fills = Source(dut, "fill", PATTERN_COMMAND)
+    return commands, fills
+
+
+async def fill(dut, fills: Source, slot: int, buffer: int, length: int) -> None:
+    await fills.send([{"slot": slot, "buffer": buffer, "length": length}])
+    while True:
+        await RisingEdge(dut.clk)
+        if dut.filled.value:
+            return
+
+
+@cocotb.test()
+async def bench_transmit_rate(dut):
+    """Unpaced: cycles from one packet's start to the next, per payload size."""
+    rows = []
+    for size in SIZES:
+        commands, fills = await transmitter_setup(dut, size)
+        count = min(CONFIG.max_packets, CONFIG.slot_bytes // size, 200)
+        await fill(dut, fills, 0, 1, count * size)
+        starts = Starts(dut, "out")
+        task = cocotb.start_soon(starts.run())
+        await commands.send([{"slot": 0, "buffer": 1, "length": count * size}])
+        while len(starts.starts) < count:
+            await RisingEdge(dut.clk)
+        await ClockCycles(dut.clk, 4)
+        task.cancel()
+        gaps = [b - a for a, b in zip(starts.starts, starts.starts[1:])]
+        rows.append({"payload": size, "packets": count, "cycles": statistics.median(gaps)})
+    record("transmit", rows)
+
+
+@cocotb.test()
+async def bench_pacing(dut):
+    """Paced: every burst start against its schedule, and the rate achieved, per mode."""
+    size, burst, interval = 1024, 4, 2000
+    out = {}
+    for mode in (PacingMode.BURSTS, PacingMode.SMOOTH):
+        commands, fills = await transmitter_setup(dut, size)
+        per_buffer = CONFIG.slot_bytes // size
+        for slot in range(CONFIG.tx_slots):
+            await fill(dut, fills, slot, slot + 1, CONFIG.slot_bytes)
+        starts = Starts(dut, "out")
+        task = cocotb.start_soon(starts.run())
+        next_buffer = 1
+
+        async def keep_loaded():
+            nonlocal next_buffer
+            for slot in range(CONFIG.tx_slots):
+                await commands.send([{"slot": slot, "buffer": next_buffer, "length": CONFIG.slot_bytes}])
+                next_buffer += 1
+            while True:
+                await RisingEdge(dut.clk)
+                if dut.sent.value:
+                    slot = int(dut.sent_slot.value)
+                    await commands.send([{"slot": slot, "buffer": next_buffer,
+                                          "length": CONFIG.slot_bytes}])
+                    next_buffer += 1
+
+        feeder = cocotb.start_soon(keep_loaded())
+        await ClockCycles(dut.clk, 200)  # both slots loaded before the clock starts
+        dut.pacing.value = pack(PACING, {"mode": mode, "burst_size": burst, "interval": interval})
+        wanted = BURSTS * burst + 1
+        while len(starts.starts) < wanted:
+            await RisingEdge(dut.clk)
+        task.cancel()
+        feeder.cancel()
+        s = starts.starts[:wanted]
+        firsts = s[0:-1:burst]
+        schedule = [firsts[0] + k * interval for k in range(len(firsts))]
+        if mode == PacingMode.SMOOTH:
+            spacing = interval / burst
+            schedule = [s[0] + round(k * spacing) for k in range(len(s))][0:-1:burst]
+        deviation = max(abs(a - b) for a, b in zip(firsts, schedule))
+        elapsed = s[-1] - s[0]
+        achieved = (len(s) - 1) * size / elapsed
+        programmed = burst * size / interval
+        gaps = sorted({b - a for a, b in zip(s, s[1:])})
+        out[mode.name] = {"bursts": len(firsts), "packets": len(s) - 1, "deviation": deviation,
+                          "rate_error": achieved / programmed - 1, "gaps": [gaps[0], gaps[-1]],
+                          "burst_size": burst, "interval": interval, "payload": size,
+                          "buffers": next_buffer - 1, "per_buffer": per_buffer}
+    record("pacing", out)
+
+
+@cocotb.test()
+async def bench_receive(dut):
+    """Back-to-back DATA at the wire's spacing and with no gap at all: drops and cycles."""
+    rows = []
+    for size in SIZES:
+        for spacing in ("wire", "none"):
+            await reset(dut)
+            dut.settings.value = pack(RX_SETTINGS, {"local_port": 2, "peer_port": 1, "peer_address": 7})
+            dut.packet_size.value = size
+            dut.status_slot.value = 0
+            await Source(dut, "command", RX_COMMAND).send([{"post": 1, "slot": 0, "buffer": 1}])
+            await ClockCycles(dut.clk, CONFIG.bitmap_words + 4)
+            count = min(CONFIG.max_packets, CONFIG.slot_bytes // size, 200)
+            data = pattern_bytes(1, count * size)
+            frames = [codec.encode(packets.Data(1, n, 0, data[n * size:(n + 1) * size], n == count - 1),
+                                   1, 2) for n in range(count)]
+            accepted, drops = [], 0
+
+            async def watch():
+                nonlocal drops
+                cycle = 0
+                while True:
+                    await ReadOnly()
+                    if dut.accepted.value:
+                        accepted.append(cycle)
+                    drops += bin(int(dut.drops.value)).count("1")
+                    await RisingEdge(dut.clk)
+                    cycle += 1
+
+            watcher = cocotb.start_soon(watch())
+            source = Source(dut, "input", ip_payload(CONFIG.data_width))
+            for raw in frames:
+                beats = to_beats(raw, W, address=7, protocol=30, length=len(raw))
+                await source.send(beats)
+                if spacing == "wire":
+                    await ClockCycles(dut.clk, max(0, round(wire_cycles(len(raw), CONFIG.clock_hz)) - len(beats)))
+            await ClockCycles(dut.clk, 50)
+            watcher.cancel()
+            gaps = [b - a for a, b in zip(accepted, accepted[1:])]
+            rows.append({"payload": size, "spacing": spacing, "packets": count,
+                         "accepted": len(accepted), "drops": drops,
+                         "cycles": statistics.median(gaps) if gaps else None})
+    record("receive", rows)
