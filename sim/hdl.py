@@ -50,6 +50,7 @@ def run(runner: Runner, name: str, module: str, directory: Path, *, testcase: st
         env: dict[str, str] | None = None) -> Path:
     """Runs cocotb ``module`` (found in ``directory``) against the build of ``name``."""
     path = os.pathsep.join([str(directory), str(ROOT), *sys.path])
+    results = runner.build_dir / f"{module}.{testcase or 'all'}.xml"
     return runner.test(test_module=module, hdl_toplevel=name, testcase=testcase,
-                       test_dir=directory, build_dir=runner.build_dir,
-                       extra_env={"PYTHONPATH": path, **(env or {})})
+                       test_dir=runner.build_dir, build_dir=runner.build_dir,
+                       results_xml=str(results), extra_env={"PYTHONPATH": path, **(env or {})})
