@@ -115,6 +115,8 @@ async def bench_pacing(dut):
     out = {}
     for mode in (PacingMode.BURSTS, PacingMode.SMOOTH):
         commands, fills = await transmitter_setup(dut, size)
+        # Hold the pacer (bursts of zero) until both slots are queued, so the clock starts clean.
+        dut.pacing.value = pack(PACING, {"mode": PacingMode.BURSTS, "burst_size": 0, "interval": 10})
         per_buffer = CONFIG.slot_bytes // size
         for slot in range(CONFIG.tx_slots):
             await fill(dut, fills, slot, slot + 1, CONFIG.slot_bytes)
