@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test bench clean
+.PHONY: demo test bench bench-gateware clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -20,6 +20,10 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m netblt.host.bench
+
+# Cycles per packet against the wire, pacing accuracy, synth_ecp5 utilisation (about 10 minutes).
+bench-gateware: $(STAMP)
+	$(BIN)/python -m netblt.sim.gateware_bench
 
 clean:
 	rm -rf $(VENV) build

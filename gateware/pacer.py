@@ -1,4 +1,4 @@
-"""Burst-rate pacing (RFC 998 section 7): packet starts granted in clock cycles."""
+"""Burst-rate pacing (RFC 998 section 4): packet starts granted in clock cycles."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 Every posted slot has a row: the buffer it waits for, packets received, the count its
 LDATA fixed, the highest packet seen, and first/last arrival times with a running
-average gap (for the host's data timers, RFC 998 section 6). A packet is placed at
+average gap (for the host's data timers, RFC 998 section 5.2.2). A packet is placed at
 packet number x packet size inside its slot; every bound is checked before the first
 byte is written, and the write address is clamped to the slot besides, so no packet
 can write outside its slot whatever it claims. A packet counts (its bit is set) only

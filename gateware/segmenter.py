@@ -13,6 +13,7 @@ from amaranth.lib.wiring import In, Out
 
 from netblt.host import layout as L
 
+from .checksum_table import ChecksumLookup
 from .config import EngineConfig
 from .headers import DATA_LAYOUTS, UDP, fold, halfwords, header_bytes, lanes, layouts_size, to_beats
 from .streams import ip_stream
@@ -64,6 +65,7 @@ class Segmenter(wiring.Component):
             "settings": In(TX_SETTINGS),
             "command": In(stream.Signature(TX_COMMAND)),
             "memory": In(memory.ReadPort.Signature(addr_width=addr_width, shape=config.data_width)),
+            "checksums": Out(ChecksumLookup),
             "grant": In(1),
             "take": Out(1),
             "out": Out(ip_stream(config.data_width)),
@@ -190,16 +192,27 @@ class Segmenter(wiring.Component):
                 with m.Else():
                     m.next = "SIZE"
             with m.State("SIZE"):
-                m.d.sync += [ldata.eq(remaining <= packet_size),
-                             data_bytes.eq(Mux(remaining <= packet_size, remaining, packet_size))]
-                with m.If(~is_resend & (remaining <= packet_size)):
+                last = remaining <= packet_size
+                size = Mux(last, remaining, packet_size)
+                m.d.sync += [ldata.eq(last), data_bytes.eq(size)]
+                m.d.comb += [self.checksums.query.slot.eq(slot), self.checksums.query.packet.eq(packet),
+                             self.checksums.query.end.eq(offset + size),
+                             self.checksums.query.full.eq(~last | (remaining == packet_size))]
+                with m.If(~is_resend & last):
                     m.d.sync += pending[slot].eq(0)
                 with m.If(s.data_checksum):
-                    m.next = "SUM"
+                    m.next = "LOOKUP"
                 with m.Else():
                     m.next = "HEADER"
+            with m.State("LOOKUP"):
+                # The sum made while the slot was written, if it covers this packet exactly.
+                with m.If(self.checksums.known):
+                    m.d.sync += data_sum.eq(self.checksums.sum)
+                    m.next = "HEADER"
+                with m.Else():
+                    m.next = "SUM"
             with m.State("SUM"):
-                # One read pass: the data checksum goes in the header, ahead of the data.
+                # Else a read pass: the data checksum goes in the header, ahead of the data.
                 m.d.comb += self.memory.addr.eq(base + sum_beat)
                 m.d.sync += sum_beat.eq(sum_beat + 1)
                 with m.If(sum_beat != 0):

@@ -6,6 +6,7 @@ from amaranth.hdl import Module
 from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from .checksum_table import ChecksumTable
 from .config import EngineConfig
 from .pacer import Pacer
 from .pattern import PATTERN_COMMAND, PatternSource
@@ -19,7 +20,8 @@ class Transmitter(wiring.Component):
     """Buffers in block RAM, sent as paced DATA/LDATA packets.
 
     The slot memory has one write port, shared by the pattern source (while it fills)
-    and the host's upload port, and one read port, the segmenter's.
+    and the host's upload port, and one read port, the segmenter's. The checksum table
+    watches the write port, so data checksums cost no second read of a packet.
     """
 
     def __init__(self, config: EngineConfig) -> None:
@@ -52,6 +54,7 @@ class Transmitter(wiring.Component):
         m.submodules.pacer = pacer = Pacer()
         m.submodules.segmenter = segmenter = Segmenter(cfg)
         m.submodules.source = source = PatternSource(cfg)
+        m.submodules.checksums = checksums = ChecksumTable(cfg)
 
         m.d.comb += [
             pacer.mode.eq(self.pacing.mode), pacer.burst_size.eq(self.pacing.burst_size),
@@ -66,6 +69,9 @@ class Transmitter(wiring.Component):
         wiring.connect(m, wiring.flipped(self.command), segmenter.command)
         wiring.connect(m, wiring.flipped(self.fill), source.command)
         wiring.connect(m, segmenter.out, wiring.flipped(self.out))
+        wiring.connect(m, segmenter.checksums, checksums.lookup)
+        m.d.comb += [checksums.packet_size.eq(self.settings.packet_size), checksums.write.addr.eq(write.addr),
+                     checksums.write.data.eq(write.data), checksums.write.en.eq(write.en)]
         with m.If(source.busy):
             m.d.comb += [write.addr.eq(source.memory.addr), write.data.eq(source.memory.data),
                          write.en.eq(source.memory.en)]

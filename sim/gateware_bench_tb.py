@@ -9,10 +9,12 @@ from __future__ import annotations
 import json
 import os
 import statistics
+from pathlib import Path
 
 import cocotb
 from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
+from cocotb.utils import get_sim_time
 
 from netblt.gateware.config import EngineConfig
 from netblt.gateware.pacer import PacingMode
@@ -28,19 +30,24 @@ from netblt.sim.wire import wire_cycles
 
 CONFIG = EngineConfig()
 W = CONFIG.beat_bytes
-RESULTS = os.environ.get("NETBLT_BENCH_RESULTS", "bench.json")
+CLOCK_NS = 1_000_000_000 // CONFIG.clock_hz
+RESULTS = Path(os.environ.get("NETBLT_BENCH_RESULTS", "bench.json"))
 SIZES = [int(s) for s in os.environ.get("NETBLT_BENCH_SIZES", "4,64,256,576,1024,1448,1472,8192").split(",")]
 BURSTS = int(os.environ.get("NETBLT_BENCH_BURSTS", "1000"))
 
 
 def record(key: str, value) -> None:
-    results = json.load(open(RESULTS)) if os.path.exists(RESULTS) else {}
+    results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
     results[key] = value
-    json.dump(results, open(RESULTS, "w"), indent=1)
+    RESULTS.write_text(json.dumps(results, indent=1))
+
+
+def cycle_now() -> int:
+    return int(get_sim_time(unit="ns")) // CLOCK_NS
 
 
 async def reset(dut) -> None:
-    Clock(dut.clk, 20, unit="ns").start()
+    Clock(dut.clk, CLOCK_NS, unit="ns").start()
     dut.rst.value = 1
     await ClockCycles(dut.clk, 2)
     dut.rst.value = 0
@@ -70,9 +77,10 @@ class Starts:
             cycle += 1
 
 
-async def transmitter_setup(dut, packet_size: int):
+async def transmitter_setup(dut, packet_size: int, data_checksum: int = 0):
     await reset(dut)
-    dut.settings.value = pack(TX_SETTINGS, {"packet_size": packet_size, "local_port": 1, "peer_port": 2})
+    dut.settings.value = pack(TX_SETTINGS, {"packet_size": packet_size, "local_port": 1, "peer_port": 2,
+                                            "data_checksum": data_checksum})
     dut.upload__en.value = 0
     dut.pacing.value = pack(PACING, {"mode": PacingMode.OFF})
     commands = Source(dut, "command", TX_COMMAND)
@@ -90,28 +98,32 @@ async def fill(dut, fills: Source, slot: int, buffer: int, length: int) -> None:
 
 @cocotb.test()
 async def bench_transmit_rate(dut):
-    """Unpaced: cycles from one packet's start to the next, per payload size."""
+    """Unpaced: cycles from one packet's start to the next, per payload size, without and
+    with data checksums."""
     rows = []
     for size in SIZES:
-        commands, fills = await transmitter_setup(dut, size)
-        count = min(CONFIG.max_packets, CONFIG.slot_bytes // size, 200)
-        await fill(dut, fills, 0, 1, count * size)
-        starts = Starts(dut, "out")
-        task = cocotb.start_soon(starts.run())
-        await commands.send([{"slot": 0, "buffer": 1, "length": count * size}])
-        while len(starts.starts) < count:
-            await RisingEdge(dut.clk)
-        await ClockCycles(dut.clk, 4)
-        task.cancel()
-        gaps = [b - a for a, b in zip(starts.starts, starts.starts[1:])]
-        rows.append({"payload": size, "packets": count, "cycles": statistics.median(gaps)})
+        row = {"payload": size}
+        for key, data_checksum in (("cycles", 0), ("cycles_checksum", 1)):
+            commands, fills = await transmitter_setup(dut, size, data_checksum)
+            count = min(CONFIG.max_packets, CONFIG.slot_bytes // size, 200)
+            await fill(dut, fills, 0, 1, count * size)
+            starts = Starts(dut, "out")
+            task = cocotb.start_soon(starts.run())
+            await commands.send([{"slot": 0, "buffer": 1, "length": count * size}])
+            while len(starts.starts) < count:
+                await RisingEdge(dut.clk)
+            await ClockCycles(dut.clk, 4)
+            task.cancel()
+            gaps = [b - a for a, b in zip(starts.starts, starts.starts[1:])]
+            row.update(packets=count, **{key: statistics.median(gaps)})
+        rows.append(row)
     record("transmit", rows)
 
 
 @cocotb.test()
 async def bench_pacing(dut):
     """Paced: every burst start against its schedule, and the rate achieved, per mode."""
-    size, burst, interval = 1024, 4, 2000
+    size, burst, interval = 1024, 4, 2003  # 500.75 cycles a packet when smoothed
     out = {}
     for mode in (PacingMode.BURSTS, PacingMode.SMOOTH):
         commands, fills = await transmitter_setup(dut, size)
@@ -147,17 +159,17 @@ async def bench_pacing(dut):
         feeder.cancel()
         s = starts.starts[:wanted]
         firsts = s[0:-1:burst]
-        schedule = [firsts[0] + k * interval for k in range(len(firsts))]
+        deviation = max(abs(first - (s[0] + k * interval)) for k, first in enumerate(firsts))
+        spread = None  # smooth mode: each packet against its share of the interval
         if mode == PacingMode.SMOOTH:
-            spacing = interval / burst
-            schedule = [s[0] + round(k * spacing) for k in range(len(s))][0:-1:burst]
-        deviation = max(abs(a - b) for a, b in zip(firsts, schedule))
+            spread = max(abs(start - (s[0] + j * interval / burst)) for j, start in enumerate(s))
         elapsed = s[-1] - s[0]
         achieved = (len(s) - 1) * size / elapsed
         programmed = burst * size / interval
         gaps = sorted({b - a for a, b in zip(s, s[1:])})
         out[mode.name] = {"bursts": len(firsts), "packets": len(s) - 1, "deviation": deviation,
-                          "rate_error": achieved / programmed - 1, "gaps": [gaps[0], gaps[-1]],
+                          "spread": spread, "rate_error": achieved / programmed - 1,
+                          "gaps": [gaps[0], gaps[-1]],
                           "burst_size": burst, "interval": interval, "payload": size,
                           "buffers": next_buffer - 1, "per_buffer": per_buffer}
     record("pacing", out)
@@ -194,11 +206,13 @@ async def bench_receive(dut):
 
             watcher = cocotb.start_soon(watch())
             source = Source(dut, "input", ip_payload(CONFIG.data_width))
-            for raw in frames:
-                beats = to_beats(raw, W, address=7, protocol=30, length=len(raw))
-                await source.send(beats)
-                if spacing == "wire":
-                    await ClockCycles(dut.clk, max(0, round(wire_cycles(len(raw), CONFIG.clock_hz)) - len(beats)))
+            start = cycle_now()
+            for n, raw in enumerate(frames):
+                if spacing == "wire":  # packet n starts when the wire would deliver it
+                    due = start + round(n * wire_cycles(len(raw), CONFIG.clock_hz))
+                    while cycle_now() < due:
+                        await RisingEdge(dut.clk)
+                await source.send(to_beats(raw, W, address=7, protocol=30, length=len(raw)))
             await ClockCycles(dut.clk, 50)
             watcher.cancel()
             gaps = [b - a for a, b in zip(accepted, accepted[1:])]

@@ -150,6 +150,41 @@ async def test_buffer_is_segmented_in_order(dut):
 
 
 @cocotb.test()
+async def test_data_checksums_summed_while_written(dut):
+    """Data checksums come from the sums made as the slot was written, when they cover
+    exactly the packet; otherwise the segmenter reads the data first. Right either way."""
+    tx = await Tx.create(dut, data_checksum=1, packet_size=256)
+    data = random.Random(5).randbytes(1024)
+
+    async def send(slot: int, buffer: int, length: int, size: int) -> list[bool]:
+        """Sends and checks a buffer; says of each packet after the first whether its data
+        was read to sum it before it started."""
+        apply(dut.settings, TX_SETTINGS, {**tx.settings, "packet_size": size})
+        tx.sink.beats.clear()
+        await tx.send(slot, buffer, length)
+        got = await tx.packets(-(-length // size))
+        for number, (_, beats) in enumerate(got):
+            p = frame(beats, data_checksum=True).packet  # the codec checks the data checksum
+            assert (p.buffer, p.packet) == (buffer, number)
+            assert p.payload == data[number * size:number * size + len(p.payload)]
+        starts = [start for start, _ in got]
+        # A gap is one packet's header and data and a few cycles of choosing; a read pass
+        # over the next packet's data (at least 32 beats here) adds its length.
+        one_packet = (L.DATA_HEADER_SIZE + size) // W
+        return [b - a - one_packet > 16 for a, b in zip(starts, starts[1:])]
+
+    await tx.upload(0, 0, data)  # in order: every packet's sum is in the table
+    assert await send(0, 1, 1024, 256) == [False] * 3
+    # The last packet ends before the written data does: its sum would count too much.
+    assert await send(0, 2, 1024 - 44, 256) == [False, False, True]
+    for word in reversed(range(0, len(data), W)):  # out of order: nothing is trusted
+        await tx.upload(1, word, data[word:word + W])
+    assert await send(1, 3, 1024, 256) == [True] * 3
+    await tx.upload(0, 0, data)  # summed for 256-byte packets, sent as 128-byte ones
+    assert await send(0, 4, 1024, 128) == [True] * 7
+
+
+@cocotb.test()
 async def test_resends_first_then_buffers_in_number_order(dut):
     """RFC 969's priority pipe: queued resends, then the lowest buffer number first."""
     tx = await Tx.create(dut)
