@@ -19,17 +19,9 @@ from .config import EngineConfig
 from .drops import Drop
 from .headers import DATA_LAYOUTS, UDP, fold, halfwords, header_fields, lanes, layouts_size
 from .segmenter import UDP_PROTOCOL
-from .streams import ip_stream, rx_data
+from .streams import CONNECTION, ip_stream, rx_data
 
-RX_SETTINGS = data.StructLayout({
-    "local_port": 16,
-    "peer_port": 16,
-    "peer_address": 32,
-    "udp": 1,
-    "udp_local_port": 16,
-    "udp_peer_port": 16,
-    "data_checksum": 1,
-})
+RX_SETTINGS = data.StructLayout(CONNECTION)
 """The connection registers the receive side reads."""
 
 

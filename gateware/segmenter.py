@@ -16,7 +16,7 @@ from netblt.host import layout as L
 from .checksum_table import ChecksumLookup
 from .config import EngineConfig
 from .headers import DATA_LAYOUTS, UDP, fold, halfwords, header_bytes, lanes, layouts_size, to_beats
-from .streams import ip_stream
+from .streams import CONNECTION, ip_stream
 
 UDP_PROTOCOL = 17
 
@@ -33,13 +33,7 @@ TX_COMMAND = data.StructLayout({
 
 TX_SETTINGS = data.StructLayout({
     "packet_size": 16,      # data bytes per packet; a multiple of the beat width
-    "local_port": 16,
-    "peer_port": 16,
-    "peer_address": 32,
-    "udp": 1,
-    "udp_local_port": 16,
-    "udp_peer_port": 16,
-    "data_checksum": 1,
+    **CONNECTION,
     "high_ack": 16,
 })
 """The connection registers the transmit side reads."""

@@ -1,8 +1,20 @@
-"""The payloads the engine's streams carry, as Amaranth layouts."""
+"""The payloads the engine's streams carry, and the connection both sides read."""
 
 from __future__ import annotations
 
 from amaranth.lib import data, stream
+
+
+CONNECTION = {
+    "local_port": 16,
+    "peer_port": 16,
+    "peer_address": 32,
+    "udp": 1,
+    "udp_local_port": 16,
+    "udp_peer_port": 16,
+    "data_checksum": 1,
+}
+"""The connection registers, as fields: both sides' settings layouts start from these."""
 
 
 def ip_payload(data_width: int) -> data.StructLayout:

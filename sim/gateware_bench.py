@@ -122,7 +122,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         results = simulate(Path(tmp) / "bench.json", args.sizes, args.bursts)
-    report(results, None if args.no_synthesis else synthesise(), Console())
+    console = Console()
+    if not console.is_terminal:  # a log or a pipe: keep the tables whole
+        console.width = 160
+    report(results, None if args.no_synthesis else synthesise(), console)
     return 0
 
 

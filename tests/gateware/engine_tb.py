@@ -19,7 +19,7 @@ from netblt.gateware.streams import ip_payload
 from netblt.gateware.pattern import pattern_bytes
 from netblt.host import codec, packets
 from netblt.sim.beats import Sink, Source, beat_bytes
-from tb import start
+from netblt.sim.testbench import start
 
 CONFIG = EngineConfig()
 W = CONFIG.beat_bytes

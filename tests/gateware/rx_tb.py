@@ -19,7 +19,7 @@ from netblt.host import codec, packets
 from netblt.host.checksum import internet_checksum
 from netblt.host import layout as L
 from netblt.sim.beats import Sink, Source, to_beats, unpack
-from tb import apply, start
+from netblt.sim.testbench import apply, start
 
 CONFIG = EngineConfig()
 W = CONFIG.beat_bytes

@@ -19,7 +19,7 @@ from netblt.gateware.transmitter import PACING
 from netblt.host import codec, packets
 from netblt.host import layout as L
 from netblt.sim.beats import Sink, Source, beat_bytes
-from tb import apply, start
+from netblt.sim.testbench import apply, start
 
 CONFIG = EngineConfig()
 W = CONFIG.beat_bytes
@@ -245,20 +245,21 @@ async def test_udp_mode(dut):
         assert (f.packet.buffer, f.packet.packet) == (4, number)
 
 
-def burst_starts(tx: Tx) -> list[int]:
-    return [start for start, _ in tx.sink.packets()]
-
-
-@cocotb.test()
-async def test_burst_pacing(dut):
-    """BURSTS: burst_size packets back to back at each interval, on the same cycle offset."""
+async def paced_starts(dut, mode: PacingMode, burst_size: int, interval: int) -> list[int]:
+    """The start cycles of 60 packets of 64 bytes sent under this pacing."""
     tx = await Tx.create(dut)
     apply(dut.settings, TX_SETTINGS, {**tx.settings, "packet_size": 64})
     tx.hold()
     await tx.fill(0, 1, 64 * 60)
     await tx.send(0, 1, 64 * 60)
-    await tx.release(PacingMode.BURSTS, 3, 400)
-    starts = [start for start, _ in await tx.packets(60, limit=20_000)]
+    await tx.release(mode, burst_size, interval)
+    return [start for start, _ in await tx.packets(60, limit=20_000)]
+
+
+@cocotb.test()
+async def test_burst_pacing(dut):
+    """BURSTS: burst_size packets back to back at each interval, on the same cycle offset."""
+    starts = await paced_starts(dut, PacingMode.BURSTS, 3, 400)
     bursts = [starts[i:i + 3] for i in range(0, 60, 3)]
     firsts = [b[0] for b in bursts]
     assert {b - a for a, b in zip(firsts, firsts[1:])} == {400}
@@ -269,13 +270,7 @@ async def test_burst_pacing(dut):
 @cocotb.test()
 async def test_smooth_pacing(dut):
     """SMOOTH: the same rate, the packets spread evenly (to the cycle) over the interval."""
-    tx = await Tx.create(dut)
-    apply(dut.settings, TX_SETTINGS, {**tx.settings, "packet_size": 64})
-    tx.hold()
-    await tx.fill(0, 1, 64 * 60)
-    await tx.send(0, 1, 64 * 60)
-    await tx.release(PacingMode.SMOOTH, 3, 400)
-    starts = [start for start, _ in await tx.packets(60, limit=20_000)]
+    starts = await paced_starts(dut, PacingMode.SMOOTH, 3, 400)
     gaps = [b - a for a, b in zip(starts, starts[1:])]
     assert set(gaps) <= {133, 134}
     assert starts[-1] - starts[0] in range(59 * 400 // 3 - 1, 59 * 400 // 3 + 2)

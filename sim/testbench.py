@@ -1,4 +1,4 @@
-"""What every gateware testbench does first: clock, reset, settings."""
+"""What every gateware testbench does first: the clock, a reset, settings."""
 
 from __future__ import annotations
 
@@ -8,13 +8,16 @@ from amaranth.lib import data
 from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, RisingEdge
 
-from netblt.sim.beats import pack
+from netblt.gateware.config import EngineConfig
 
-CLOCK_NS = 20
-"""50 MHz, the default system clock."""
+from .beats import pack
+
+CLOCK_NS = 1_000_000_000 // EngineConfig().clock_hz
+"""The default system clock's period: the pacer's cycles are these."""
 
 
 async def start(dut) -> None:
+    """Starts the clock (again, after a previous case) and holds reset for two cycles."""
     Clock(dut.clk, CLOCK_NS, unit="ns").start()
     dut.rst.value = 1
     await ClockCycles(dut.clk, 2)
@@ -24,7 +27,3 @@ async def start(dut) -> None:
 
 def apply(signal, layout: data.Layout, values: dict[str, Any]) -> None:
     signal.value = pack(layout, values)
-
-
-async def cycles(dut, n: int) -> None:
-    await ClockCycles(dut.clk, n)
