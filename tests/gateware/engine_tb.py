@@ -164,13 +164,17 @@ async def test_loop_through_a_lossy_path(dut):
     missing = await host.missing(0, count)
     assert missing == lost
     assert missing, "the seed should lose something"
-    path.loss = path.corruption = path.reorder = 0.0
+    path.loss = path.corruption = path.reorder = path.duplication = 0.0
+    before = len(path.sink.packets())
     for number in missing:
         await host.command(Command.RESEND, 1, number)
     while True:
         event = await host.wait_for(Event.RECEIVED)
         if event[2] & 0b100:
             break
+    resent = [codec.decode(beat_bytes(beats, W), data_checksum=True).packet
+              for _, beats in path.sink.packets()[before:]]
+    assert [(p.buffer, p.packet) for p in resent] == [(buffer, n) for n in missing]
     await host.command(Command.CHECK, 0, buffer, length)
     _, slot, _, mismatches = await host.wait_for(Event.CHECKED)
     assert (slot, mismatches) == (0, 0)
