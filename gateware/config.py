@@ -12,7 +12,8 @@ class EngineConfig:
     """Sizes fixed when the gateware is built; everything else is a run-time register."""
 
     data_width: int = 32
-    """Bits per beat of the network streams and the buffer memories: 32 or 64."""
+    """Bits per beat of the network streams and the buffer memories: 32 or 64 (the
+    transmit and receive sides take both; the engine top, 32 only)."""
     clock_hz: int = 50_000_000
     """The one system clock; the pacer counts its cycles."""
     tx_slots: int = 2

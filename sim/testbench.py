@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from amaranth.lib import data
@@ -12,8 +13,12 @@ from netblt.gateware.config import EngineConfig
 
 from .beats import pack
 
-CLOCK_NS = 1_000_000_000 // EngineConfig().clock_hz
-"""The default system clock's period: the pacer's cycles are these."""
+CONFIG = EngineConfig(data_width=int(os.environ.get("NETBLT_TB_DATA_WIDTH", "32")))
+"""The configuration a testbench runs against: the default, or another data width
+(launch.py builds the component and sets the variable to match)."""
+
+CLOCK_NS = 1_000_000_000 // CONFIG.clock_hz
+"""The system clock's period: the pacer's cycles are these."""
 
 
 async def start(dut) -> None:

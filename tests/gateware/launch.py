@@ -1,16 +1,19 @@
 """Runs the gateware testbenches: each *_tb.py module runs inside Verilator.
 
-pytest builds a component once per module (sim/hdl.py caches the build) and runs each
-cocotb test in its own simulator process, so a failure names the test that failed.
+pytest builds a component once per session (sim/hdl.py also keeps the build on disk)
+and runs each cocotb test in its own simulator process, so a failure names the test
+that failed.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
 from pathlib import Path
 
 import pytest
 
+from netblt.gateware.config import EngineConfig
 from netblt.sim import hdl
 
 HERE = Path(__file__).parent
@@ -21,15 +24,13 @@ def cases(module: str) -> list[str]:
     return [name for name in vars(importlib.import_module(module)) if name.startswith("test_")]
 
 
-def cocotb_test(component_factory, name: str, module: str):
-    """A parametrized pytest test running every cocotb test of ``module`` against ``name``."""
-
-    @pytest.fixture(scope="module")
-    def runner():
-        return hdl.build(component_factory(), name)
+def cocotb_test(component_factory, name: str, module: str, data_width: int = 32):
+    """A parametrized pytest test running every cocotb test of ``module`` against ``name``,
+    built (once) by ``component_factory(config)`` for a configuration of this data width."""
+    build = functools.cache(lambda: hdl.build(component_factory(EngineConfig(data_width=data_width)), name))
 
     @pytest.mark.parametrize("case", cases(module))
-    def test(runner, case):
-        hdl.run(runner, name, module, HERE, testcase=case)
+    def test(case):
+        hdl.run(build(), name, module, HERE, testcase=case, env={"NETBLT_TB_DATA_WIDTH": str(data_width)})
 
-    return runner, test
+    return test

@@ -2,4 +2,4 @@ from launch import cocotb_test
 
 from netblt.gateware.engine import Engine
 
-runner, test_engine = cocotb_test(Engine, "engine", "engine_tb")
+test_engine = cocotb_test(Engine, "engine", "engine_tb")

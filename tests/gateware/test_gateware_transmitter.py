@@ -1,6 +1,6 @@
-from netblt.gateware.config import EngineConfig
-from netblt.gateware.transmitter import Transmitter
-
 from launch import cocotb_test
 
-runner, test_transmitter = cocotb_test(lambda: Transmitter(EngineConfig()), "transmitter", "tx_tb")
+from netblt.gateware.transmitter import Transmitter
+
+test_transmitter = cocotb_test(Transmitter, "transmitter", "tx_tb")
+test_transmitter_64_bit = cocotb_test(Transmitter, "transmitter64", "tx_tb", data_width=64)

@@ -10,7 +10,6 @@ import cocotb
 from cocotb.triggers import ClockCycles, RisingEdge
 from scapy.layers.inet import UDP
 
-from netblt.gateware.config import EngineConfig
 from netblt.gateware.pacer import PacingMode
 from netblt.gateware.pattern import PATTERN_COMMAND, pattern_bytes
 from netblt.gateware.segmenter import TX_COMMAND, TX_SETTINGS
@@ -19,9 +18,8 @@ from netblt.gateware.transmitter import PACING
 from netblt.host import codec, packets
 from netblt.host import layout as L
 from netblt.sim.beats import Sink, Source, beat_bytes
-from netblt.sim.testbench import apply, start
+from netblt.sim.testbench import CONFIG, apply, start
 
-CONFIG = EngineConfig()
 W = CONFIG.beat_bytes
 VECTORS = {v["name"]: v for v in json.loads(
     (Path(__file__).parent.parent / "vectors" / "packets.json").read_text())}
