@@ -261,5 +261,7 @@ class ControlStatus(wiring.Component):
         }
         clear = bus.w_en & (bus.addr == ADDRESS["COUNTERS_CLEAR"])
         for name, counter in counters.items():
-            m.d.sync += counter.eq(Mux(clear, 0, counter + strobes[name]))
+            # Counted a cycle late: the strobes come from deep in the data path.
+            strobe = Signal(name=f"{name.lower()}_seen")
+            m.d.sync += [strobe.eq(strobes[name]), counter.eq(Mux(clear, 0, counter + strobe))]
         return m

@@ -25,7 +25,7 @@ class Pacer(wiring.Component):
     cycles, so the hardware resolution is one clock. In BURSTS mode unused grants lapse
     at each interval boundary, as a burst is "at most burst_size packets". In SMOOTH
     mode a Bresenham accumulator spaces the starts; at most one burst of grants banks up
-    while the link stalls. Changes take effect in the next cycle.
+    while the link stalls. Changes take effect within two cycles.
     """
 
     def __init__(self) -> None:
@@ -40,13 +40,20 @@ class Pacer(wiring.Component):
 
     def elaborate(self, platform) -> Module:
         m = Module()
-        cycle = Signal(32)
+        # Every comparison is between registers, never after an adder: the pacer runs
+        # at the system clock on the slowest part (RFC 998 pacing, one-clock resolution).
+        left = Signal(32)
+        """Cycles until the interval ends; a shorter new interval ends it at once."""
         tokens = Signal(16)
-        spread = Signal(33)
+        spread = Signal(32)
         """SMOOTH: burst_size is added each cycle; a grant is due each ``interval``."""
+        slack = Signal(32)      # interval - burst_size, a cycle after either changes
+        saturated = Signal()    # burst_size >= interval: a grant every cycle
 
-        m.d.comb += self.boundary.eq(cycle + 1 >= self.interval)
-        m.d.sync += cycle.eq(Mux(self.boundary, 0, cycle + 1))
+        m.d.comb += self.boundary.eq((left == 0) | (left >= self.interval))
+        m.d.sync += [left.eq(Mux(self.boundary, self.interval - 1, left - 1)),
+                     slack.eq(self.interval - self.burst_size),
+                     saturated.eq(self.burst_size >= self.interval)]
         taken = Mux(self.take & self.grant, 1, 0)
 
         with m.Switch(self.mode):
@@ -58,11 +65,10 @@ class Pacer(wiring.Component):
                 m.d.comb += self.grant.eq(fresh != 0)
                 m.d.sync += tokens.eq(fresh - taken)
             with m.Case(PacingMode.SMOOTH):
-                total = spread + self.burst_size
-                due = total >= self.interval
+                # spread + burst_size >= interval, without the adder before the compare.
+                due = saturated | (spread >= slack)
                 # Past one grant per cycle the rate saturates; the excess is not banked.
-                m.d.sync += spread.eq(Mux(due, Mux(total - self.interval < self.interval,
-                                                   total - self.interval, 0), total))
+                m.d.sync += spread.eq(Mux(saturated, 0, Mux(due, spread - slack, spread + self.burst_size)))
                 earned = Mux(due & (tokens < self.burst_size), 1, 0)
                 m.d.comb += self.grant.eq(tokens != 0)
                 m.d.sync += tokens.eq(tokens + earned - taken)
