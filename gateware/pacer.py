@@ -50,8 +50,10 @@ class Pacer(wiring.Component):
         slack = Signal(32)      # interval - burst_size, a cycle after either changes
         saturated = Signal()    # burst_size >= interval: a grant every cycle
 
-        m.d.comb += self.boundary.eq((left == 0) | (left >= self.interval))
+        shrunk = Signal()       # left >= interval, a cycle late: the interval shrank
+        m.d.comb += self.boundary.eq((left == 0) | shrunk)
         m.d.sync += [left.eq(Mux(self.boundary, self.interval - 1, left - 1)),
+                     shrunk.eq(~self.boundary & (left >= self.interval)),
                      slack.eq(self.interval - self.burst_size),
                      saturated.eq(self.burst_size >= self.interval)]
         taken = Mux(self.take & self.grant, 1, 0)

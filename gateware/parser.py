@@ -4,7 +4,9 @@ DATA/LDATA packets of this connection leave as payload beats with their header f
 every other NETBLT type goes whole to the control stream for the host, which decodes
 it with the host codec. Checks that need the whole packet (truncation, padding, data
 checksum, a control packet's checksum) end in a ``bad`` flag on the last beat, so the
-next stage commits nothing it has not seen checked.
+next stage commits nothing it has not seen checked. Both outputs leave through one
+register, so that verdict is judged from finished sums in the cycle after the last beat
+(timing); the next packet waits for that cycle, which also keeps drops one per cycle.
 """
 
 from __future__ import annotations
@@ -57,10 +59,13 @@ class Parser(wiring.Component):
         hdr = header_fields(DATA_LAYOUTS, head)
         udp = header_fields([UDP], udp_bytes)
         received = Signal(16)
-        """NETBLT bytes so far, before this beat."""
+        """NETBLT bytes so far, before this beat (after the last, until the packet is judged)."""
         total = Signal(32)
         """Ones'-complement sum of the NETBLT bytes before this beat."""
         data_sum = Signal(32)
+        """Ones'-complement sum of the data area; kept after the last beat for its verdict."""
+        fresh = Signal(init=1)
+        """The next data beat starts a new data sum."""
         kind = Signal(range(4))
         NONE, DATA, CONTROL, DROPPING = range(4)
 
@@ -127,47 +132,72 @@ class Parser(wiring.Component):
             with m.If(bad):
                 m.d.comb += [header_bad.eq(1), header_reason.eq(reason)]
 
-        out = self.data.payload
+        beat_layout = rx_data(self.config.data_width)
+        beat_out = Signal(beat_layout)
         data_index = index - H
         data_kept = [Mux(data_index * W + i < data_length, b, 0) for i, b in enumerate(kept)]
-        now_data_sum = data_sum + sum(halfwords(data_kept))
+        now_data_sum = Mux(fresh, 0, data_sum) + sum(halfwords(data_kept))
         netblt_bytes = Mux(in_udp, 0, now_received)
-        length_bad = (netblt_bytes < hdr["length"]) | (netblt_bytes - hdr["length"] > 3)
-        data_bad = Signal()
-        data_reason = Signal(4)
-        with m.If(length_bad):
-            m.d.comb += [data_bad.eq(1), data_reason.eq(Drop.LENGTH)]
-        with m.Elif(s.data_checksum & ((~fold(now_data_sum))[:16] != hdr["data_checksum"])):
-            m.d.comb += [data_bad.eq(1), data_reason.eq(Drop.DATA_CHECKSUM)]
         m.d.comb += [
-            out.data.eq(Cat(*data_kept)),
-            out.keep.eq(Cat(*(data_index * W + i < data_length for i in range(W)))),
-            out.last.eq(inp.last),
-            out.bad.eq(data_bad),
-            out.header.buffer.eq(hdr["buffer"]), out.header.packet.eq(hdr["packet"]),
-            out.header.high_ack.eq(hdr["high_ack"]), out.header.length.eq(data_length),
-            out.header.ldata.eq(hdr["type"] == L.PacketType.LDATA),
-            out.header.last_buffer.eq((hdr["flags"] & L.FLAG_LAST_BUFFER) != 0),
+            beat_out.data.eq(Cat(*data_kept)),
+            beat_out.keep.eq(Cat(*(data_index * W + i < data_length for i in range(W)))),
+            beat_out.last.eq(inp.last),
+            beat_out.header.buffer.eq(hdr["buffer"]), beat_out.header.packet.eq(hdr["packet"]),
+            beat_out.header.high_ack.eq(hdr["high_ack"]), beat_out.header.length.eq(data_length),
+            beat_out.header.ldata.eq(hdr["type"] == L.PacketType.LDATA),
+            beat_out.header.last_buffer.eq((hdr["flags"] & L.FLAG_LAST_BUFFER) != 0),
         ]
 
-        # Control packets: every beat to the host's FIFO, judged on the last one.
-        control = self.control.payload
+        # The output register, and the verdict on the packet whose last beat it holds.
+        held = Signal(data.StructLayout({"beat": beat_layout, "length_bad": 1, "checksum": 16}))
+        held_valid = Signal()
+        space = ~held_valid | self.data.ready
+        blocked = Signal()
+        load = Signal()
+        data_bad = Signal()
+        data_reason = Signal(4)
+        with m.If(held.length_bad):
+            m.d.comb += [data_bad.eq(1), data_reason.eq(Drop.LENGTH)]
+        with m.Elif(s.data_checksum & ((~fold(data_sum))[:16] != held.checksum)):
+            m.d.comb += [data_bad.eq(1), data_reason.eq(Drop.DATA_CHECKSUM)]
+        m.d.comb += [self.data.valid.eq(held_valid), self.data.payload.eq(held.beat),
+                     self.data.payload.bad.eq(data_bad)]
+        with m.If(self.data.ready):
+            m.d.sync += held_valid.eq(0)
+        with m.If(load):
+            m.d.sync += [
+                held_valid.eq(1), held.beat.eq(beat_out), held.checksum.eq(hdr["data_checksum"]),
+                held.length_bad.eq((netblt_bytes < hdr["length"]) | (netblt_bytes - hdr["length"] > 3)),
+            ]
+
+        # Control packets: every beat to the host's FIFO through one register, so the
+        # verdict on the last beat reads the finished sums, in the cycle after it.
+        held_control = Signal(control_beat(self.config.data_width))
         control_bad = Signal()
         control_reason = Signal(4)
         for bad, reason in reversed([
-                (now_received < L.HEADER.end, Drop.SHORT),
+                (received < L.HEADER.end, Drop.SHORT),
                 (hdr["version"] != L.VERSION, Drop.VERSION),
-                ((now_received < hdr["length"]) | (now_received - hdr["length"] > 3), Drop.LENGTH),
-                (fold(now_total) != 0xFFFF, Drop.CHECKSUM)]):
+                ((received < hdr["length"]) | (received - hdr["length"] > 3), Drop.LENGTH),
+                (fold(total) != 0xFFFF, Drop.CHECKSUM)]):
             with m.If(bad):
                 m.d.comb += [control_bad.eq(1), control_reason.eq(reason)]
-        m.d.comb += [
-            control.data.eq(Cat(*kept)), control.keep.eq(inp.keep), control.last.eq(inp.last),
-            control.bad.eq(control_bad), control.length.eq(hdr["length"]),
-            control.address.eq(inp.address), control.port.eq(udp["source_port"]),
+        m.d.sync += [
+            held_control.data.eq(Cat(*kept)), held_control.keep.eq(inp.keep),
+            held_control.last.eq(inp.last), held_control.length.eq(hdr["length"]),
+            held_control.address.eq(inp.address), held_control.port.eq(udp["source_port"]),
+            self.control.valid.eq(0),
         ]
+        m.d.comb += [self.control.payload.eq(held_control), self.control.payload.bad.eq(control_bad)]
 
-        m.d.comb += self.input.ready.eq(1)
+        # The cycle after a packet's last beat judges it; the next packet waits for it.
+        ending = Signal()
+        m.d.sync += ending.eq(take & inp.last)
+        with m.If(ending):
+            m.d.sync += [total.eq(0), received.eq(0)]
+        m.d.comb += blocked.eq(ending | (held_valid & held.beat.last))
+
+        m.d.comb += self.input.ready.eq(~blocked)
         with m.If(self.input.valid & ~in_udp):
             with m.Switch(kind_now):
                 with m.Case(DATA):
@@ -180,22 +210,22 @@ class Parser(wiring.Component):
                                 drop(header_reason)
                                 m.d.sync += kind.eq(DROPPING)
                         with m.Else():
-                            m.d.comb += [self.data.valid.eq(1), self.input.ready.eq(self.data.ready)]
+                            m.d.comb += [load.eq(space & ~blocked), self.input.ready.eq(space & ~blocked)]
                     with m.Else():
-                        m.d.comb += [self.data.valid.eq(1), self.input.ready.eq(self.data.ready)]
+                        m.d.comb += [load.eq(space & ~blocked), self.input.ready.eq(space & ~blocked)]
                     with m.If(take & (data_index >= 0)):
-                        m.d.sync += data_sum.eq(now_data_sum)
+                        m.d.sync += [data_sum.eq(now_data_sum), fresh.eq(0)]
                 with m.Case(CONTROL):
-                    m.d.comb += self.control.valid.eq(1)
-                    with m.If(take & inp.last & control_bad):
-                        drop(control_reason)
+                    m.d.sync += self.control.valid.eq(take)
                 with m.Case(DROPPING):
                     with m.If(take & (index == 0)):
                         drop(Mux(wrong_protocol, Drop.CONNECTION, Drop.TYPE))
         with m.If(self.input.valid & in_udp & inp.last & take):
             drop(Drop.SHORT)
-        with m.If(self.data.valid & self.data.ready & inp.last & data_bad):
+        with m.If(self.data.valid & self.data.ready & held.beat.last & data_bad):
             drop(data_reason)
+        with m.If(self.control.valid & held_control.last & control_bad):
+            drop(control_reason)
         with m.If(take & inp.last):
-            m.d.sync += [total.eq(0), received.eq(0), data_sum.eq(0), kind.eq(NONE)]
+            m.d.sync += [fresh.eq(1), kind.eq(NONE)]
         return m

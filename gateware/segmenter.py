@@ -123,6 +123,8 @@ class Segmenter(wiring.Component):
         data_bytes = Signal(16)
         ldata = Signal()
         data_sum = Signal(32)
+        data_checksum = Signal(16)
+        """The header's data checksum field, set before the header is summed."""
         checksum = Signal(16)
         beat = Signal(16)
         sum_beat = Signal(16)
@@ -141,7 +143,7 @@ class Segmenter(wiring.Component):
             "version": L.VERSION, "type": Mux(ldata, L.PacketType.LDATA, L.PacketType.DATA),
             "length": netblt_length, "local_port": s.local_port, "foreign_port": s.peer_port,
             "buffer": buffer[slot], "high_ack": s.high_ack, "packet": packet,
-            "data_checksum": Mux(s.data_checksum, ~fold(data_sum), 0),
+            "data_checksum": data_checksum,
             "flags": Mux(last_buffer[slot], L.FLAG_LAST_BUFFER, 0),
         }
         unsummed = header_bytes(DATA_LAYOUTS, fields)
@@ -178,7 +180,8 @@ class Segmenter(wiring.Component):
                 m.d.sync += offset.eq(packet * packet_size)
                 m.next = "MEASURE"
             with m.State("MEASURE"):
-                m.d.sync += [remaining.eq(length[slot] - offset), data_sum.eq(0), sum_beat.eq(0)]
+                m.d.sync += [remaining.eq(length[slot] - offset), data_sum.eq(0), sum_beat.eq(0),
+                             data_checksum.eq(0)]
                 with m.If(~loaded[slot] | (offset >= length[slot])):
                     # A resend of a packet the slot's buffer does not have.
                     m.d.comb += self.rejected.eq(1)
@@ -201,7 +204,7 @@ class Segmenter(wiring.Component):
             with m.State("LOOKUP"):
                 # The sum made while the slot was written, if it covers this packet exactly.
                 with m.If(self.checksums.known):
-                    m.d.sync += data_sum.eq(self.checksums.sum)
+                    m.d.sync += data_checksum.eq(~self.checksums.sum)
                     m.next = "HEADER"
                 with m.Else():
                     m.next = "SUM"
@@ -215,7 +218,7 @@ class Segmenter(wiring.Component):
                 with m.If(sum_beat == data_beats):
                     m.next = "FOLD"
             with m.State("FOLD"):
-                m.d.sync += data_sum.eq(fold(data_sum))
+                m.d.sync += data_checksum.eq(~fold(data_sum))
                 m.next = "HEADER"
             with m.State("HEADER"):
                 m.d.sync += [checksum.eq(~fold(sum(halfwords(unsummed)))), beat.eq(0)]
