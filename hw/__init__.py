@@ -1,0 +1,1 @@
+"""Board tops, the LiteEth core, bitstream build and load, and their reports."""
