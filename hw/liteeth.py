@@ -1,0 +1,117 @@
+"""LiteEth's generated core (hw/liteeth_core.py) as an Amaranth component.
+
+The engine has one IP-payload stream each way; LiteEth has one raw port per protocol.
+Outgoing packets are steered by their ``protocol`` field, incoming ones merged a whole
+packet at a time. LiteEth marks a packet's last byte with a one-hot ``last_be``; the
+engine's ``keep`` covers lanes 0..n, so both are converted here and nowhere else.
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import ClockSignal, Instance, Module, Mux, ResetSignal, Signal
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from .liteeth_core import DATA_WIDTH, PROTOCOLS
+from netblt.gateware.streams import ip_stream
+
+LANES = DATA_WIDTH // 8
+
+GMII = {"rx_clk": In(1), "tx_clk": In(1), "reset": In(1), "rx_data": In(8), "rx_dv": In(1),
+        "rx_er": In(1), "tx_data": Out(8), "tx_en": Out(1), "tx_er": Out(1)}
+"""The simulation core's PHY side: GMII with both 125 MHz clocks from the testbench."""
+
+
+class LiteEthCore(wiring.Component):
+    """IP payloads to and from the network through LiteEth's PHY, MAC, ARP and IPv4.
+
+    ``phy="gmii"`` puts the GMII wires in the signature (simulation); ``phy="rgmii"``
+    takes the board's RGMII pins, requested with ``dir="-"`` so that LiteEth's own
+    DDR and delay primitives sit on them. ``tx_unrouted`` pulses for each packet with a
+    protocol LiteEth has no port for; it is consumed and dropped.
+    """
+
+    def __init__(self, phy: str, rgmii=None) -> None:
+        if phy not in ("gmii", "rgmii") or (phy == "rgmii") != (rgmii is not None):
+            raise ValueError("LiteEthCore: phy is 'gmii', or 'rgmii' with the board's RGMII pins")
+        self.phy = phy
+        self._rgmii = rgmii
+        members = {"tx": In(ip_stream(DATA_WIDTH)), "rx": Out(ip_stream(DATA_WIDTH)),
+                   "tx_unrouted": Out(1)}
+        if phy == "gmii":
+            members["gmii"] = Out(wiring.Signature(GMII))
+        super().__init__(members)
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        ports: dict[str, object] = {"i_sys_clock": ClockSignal(), "i_sys_reset": ResetSignal()}
+        ports.update(self._phy_ports())
+        m.d.comb += self.tx.ready.eq(1)  # an unrouted protocol is consumed
+        sources = []
+        for protocol in PROTOCOLS:
+            sink = {name: Signal(width, name=f"ip{protocol}_sink_{name}") for name, width in
+                    (("valid", 1), ("ready", 1), ("last", 1), ("data", DATA_WIDTH), ("last_be", LANES),
+                     ("length", 16), ("ip_address", 32))}
+            source = {name: Signal(width, name=f"ip{protocol}_source_{name}") for name, width in
+                      (("valid", 1), ("ready", 1), ("last", 1), ("data", DATA_WIDTH), ("last_be", LANES),
+                       ("error", LANES), ("length", 16), ("ip_address", 32))}
+            for name, signal in sink.items():
+                ports[f"{'o' if name == 'ready' else 'i'}_ip{protocol}_sink_{name}"] = signal
+            ports[f"i_ip{protocol}_sink_error"] = 0
+            for name, signal in source.items():
+                ports[f"{'i' if name == 'ready' else 'o'}_ip{protocol}_source_{name}"] = signal
+            self._steer(m, protocol, sink)
+            sources.append((protocol, source))
+        self._merge(m, sources)
+        m.submodules.core = Instance("liteeth_core", **ports)
+        return m
+
+    def _phy_ports(self) -> dict[str, object]:
+        if self.phy == "gmii":
+            g = self.gmii
+            return {"i_gmii_clocks_rx": g.rx_clk, "i_gmii_clocks_tx": g.tx_clk, "i_gmii_reset": g.reset,
+                    "i_gmii_rx_data": g.rx_data, "i_gmii_rx_dv": g.rx_dv, "i_gmii_rx_er": g.rx_er,
+                    "o_gmii_tx_data": g.tx_data, "o_gmii_tx_en": g.tx_en, "o_gmii_tx_er": g.tx_er}
+        pins = self._rgmii
+        return {"o_rgmii_clocks_tx": pins.tx_clk, "i_rgmii_clocks_rx": pins.rx_clk,
+                "i_rgmii_rx_ctl": pins.rx_ctl, "i_rgmii_rx_data": pins.rx_data,
+                "o_rgmii_tx_ctl": pins.tx_ctl, "o_rgmii_tx_data": pins.tx_data}
+
+    def _steer(self, m: Module, protocol: int, sink: dict[str, Signal]) -> None:
+        """The engine's packets of ``protocol`` to that LiteEth port."""
+        beat = self.tx.payload
+        mine = beat.protocol == protocol
+        keep = beat.keep
+        m.d.comb += [
+            sink["valid"].eq(self.tx.valid & mine), sink["last"].eq(beat.last),
+            sink["data"].eq(beat.data), sink["last_be"].eq(keep ^ (keep >> 1)),
+            sink["length"].eq(beat.length), sink["ip_address"].eq(beat.address),
+        ]
+        with m.If(mine):
+            m.d.comb += self.tx.ready.eq(sink["ready"])
+        if protocol == PROTOCOLS[-1]:
+            unrouted = ~sum(beat.protocol == p for p in PROTOCOLS).bool()
+            m.d.comb += self.tx_unrouted.eq(self.tx.valid & beat.last & unrouted)
+
+    def _merge(self, m: Module, sources: list[tuple[int, dict[str, Signal]]]) -> None:
+        """LiteEth's ports into the engine's one stream, a whole packet at a time."""
+        owner = Signal(range(len(sources)))
+        busy = Signal()
+        chosen = Signal(range(len(sources)))
+        m.d.comb += chosen.eq(owner)
+        with m.If(~busy):
+            for index, (_, source) in reversed(list(enumerate(sources))):
+                with m.If(source["valid"]):
+                    m.d.comb += chosen.eq(index)
+        out = self.rx.payload
+        for index, (protocol, source) in enumerate(sources):
+            with m.If(chosen == index):
+                m.d.comb += [
+                    self.rx.valid.eq(source["valid"]), source["ready"].eq(self.rx.ready),
+                    out.data.eq(source["data"]), out.last.eq(source["last"]),
+                    out.keep.eq(Mux(source["last"], (source["last_be"] << 1) - 1, (1 << LANES) - 1)),
+                    out.address.eq(source["ip_address"]), out.protocol.eq(protocol),
+                    out.length.eq(source["length"]),
+                ]
+        with m.If(self.rx.valid & self.rx.ready):
+            m.d.sync += [busy.eq(~out.last), owner.eq(chosen)]

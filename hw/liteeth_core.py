@@ -1,0 +1,152 @@
+"""The LiteEth core the board tops instantiate: PHY, MAC, ARP, IPv4, ICMP and raw IP ports.
+
+    python -m netblt.hw.liteeth_core --phy rgmii --output build/colorlight_5a75b/liteeth_core.v
+
+LiteEth's own generator (liteeth_gen) offers wishbone, AXI-lite and UDP cores only; the
+engine speaks IP payloads, so this composes the same LiteEth classes into a core with one
+raw IP port per protocol: 30 (native NETBLT) and 17 (NETBLT-in-UDP and the management
+link, whose UDP headers the engine builds and checks itself). ``--phy rgmii`` is the
+ECP5 RGMII PHY the boards use; ``--phy gmii`` is LiteEth's GMII PHY without vendor
+primitives, for Verilator and cocotbext-eth. The core is generated at build time into
+build/, never committed. Ports are ``sys_clock``/``sys_reset``, the PHY pins, and per
+protocol p ``ip<p>_sink_*`` (to the network) and ``ip<p>_source_*`` (from it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import sys
+from pathlib import Path
+
+from litex.build.generic_platform import Pins, Subsignal
+from litex.build.io import CRG
+from litex.build.lattice.platform import LatticePlatform
+from litex.gen import LiteXModule
+from liteeth.core import LiteEthIPCore
+from liteeth.phy.ecp5rgmii import LiteEthPHYRGMII
+from liteeth.phy.gmii import LiteEthPHYGMIIRX, LiteEthPHYGMIITX
+from migen import ClockDomain, ClockDomainsRenamer
+
+PROTOCOLS = (30, 17)
+"""Native NETBLT (RFC 998's protocol number) and UDP."""
+DATA_WIDTH = 32
+MAC_ADDRESS = "02:6e:62:6c:74:01"
+"""Locally administered (bit 1 of the first byte): a board's address until one is set."""
+IP_ADDRESS = "192.168.1.50"
+DEVICE = "LFE5U-25F-6BG256C"
+"""Only the family matters here (which primitives the PHY's specials lower to)."""
+
+
+def port_pins(protocol: int) -> tuple:
+    """One raw IP port's wires: a LiteEth IPv4 user stream each way."""
+    def stream(direction: str) -> list[Subsignal]:
+        return [Subsignal(f"{direction}_{name}", Pins(width)) for name, width in (
+            ("valid", 1), ("ready", 1), ("last", 1), ("data", DATA_WIDTH),
+            ("last_be", DATA_WIDTH // 8), ("error", DATA_WIDTH // 8), ("length", 16),
+            ("ip_address", 32))]
+    return (f"ip{protocol}", 0, *stream("sink"), *stream("source"))
+
+
+COMMON_PINS = [("sys_clock", 0, Pins(1)), ("sys_reset", 0, Pins(1))]
+RGMII_PINS = [
+    ("rgmii_clocks", 0, Subsignal("tx", Pins(1)), Subsignal("rx", Pins(1))),
+    ("rgmii", 0, Subsignal("rx_ctl", Pins(1)), Subsignal("rx_data", Pins(4)),
+     Subsignal("tx_ctl", Pins(1)), Subsignal("tx_data", Pins(4))),
+]
+GMII_PINS = [
+    ("gmii_clocks", 0, Subsignal("tx", Pins(1)), Subsignal("rx", Pins(1))),
+    ("gmii", 0, Subsignal("rx_dv", Pins(1)), Subsignal("rx_er", Pins(1)), Subsignal("rx_data", Pins(8)),
+     Subsignal("tx_en", Pins(1)), Subsignal("tx_er", Pins(1)), Subsignal("tx_data", Pins(8)),
+     Subsignal("reset", Pins(1))),
+]
+
+
+class SimulationGMII(LiteXModule):
+    """LiteEth's GMII transmitter and receiver on clocks that come in as pins.
+
+    LiteEth's GMII clocking uses vendor buffers and a DDR output; a simulator drives
+    both 125 MHz clocks itself, so only the data path is LiteEth's.
+    """
+
+    dw = 8
+    tx_clk_freq = rx_clk_freq = 125e6
+
+    def __init__(self, clock_pads, pads) -> None:
+        self.crg = LiteXModule()
+        self.crg.cd_eth_rx = ClockDomain()
+        self.crg.cd_eth_tx = ClockDomain()
+        self.comb += [self.crg.cd_eth_rx.clk.eq(clock_pads.rx), self.crg.cd_eth_tx.clk.eq(clock_pads.tx),
+                      self.crg.cd_eth_rx.rst.eq(pads.reset), self.crg.cd_eth_tx.rst.eq(pads.reset)]
+        self.tx = ClockDomainsRenamer("eth_tx")(LiteEthPHYGMIITX(pads))
+        self.rx = ClockDomainsRenamer("eth_rx")(LiteEthPHYGMIIRX(pads))
+        self.sink, self.source = self.tx.sink, self.rx.source
+
+
+class Core(LiteXModule):
+    def __init__(self, platform, phy: str, mac_address: int, ip_address: str, clock_hz: float) -> None:
+        self.crg = CRG(platform.request("sys_clock"), platform.request("sys_reset"))
+        if phy == "rgmii":
+            # PHY reset and MDIO are the board top's (Amaranth), not LiteEth's CSRs.
+            self.ethphy = LiteEthPHYRGMII(platform.request("rgmii_clocks"), platform.request("rgmii"),
+                                          with_hw_init_reset=False)
+        else:
+            self.ethphy = SimulationGMII(platform.request("gmii_clocks"), platform.request("gmii"))
+        self.ip = LiteEthIPCore(self.ethphy, mac_address=mac_address, ip_address=ip_address,
+                                clk_freq=int(clock_hz), dw=DATA_WIDTH, with_sys_datapath=True)
+        for protocol in PROTOCOLS:
+            port = self.ip.ip.crossbar.get_port(protocol, dw=DATA_WIDTH)
+            pins = platform.request(f"ip{protocol}")
+            sink, source = port.sink, port.source
+            self.comb += [
+                sink.valid.eq(pins.sink_valid), pins.sink_ready.eq(sink.ready),
+                sink.last.eq(pins.sink_last), sink.data.eq(pins.sink_data),
+                sink.last_be.eq(pins.sink_last_be), sink.error.eq(pins.sink_error),
+                sink.length.eq(pins.sink_length), sink.ip_address.eq(pins.sink_ip_address),
+                sink.protocol.eq(protocol),
+                pins.source_valid.eq(source.valid), source.ready.eq(pins.source_ready),
+                pins.source_last.eq(source.last), pins.source_data.eq(source.data),
+                pins.source_last_be.eq(source.last_be), pins.source_error.eq(source.error),
+                pins.source_length.eq(source.length), pins.source_ip_address.eq(source.ip_address),
+            ]
+
+
+def parse_mac(text: str) -> int:
+    parts = text.split(":")
+    if len(parts) != 6 or not all(len(p) == 2 for p in parts):
+        raise ValueError(f"MAC address {text!r}: expected six hexadecimal bytes, e.g. {MAC_ADDRESS}")
+    try:
+        return int("".join(parts), 16)
+    except ValueError:
+        raise ValueError(f"MAC address {text!r}: expected six hexadecimal bytes, e.g. {MAC_ADDRESS}") from None
+
+
+def generate(phy: str, mac_address: int, ip_address: str, clock_hz: float, output: Path) -> Path:
+    """Writes the core's Verilog to ``output`` (module ``liteeth_core``)."""
+    pins = COMMON_PINS + (RGMII_PINS if phy == "rgmii" else GMII_PINS) + [port_pins(p) for p in PROTOCOLS]
+    platform = LatticePlatform(DEVICE, pins, toolchain="trellis")
+    core = Core(platform, phy, mac_address, ip_address, clock_hz)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    platform.get_verilog(core, name="liteeth_core").write(str(output))
+    return output
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--phy", choices=("rgmii", "gmii"), required=True)
+    parser.add_argument("--mac", default=MAC_ADDRESS, help="the board's MAC address")
+    parser.add_argument("--ip", default=IP_ADDRESS, help="the board's IPv4 address")
+    parser.add_argument("--clock-hz", type=float, default=50e6, help="the system clock")
+    parser.add_argument("--output", type=Path, required=True)
+    args = parser.parse_args(argv)
+    try:
+        mac = parse_mac(args.mac)
+        ipaddress.IPv4Address(args.ip)
+    except ValueError as error:
+        parser.error(str(error))
+    print(generate(args.phy, mac, args.ip, args.clock_hz, args.output))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,65 @@
+"""The host's side of the engine's register bus, driven cycle by cycle from cocotb.
+
+What the host driver will do over the management link; testbenches of the engine and
+of the integrated top share it.
+"""
+
+from __future__ import annotations
+
+from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
+
+from netblt.gateware.registers import ADDRESS, Command, Event
+
+
+class RegisterHost:
+    """Register reads and writes, commands and events, on ``dut.bus__*`` and ``dut.clk``."""
+
+    def __init__(self, dut) -> None:
+        self.dut = dut
+        dut.bus__w_en.value = 0
+        dut.bus__r_en.value = 0
+        self.events: list[tuple[Event, int, int, int]] = []
+
+    async def write(self, name: str, value: int) -> None:
+        self.dut.bus__addr.value = ADDRESS[name]
+        self.dut.bus__w_data.value = value & 0xFFFF_FFFF
+        self.dut.bus__w_en.value = 1
+        await RisingEdge(self.dut.clk)
+        self.dut.bus__w_en.value = 0
+
+    async def read(self, name: str) -> int:
+        self.dut.bus__addr.value = ADDRESS[name]
+        self.dut.bus__r_en.value = 1
+        await RisingEdge(self.dut.clk)
+        self.dut.bus__r_en.value = 0
+        await ReadOnly()
+        value = int(self.dut.bus__r_data.value)
+        await RisingEdge(self.dut.clk)
+        return value
+
+    async def command(self, op: Command, slot: int, arg0: int = 0, arg1: int = 0, flag: int = 0) -> None:
+        await self.write("ARG0", arg0)
+        await self.write("ARG1", arg1)
+        await self.write("COMMAND", op | slot << 4 | flag << 8)
+
+    async def poll(self) -> None:
+        while (word := await self.read("EVENT")) >> 31:
+            self.events.append((Event(word >> 27 & 0xF), word >> 23 & 0xF, word >> 16 & 0x7F,
+                                word & 0xFFFF))
+
+    async def wait_for(self, kind: Event, limit: int = 100_000) -> tuple[Event, int, int, int]:
+        for _ in range(limit):
+            await self.poll()
+            for event in self.events:
+                if event[0] == kind:
+                    self.events.remove(event)
+                    return event
+            await ClockCycles(self.dut.clk, 10)
+        raise AssertionError(f"no {kind.name} event")
+
+    async def missing(self, slot: int, limit: int) -> list[int]:
+        await self.command(Command.QUERY_MISSING, slot, limit)
+        await self.wait_for(Event.MISSING_END)
+        listed = [e[3] for e in self.events if e[0] == Event.MISSING and e[1] == slot]
+        self.events = [e for e in self.events if e[0] != Event.MISSING]
+        return listed

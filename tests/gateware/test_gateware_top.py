@@ -1,0 +1,14 @@
+from launch import cocotb_test
+
+from netblt.gateware.config import EngineConfig
+from netblt.hw import liteeth_core
+from netblt.hw.simulation_top import SimulationTop
+from netblt.sim import hdl
+
+
+def liteeth_gmii():
+    return [liteeth_core.generate("gmii", liteeth_core.parse_mac(liteeth_core.MAC_ADDRESS),
+                                  liteeth_core.IP_ADDRESS, EngineConfig().clock_hz, hdl.BUILD / "liteeth" / "liteeth_gmii.v")]
+
+
+test_top = cocotb_test(SimulationTop, "top", "top_tb", sources=liteeth_gmii)
