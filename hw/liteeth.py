@@ -2,13 +2,17 @@
 
 The engine has one IP-payload stream each way; LiteEth has one raw port per protocol.
 Outgoing packets are steered by their ``protocol`` field, incoming ones merged a whole
-packet at a time. LiteEth marks a packet's last byte with a one-hot ``last_be``; the
-engine's ``keep`` covers lanes 0..n, so both are converted here and nowhere else.
+packet at a time. LiteEth marks a packet's last byte with a one-hot ``last_be`` and
+passes a short frame's Ethernet padding on; the engine's ``keep`` covers the IP
+payload's lanes only, so both are converted here and nowhere else.
+A received frame whose FCS failed arrives with its last beat emptied: the engine counts
+it as DROPPED_LENGTH (without negotiated data checksums the FCS is all that guards the
+data, so such a frame must never be accepted).
 """
 
 from __future__ import annotations
 
-from amaranth.hdl import ClockSignal, Instance, Module, Mux, ResetSignal, Signal
+from amaranth.hdl import Cat, ClockSignal, Instance, Module, Mux, ResetSignal, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -104,14 +108,21 @@ class LiteEthCore(wiring.Component):
                 with m.If(source["valid"]):
                     m.d.comb += chosen.eq(index)
         out = self.rx.payload
+        offset = Signal(16)
+        """Payload bytes before this beat: lanes past the IP length are Ethernet padding."""
         for index, (protocol, source) in enumerate(sources):
             with m.If(chosen == index):
+                in_frame = Mux(source["last"], (source["last_be"] << 1) - 1, (1 << LANES) - 1)
+                in_payload = Cat(offset + lane < source["length"] for lane in range(LANES))
                 m.d.comb += [
                     self.rx.valid.eq(source["valid"]), source["ready"].eq(self.rx.ready),
                     out.data.eq(source["data"]), out.last.eq(source["last"]),
-                    out.keep.eq(Mux(source["last"], (source["last_be"] << 1) - 1, (1 << LANES) - 1)),
+                    # A frame whose FCS failed (LiteEth flags its last beat) loses that
+                    # beat, so the parser drops it as shorter than its length field.
+                    out.keep.eq(Mux(source["last"] & source["error"].any(), 0, in_frame & in_payload)),
                     out.address.eq(source["ip_address"]), out.protocol.eq(protocol),
                     out.length.eq(source["length"]),
                 ]
         with m.If(self.rx.valid & self.rx.ready):
-            m.d.sync += [busy.eq(~out.last), owner.eq(chosen)]
+            m.d.sync += [busy.eq(~out.last), owner.eq(chosen),
+                         offset.eq(Mux(out.last, 0, offset + LANES))]
