@@ -33,11 +33,10 @@ ChecksumLookup = wiring.Signature({"query": Out(CHECKSUM_QUERY), "sum": In(16), 
 class ChecksumTable(wiring.Component):
     def __init__(self, config: EngineConfig) -> None:
         self.config = config
-        addr_width = (config.tx_slots * config.slot_words - 1).bit_length()
         super().__init__({
             # The slot memory's write port, watched: its members are inputs here.
-            "write": Out(memory.WritePort.Signature(addr_width=addr_width, shape=config.data_width)),
-            "packet_size": In(16),
+            "write": Out(memory.WritePort.Signature(addr_width=config.tx_address_width, shape=config.data_width)),
+            "packet_size": In(16),  # data bytes per packet, whole beats (control.py rounds it)
             "lookup": In(ChecksumLookup),
         })
 
@@ -57,30 +56,31 @@ class ChecksumTable(wiring.Component):
         filled = Array(Signal(16, name=f"filled{i}") for i in range(n))
         partial = Array(Signal(16, name=f"partial{i}") for i in range(n))
 
-        packet_size = Signal(16)
-        m.d.comb += packet_size.eq(self.packet_size & ~(W - 1))
+        packet_size = self.packet_size
 
         # Writes: each word in order adds to its chunk's sum, stored as it grows.
         shift = (cfg.slot_words - 1).bit_length()
         slot, word = self.write.addr[shift:], self.write.addr[:shift]
         starts = word == 0
         continues = in_order[slot] & (word == extent[slot]) & (size[slot] == packet_size)
+        before = Signal(16)  # the chunk's bytes before this word
         base = Signal(16)   # the chunk's sum before this word
         current = Signal(16)
         at = Signal(16)     # the chunk this word belongs to
         m.d.comb += [
+            before.eq(Mux(starts, 0, filled[slot])),
             base.eq(Mux(starts, 0, partial[slot])),
             at.eq(Mux(starts, 0, chunk[slot])),
             current.eq(fold(base + sum(halfwords(lanes(self.write.data, W))))),
         ]
         with m.If(self.write.en & (slot < n)):
             with m.If(starts | continues):
-                done = Mux(starts, 0, filled[slot]) + W == packet_size
+                done = before + W == packet_size
                 m.d.comb += [store.addr.eq(slot * cfg.max_packets + at), store.data.eq(current),
                              store.en.eq(at < cfg.max_packets)]
                 m.d.sync += [in_order[slot].eq(1), extent[slot].eq(word + 1), size[slot].eq(packet_size),
                              chunk[slot].eq(Mux(done, at + 1, at)),
-                             filled[slot].eq(Mux(done, 0, Mux(starts, 0, filled[slot]) + W)),
+                             filled[slot].eq(Mux(done, 0, before + W)),
                              partial[slot].eq(Mux(done, 0, current))]
             with m.Else():
                 m.d.sync += in_order[slot].eq(0)

@@ -50,6 +50,15 @@ class EngineConfig:
         return self.slot_bytes // self.beat_bytes
 
     @property
+    def tx_address_width(self) -> int:
+        """Address bits of the transmit slot memory (all slots, one beat per address)."""
+        return (self.tx_slots * self.slot_words - 1).bit_length()
+
+    @property
+    def rx_address_width(self) -> int:
+        return (self.rx_slots * self.slot_words - 1).bit_length()
+
+    @property
     def bitmap_words(self) -> int:
         """32-bit bitmap words per slot."""
         return self.max_packets // 32

@@ -43,8 +43,6 @@ class ControlStatus(wiring.Component):
 
     def __init__(self, config: EngineConfig) -> None:
         self.config = config
-        tx_addr = (config.tx_slots * config.slot_words - 1).bit_length()
-        rx_addr = (config.rx_slots * config.slot_words - 1).bit_length()
         super().__init__({
             "bus": In(RegisterBus()),
             "tx_settings": Out(TX_SETTINGS),
@@ -55,8 +53,8 @@ class ControlStatus(wiring.Component):
             "rx_command": Out(stream.Signature(RX_COMMAND)),
             "query": Out(stream.Signature(MISSING_QUERY)),
             "check": Out(stream.Signature(PATTERN_COMMAND)),
-            "upload": In(memory.WritePort.Signature(addr_width=tx_addr, shape=config.data_width)),
-            "download": In(memory.ReadPort.Signature(addr_width=rx_addr, shape=config.data_width)),
+            "upload": In(memory.WritePort.Signature(addr_width=config.tx_address_width, shape=config.data_width)),
+            "download": In(memory.ReadPort.Signature(addr_width=config.rx_address_width, shape=config.data_width)),
             "rx_event": In(stream.Signature(RX_EVENT)),
             "missing": In(stream.Signature(MISSING)),
             "control": In(stream.Signature(config.data_width)),
@@ -95,14 +93,15 @@ class ControlStatus(wiring.Component):
         m.d.sync += cycles.eq(cycles + 1)
 
         # Connection registers out to the data path.
-        flags = rw["FLAGS"]
+        connection_flags = rw["FLAGS"]
         for settings in (self.tx_settings, self.rx_settings):
             m.d.comb += [settings.local_port.eq(rw["LOCAL_PORT"]), settings.peer_port.eq(rw["PEER_PORT"]),
-                         settings.peer_address.eq(rw["PEER_ADDRESS"]), settings.udp.eq(flags[FLAG_UDP]),
+                         settings.peer_address.eq(rw["PEER_ADDRESS"]), settings.udp.eq(connection_flags[FLAG_UDP]),
                          settings.udp_local_port.eq(rw["UDP_LOCAL_PORT"]),
                          settings.udp_peer_port.eq(rw["UDP_PEER_PORT"]),
-                         settings.data_checksum.eq(flags[FLAG_DATA_CHECKSUM])]
-        m.d.comb += [self.tx_settings.packet_size.eq(rw["PACKET_SIZE"]),
+                         settings.data_checksum.eq(connection_flags[FLAG_DATA_CHECKSUM])]
+        # Rounded down to whole beats here, once, for every block that reads it.
+        m.d.comb += [self.tx_settings.packet_size.eq(rw["PACKET_SIZE"] & ~(cfg.beat_bytes - 1)),
                      self.tx_settings.high_ack.eq(rw["HIGH_ACK"]),
                      self.pacing.mode.eq(rw["PACING_MODE"]), self.pacing.burst_size.eq(rw["BURST_SIZE"]),
                      self.pacing.interval.eq(rw["BURST_INTERVAL"]),

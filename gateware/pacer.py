@@ -35,7 +35,6 @@ class Pacer(wiring.Component):
             "interval": In(32),
             "grant": Out(1),
             "take": In(1),
-            "boundary": Out(1),
         })
 
     def elaborate(self, platform) -> Module:
@@ -51,9 +50,10 @@ class Pacer(wiring.Component):
         saturated = Signal()    # burst_size >= interval: a grant every cycle
 
         shrunk = Signal()       # left >= interval, a cycle late: the interval shrank
-        m.d.comb += self.boundary.eq((left == 0) | shrunk)
-        m.d.sync += [left.eq(Mux(self.boundary, self.interval - 1, left - 1)),
-                     shrunk.eq(~self.boundary & (left >= self.interval)),
+        boundary = Signal()     # the interval starts again this cycle
+        m.d.comb += boundary.eq((left == 0) | shrunk)
+        m.d.sync += [left.eq(Mux(boundary, self.interval - 1, left - 1)),
+                     shrunk.eq(~boundary & (left >= self.interval)),
                      slack.eq(self.interval - self.burst_size),
                      saturated.eq(self.burst_size >= self.interval)]
         taken = Mux(self.take & self.grant, 1, 0)
@@ -63,7 +63,7 @@ class Pacer(wiring.Component):
                 m.d.comb += self.grant.eq(1)
                 m.d.sync += [tokens.eq(0), spread.eq(0)]
             with m.Case(PacingMode.BURSTS):
-                fresh = Mux(self.boundary, self.burst_size, tokens)
+                fresh = Mux(boundary, self.burst_size, tokens)
                 m.d.comb += self.grant.eq(fresh != 0)
                 m.d.sync += tokens.eq(fresh - taken)
             with m.Case(PacingMode.SMOOTH):

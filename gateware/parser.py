@@ -11,7 +11,7 @@ register, so that verdict is judged from finished sums in the cycle after the la
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal
+from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -63,9 +63,7 @@ class Parser(wiring.Component):
         total = Signal(32)
         """Ones'-complement sum of the NETBLT bytes before this beat."""
         data_sum = Signal(32)
-        """Ones'-complement sum of the data area; kept after the last beat for its verdict."""
-        fresh = Signal(init=1)
-        """The next data beat starts a new data sum."""
+        """Ones'-complement sum of the data beats sent on; kept until the last is judged."""
         kind = Signal(range(4))
         NONE, DATA, CONTROL, DROPPING = range(4)
 
@@ -83,6 +81,10 @@ class Parser(wiring.Component):
 
         def drop(reason) -> None:
             m.d.comb += self.drops.eq(1 << reason)
+
+        def length_disagrees(netblt_bytes):
+            """More bytes than the length field beyond the padding, or fewer (A15)."""
+            return (netblt_bytes < hdr["length"]) | (netblt_bytes - hdr["length"] > 3)
 
         # Keep the UDP and NETBLT headers and the sums as the beats go by.
         with m.If(take):
@@ -136,8 +138,7 @@ class Parser(wiring.Component):
         beat_out = Signal(beat_layout)
         data_index = index - H
         data_kept = [Mux(data_index * W + i < data_length, b, 0) for i, b in enumerate(kept)]
-        now_data_sum = Mux(fresh, 0, data_sum) + sum(halfwords(data_kept))
-        netblt_bytes = Mux(in_udp, 0, now_received)
+        now_data_sum = data_sum + sum(halfwords(data_kept))
         m.d.comb += [
             beat_out.data.eq(Cat(*data_kept)),
             beat_out.keep.eq(Cat(*(data_index * W + i < data_length for i in range(W)))),
@@ -164,10 +165,13 @@ class Parser(wiring.Component):
                      self.data.payload.bad.eq(data_bad)]
         with m.If(self.data.ready):
             m.d.sync += held_valid.eq(0)
+            with m.If(held_valid & held.beat.last):
+                m.d.sync += data_sum.eq(0)
         with m.If(load):
             m.d.sync += [
                 held_valid.eq(1), held.beat.eq(beat_out), held.checksum.eq(hdr["data_checksum"]),
-                held.length_bad.eq((netblt_bytes < hdr["length"]) | (netblt_bytes - hdr["length"] > 3)),
+                data_sum.eq(now_data_sum),
+                held.length_bad.eq(length_disagrees(now_received)),
             ]
 
         # Control packets: every beat to the host's FIFO through one register, so the
@@ -178,7 +182,7 @@ class Parser(wiring.Component):
         for bad, reason in reversed([
                 (received < L.HEADER.end, Drop.SHORT),
                 (hdr["version"] != L.VERSION, Drop.VERSION),
-                ((received < hdr["length"]) | (received - hdr["length"] > 3), Drop.LENGTH),
+                (length_disagrees(received), Drop.LENGTH),
                 (fold(total) != 0xFFFF, Drop.CHECKSUM)]):
             with m.If(bad):
                 m.d.comb += [control_bad.eq(1), control_reason.eq(reason)]
@@ -204,17 +208,12 @@ class Parser(wiring.Component):
                     with m.If(data_index < 0):
                         with m.If(inp.last & take):
                             drop(Drop.SHORT)
-                    with m.Elif(data_index == 0):
-                        with m.If(header_bad):
-                            with m.If(take):
-                                drop(header_reason)
-                                m.d.sync += kind.eq(DROPPING)
-                        with m.Else():
-                            m.d.comb += [load.eq(space & ~blocked), self.input.ready.eq(space & ~blocked)]
+                    with m.Elif((data_index == 0) & header_bad):
+                        with m.If(take):
+                            drop(header_reason)
+                            m.d.sync += kind.eq(DROPPING)
                     with m.Else():
                         m.d.comb += [load.eq(space & ~blocked), self.input.ready.eq(space & ~blocked)]
-                    with m.If(take & (data_index >= 0)):
-                        m.d.sync += [data_sum.eq(now_data_sum), fresh.eq(0)]
                 with m.Case(CONTROL):
                     m.d.sync += self.control.valid.eq(take)
                 with m.Case(DROPPING):
@@ -227,5 +226,5 @@ class Parser(wiring.Component):
         with m.If(self.control.valid & held_control.last & control_bad):
             drop(control_reason)
         with m.If(take & inp.last):
-            m.d.sync += [fresh.eq(1), kind.eq(NONE)]
+            m.d.sync += kind.eq(NONE)
         return m

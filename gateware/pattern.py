@@ -96,9 +96,8 @@ class PatternSource(_Walker):
     """Fills a slot with buffer n's pattern, one beat per cycle."""
 
     def __init__(self, config: EngineConfig) -> None:
-        addr_width = (config.tx_slots * config.slot_words - 1).bit_length()
         super().__init__(config, config.tx_slots, {"memory": In(memory.WritePort.Signature(
-            addr_width=addr_width, shape=config.data_width))})
+            addr_width=config.tx_address_width, shape=config.data_width))})
 
     def elaborate(self, platform) -> Module:
         m = Module()
@@ -116,9 +115,9 @@ class PatternChecker(_Walker):
     """Reads a slot back and counts the beats that differ from buffer n's pattern."""
 
     def __init__(self, config: EngineConfig) -> None:
-        addr_width = (config.rx_slots * config.slot_words - 1).bit_length()
         super().__init__(config, config.rx_slots, {
-            "memory": In(memory.ReadPort.Signature(addr_width=addr_width, shape=config.data_width)),
+            "memory": In(memory.ReadPort.Signature(addr_width=config.rx_address_width,
+                                                   shape=config.data_width)),
             "mismatches": Out(32),
         })
 

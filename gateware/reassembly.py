@@ -45,15 +45,14 @@ GAP_WEIGHT = 3
 class Reassembly(wiring.Component):
     def __init__(self, config: EngineConfig) -> None:
         self.config = config
-        addr_width = (config.rx_slots * config.slot_words - 1).bit_length()
         super().__init__({
-            "packet_size": In(16),
+            "packet_size": In(16),  # data bytes per packet, whole beats (control.py rounds it)
             "input": In(stream.Signature(rx_data(config.data_width))),
             "command": In(stream.Signature(RX_COMMAND)),
             "query": In(stream.Signature(MISSING_QUERY)),
             "missing": Out(stream.Signature(MISSING)),
             "event": Out(stream.Signature(RX_EVENT)),
-            "memory": In(memory.WritePort.Signature(addr_width=addr_width, shape=config.data_width,
+            "memory": In(memory.WritePort.Signature(addr_width=config.rx_address_width, shape=config.data_width,
                                                     granularity=8)),
             "status_slot": In(4),
             "status": Out(SLOT_STATUS),
@@ -91,8 +90,7 @@ class Reassembly(wiring.Component):
             self.status.mean_gap.eq(mean_gap[sel]),
         ]
 
-        packet_size = Signal(16)
-        m.d.comb += packet_size.eq(self.packet_size & ~(W - 1))
+        packet_size = self.packet_size
         hdr = self.input.payload.header
         beat = self.input.payload
 

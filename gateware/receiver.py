@@ -24,10 +24,9 @@ class Receiver(wiring.Component):
 
     def __init__(self, config: EngineConfig) -> None:
         self.config = config
-        addr_width = (config.rx_slots * config.slot_words - 1).bit_length()
         super().__init__({
             "settings": In(RX_SETTINGS),
-            "packet_size": In(16),
+            "packet_size": In(16),  # data bytes per packet, whole beats (control.py rounds it)
             "input": In(ip_stream(config.data_width)),
             "command": In(stream.Signature(RX_COMMAND)),
             "query": In(stream.Signature(MISSING_QUERY)),
@@ -39,7 +38,7 @@ class Receiver(wiring.Component):
             "control": Out(stream.Signature(config.data_width)),
             "control_meta": Out(stream.Signature(CONTROL_META)),
             # The memory's own read-port shape: address in, data out.
-            "download": Out(memory.ReadPort.Signature(addr_width=addr_width, shape=config.data_width)),
+            "download": Out(memory.ReadPort.Signature(addr_width=config.rx_address_width, shape=config.data_width)),
             "status_slot": In(4),
             "status": Out(SLOT_STATUS),
             "high_ack": Out(16),

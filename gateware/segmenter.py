@@ -32,7 +32,7 @@ TX_COMMAND = data.StructLayout({
 
 
 TX_SETTINGS = data.StructLayout({
-    "packet_size": 16,      # data bytes per packet; a multiple of the beat width
+    "packet_size": 16,      # data bytes per packet; a multiple of the beat width (control.py)
     **CONNECTION,
     "high_ack": 16,
 })
@@ -46,19 +46,19 @@ def padded(n: Signal, multiple: int):
 class Segmenter(wiring.Component):
     """Sends the packets of loaded slots, one beat per cycle while the link is ready.
 
-    Per packet the engine spends four cycles choosing, sizing and checksumming the
-    header (plus one read pass over the data when data checksums are on), then
-    streams the header and data beats. A packet's data comes from its slot at packet
+    Per packet the engine spends five cycles choosing, sizing and checksumming the
+    header (one more for a data checksum from the checksum table, or a read pass over
+    the packet when the table cannot vouch for it), then streams the header and data
+    beats. A packet's data comes from its slot at packet
     number x packet size; data bytes past the buffer's length are sent as zero padding.
     """
 
     def __init__(self, config: EngineConfig) -> None:
         self.config = config
-        addr_width = (config.tx_slots * config.slot_words - 1).bit_length()
         super().__init__({
             "settings": In(TX_SETTINGS),
             "command": In(stream.Signature(TX_COMMAND)),
-            "memory": In(memory.ReadPort.Signature(addr_width=addr_width, shape=config.data_width)),
+            "memory": In(memory.ReadPort.Signature(addr_width=config.tx_address_width, shape=config.data_width)),
             "checksums": Out(ChecksumLookup),
             "grant": In(1),
             "take": Out(1),
@@ -84,8 +84,7 @@ class Segmenter(wiring.Component):
         next_packet = Array(Signal(16, name=f"next{i}") for i in range(n))
 
         m.submodules.resends = resends = fifo.SyncFIFOBuffered(width=4 + 16, depth=cfg.max_packets)
-        packet_size = Signal(16)
-        m.d.comb += packet_size.eq(s.packet_size & ~(W - 1))
+        packet_size = s.packet_size
 
         # Commands: SEND loads a slot's row at once; RESEND queues (slot, packet).
         cmd = self.command.payload
@@ -105,14 +104,13 @@ class Segmenter(wiring.Component):
 
         # The lowest-numbered buffer with packets still to send for the first time.
         best, found = Signal(range(n)), Signal()
-        best_buffer = Signal(32)
         chain_found, chain_best, chain_buffer = Const(0), Const(0, range(n)), Const(0, 32)
         for i in range(n):
             better = pending[i] & (~chain_found | (buffer[i] < chain_buffer))
             chain_found = chain_found | pending[i]
             chain_best = Mux(better, i, chain_best)
             chain_buffer = Mux(better, buffer[i], chain_buffer)
-        m.d.comb += [found.eq(chain_found), best.eq(chain_best), best_buffer.eq(chain_buffer)]
+        m.d.comb += [found.eq(chain_found), best.eq(chain_best)]
 
         # The packet being sent.
         slot = Signal(range(n))

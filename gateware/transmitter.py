@@ -26,14 +26,13 @@ class Transmitter(wiring.Component):
 
     def __init__(self, config: EngineConfig) -> None:
         self.config = config
-        self.addr_width = (config.tx_slots * config.slot_words - 1).bit_length()
         super().__init__({
             "settings": In(TX_SETTINGS),
             "pacing": In(PACING),
             "command": In(stream.Signature(TX_COMMAND)),
             "fill": In(stream.Signature(PATTERN_COMMAND)),
             # The memory's own write-port shape: its members are inputs here too.
-            "upload": Out(memory.WritePort.Signature(addr_width=self.addr_width,
+            "upload": Out(memory.WritePort.Signature(addr_width=config.tx_address_width,
                                                      shape=config.data_width)),
             "out": Out(ip_stream(config.data_width)),
             "sent": Out(1),
@@ -41,7 +40,6 @@ class Transmitter(wiring.Component):
             "rejected": Out(1),
             "filled": Out(1),
             "idle": Out(1),
-            "boundary": Out(1),
         })
 
     def elaborate(self, platform) -> Module:
@@ -58,7 +56,7 @@ class Transmitter(wiring.Component):
 
         m.d.comb += [
             pacer.mode.eq(self.pacing.mode), pacer.burst_size.eq(self.pacing.burst_size),
-            pacer.interval.eq(self.pacing.interval), self.boundary.eq(pacer.boundary),
+            pacer.interval.eq(self.pacing.interval),
             segmenter.grant.eq(pacer.grant), pacer.take.eq(segmenter.take),
             segmenter.settings.eq(self.settings),
             read.addr.eq(segmenter.memory.addr), segmenter.memory.data.eq(read.data),

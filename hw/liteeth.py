@@ -16,7 +16,7 @@ from amaranth.hdl import Cat, ClockSignal, Instance, Module, Mux, ResetSignal, S
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from .liteeth_core import DATA_WIDTH, PROTOCOLS
+from .liteeth_core import DATA_WIDTH, PROTOCOLS, STREAM_WIRES
 from netblt.gateware.streams import ip_stream
 
 LANES = DATA_WIDTH // 8
@@ -50,22 +50,21 @@ class LiteEthCore(wiring.Component):
         m = Module()
         ports: dict[str, object] = {"i_sys_clock": ClockSignal(), "i_sys_reset": ResetSignal()}
         ports.update(self._phy_ports())
-        m.d.comb += self.tx.ready.eq(1)  # an unrouted protocol is consumed
         sources = []
         for protocol in PROTOCOLS:
-            sink = {name: Signal(width, name=f"ip{protocol}_sink_{name}") for name, width in
-                    (("valid", 1), ("ready", 1), ("last", 1), ("data", DATA_WIDTH), ("last_be", LANES),
-                     ("length", 16), ("ip_address", 32))}
-            source = {name: Signal(width, name=f"ip{protocol}_source_{name}") for name, width in
-                      (("valid", 1), ("ready", 1), ("last", 1), ("data", DATA_WIDTH), ("last_be", LANES),
-                       ("error", LANES), ("length", 16), ("ip_address", 32))}
-            for name, signal in sink.items():
-                ports[f"{'o' if name == 'ready' else 'i'}_ip{protocol}_sink_{name}"] = signal
-            ports[f"i_ip{protocol}_sink_error"] = 0
-            for name, signal in source.items():
-                ports[f"{'i' if name == 'ready' else 'o'}_ip{protocol}_source_{name}"] = signal
-            self._steer(m, protocol, sink)
-            sources.append((protocol, source))
+            wires = {}
+            for direction in ("sink", "source"):
+                wires[direction] = {name: Signal(width, name=f"ip{protocol}_{direction}_{name}")
+                                    for name, width in STREAM_WIRES}
+                for name, signal in wires[direction].items():
+                    towards_core = (name == "ready") == (direction == "source")
+                    ports[f"{'i' if towards_core else 'o'}_ip{protocol}_{direction}_{name}"] = signal
+            self._steer(m, protocol, wires["sink"])
+            sources.append((protocol, wires["source"]))
+        # A protocol LiteEth has no port for is consumed and reported.
+        routed = Cat(self.tx.payload.protocol == p for p in PROTOCOLS).any()
+        with m.If(~routed):
+            m.d.comb += [self.tx.ready.eq(1), self.tx_unrouted.eq(self.tx.valid & self.tx.payload.last)]
         self._merge(m, sources)
         m.submodules.core = Instance("liteeth_core", **ports)
         return m
@@ -93,9 +92,6 @@ class LiteEthCore(wiring.Component):
         ]
         with m.If(mine):
             m.d.comb += self.tx.ready.eq(sink["ready"])
-        if protocol == PROTOCOLS[-1]:
-            unrouted = ~sum(beat.protocol == p for p in PROTOCOLS).bool()
-            m.d.comb += self.tx_unrouted.eq(self.tx.valid & beat.last & unrouted)
 
     def _merge(self, m: Module, sources: list[tuple[int, dict[str, Signal]]]) -> None:
         """LiteEth's ports into the engine's one stream, a whole packet at a time."""

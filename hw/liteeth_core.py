@@ -28,9 +28,15 @@ from liteeth.phy.ecp5rgmii import LiteEthPHYRGMII
 from liteeth.phy.gmii import LiteEthPHYGMIIRX, LiteEthPHYGMIITX
 from migen import ClockDomain, ClockDomainsRenamer
 
-PROTOCOLS = (30, 17)
+from netblt.gateware.segmenter import UDP_PROTOCOL
+from netblt.host import layout as L
+
+PROTOCOLS = (L.IP_PROTOCOL, UDP_PROTOCOL)
 """Native NETBLT (RFC 998's protocol number) and UDP."""
 DATA_WIDTH = 32
+STREAM_WIRES = (("valid", 1), ("ready", 1), ("last", 1), ("data", DATA_WIDTH), ("last_be", DATA_WIDTH // 8),
+                ("error", DATA_WIDTH // 8), ("length", 16), ("ip_address", 32))
+"""A LiteEth IPv4 user stream's wires, each way: ``ip<p>_sink_<wire>``, ``ip<p>_source_<wire>``."""
 MAC_ADDRESS = "02:6e:62:6c:74:01"
 """Locally administered (bit 1 of the first byte): a board's address until one is set."""
 IP_ADDRESS = "192.168.1.50"
@@ -41,10 +47,7 @@ DEVICE = "LFE5U-25F-6BG256C"
 def port_pins(protocol: int) -> tuple:
     """One raw IP port's wires: a LiteEth IPv4 user stream each way."""
     def stream(direction: str) -> list[Subsignal]:
-        return [Subsignal(f"{direction}_{name}", Pins(width)) for name, width in (
-            ("valid", 1), ("ready", 1), ("last", 1), ("data", DATA_WIDTH),
-            ("last_be", DATA_WIDTH // 8), ("error", DATA_WIDTH // 8), ("length", 16),
-            ("ip_address", 32))]
+        return [Subsignal(f"{direction}_{name}", Pins(width)) for name, width in STREAM_WIRES]
     return (f"ip{protocol}", 0, *stream("sink"), *stream("source"))
 
 

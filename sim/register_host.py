@@ -27,6 +27,10 @@ class RegisterHost:
         await RisingEdge(self.dut.clk)
         self.dut.bus__w_en.value = 0
 
+    async def configure(self, **registers: int) -> None:
+        for name, value in registers.items():
+            await self.write(name, value)
+
     async def read(self, name: str) -> int:
         self.dut.bus__addr.value = ADDRESS[name]
         self.dut.bus__r_en.value = 1

@@ -84,11 +84,9 @@ async def connect(dut, *, udp: bool = False, data_checksum: bool = True, packet_
     host = RegisterHost(dut)
     path = Path(dut, random.Random(11))
     cocotb.start_soon(path.run())
-    for name, value in (("PACKET_SIZE", packet_size), ("LOCAL_PORT", PORT), ("PEER_PORT", PORT),
-                        ("PEER_ADDRESS", ADDRESS_SELF), ("UDP_LOCAL_PORT", PORT),
-                        ("UDP_PEER_PORT", PORT),
-                        ("FLAGS", udp << FLAG_UDP | data_checksum << FLAG_DATA_CHECKSUM)):
-        await host.write(name, value)
+    await host.configure(PACKET_SIZE=packet_size, LOCAL_PORT=PORT, PEER_PORT=PORT, PEER_ADDRESS=ADDRESS_SELF,
+                         UDP_LOCAL_PORT=PORT, UDP_PEER_PORT=PORT,
+                         FLAGS=udp << FLAG_UDP | data_checksum << FLAG_DATA_CHECKSUM)
     return host, path
 
 

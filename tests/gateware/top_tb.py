@@ -116,14 +116,13 @@ UDP_LOCAL_PORT, UDP_PEER_PORT = 2998, 2999
 PACKET = 1024
 
 
-async def connect(dut, wire: Wire, *, udp: bool) -> RegisterHost:
+async def connect(dut, *, udp: bool) -> RegisterHost:
     """The engine's connection registers, as the host driver sets them, peer = the wire."""
     host = RegisterHost(dut)
-    for name, value in (("PACKET_SIZE", PACKET), ("LOCAL_PORT", LOCAL_PORT), ("PEER_PORT", PEER_PORT),
-                        ("PEER_ADDRESS", int(ipaddress.IPv4Address(HOST_IP))),
-                        ("UDP_LOCAL_PORT", UDP_LOCAL_PORT), ("UDP_PEER_PORT", UDP_PEER_PORT),
-                        ("FLAGS", udp << FLAG_UDP | 1 << FLAG_DATA_CHECKSUM)):
-        await host.write(name, value)
+    await host.configure(PACKET_SIZE=PACKET, LOCAL_PORT=LOCAL_PORT, PEER_PORT=PEER_PORT,
+                         PEER_ADDRESS=int(ipaddress.IPv4Address(HOST_IP)),
+                         UDP_LOCAL_PORT=UDP_LOCAL_PORT, UDP_PEER_PORT=UDP_PEER_PORT,
+                         FLAGS=udp << FLAG_UDP | 1 << FLAG_DATA_CHECKSUM)
     return host
 
 
@@ -133,7 +132,7 @@ async def test_sent_buffer_arrives_as_valid_frames(dut):
     and the host codec both accept, with every byte of the buffer in order."""
     wire = await Wire.create(dut, "send")
     for udp, buffer in ((False, 41), (True, 42)):
-        host = await connect(dut, wire, udp=udp)
+        host = await connect(dut, udp=udp)
         length = 3 * PACKET + 100
         await host.command(Command.FILL, 1, buffer, length)
         await host.wait_for(Event.FILLED)
@@ -164,7 +163,7 @@ async def test_frames_are_reassembled_into_their_slot(dut):
     """DATA frames from the wire, out of order with a duplicate, fill the posted slot."""
     wire = await Wire.create(dut, "receive")
     for udp, (slot, buffer) in ((False, (0, 7)), (True, (1, 8))):
-        host = await connect(dut, wire, udp=udp)
+        host = await connect(dut, udp=udp)
         length = 3 * PACKET + 100
         await host.write("COUNTERS_CLEAR", 1)
         await host.command(Command.POST, slot, buffer)
@@ -191,7 +190,7 @@ async def test_frames_are_reassembled_into_their_slot(dut):
 async def test_short_control_packet_reaches_the_host(dut):
     """A control packet short enough for Ethernet padding reaches the host's FIFO whole."""
     wire = await Wire.create(dut, "control")
-    host = await connect(dut, wire, udp=False)
+    host = await connect(dut, udp=False)
     message = codec.encode(packets.Control((packets.Go(5, 2),)), PEER_PORT, LOCAL_PORT)
     frame = Ether(dst=MAC_ADDRESS, src=HOST_MAC) / IP(src=HOST_IP, dst=IP_ADDRESS, proto=30) / message
     assert len(bytes(frame)) < 60, "the frame must need padding"
@@ -207,7 +206,7 @@ async def test_frame_with_bad_fcs_is_dropped(dut):
     """Without data checksums only the FCS guards the data: a frame LiteEth flags is
     counted and dropped, and the same frame sent intact is accepted."""
     wire = await Wire.create(dut, "bad_fcs")
-    host = await connect(dut, wire, udp=False)
+    host = await connect(dut, udp=False)
     await host.write("FLAGS", 0)
     await host.command(Command.POST, 0, 3)
     netblt = codec.encode(packets.Data(3, 0, 0, pattern_bytes(3, 200), True), PEER_PORT, LOCAL_PORT)
