@@ -17,6 +17,7 @@ class Drop(enum.IntEnum):
     OUTSIDE = 8
     PAST_LDATA = 9
     CONTROL_OVERFLOW = 10
+    FRAME = 11
 
     @property
     def doc(self) -> str:
@@ -35,4 +36,5 @@ _DOCS = {
     Drop.OUTSIDE: "packet number or length reaches past the slot, buffer or bitmap",
     Drop.PAST_LDATA: "DATA beyond its buffer's LDATA, or a conflicting LDATA",
     Drop.CONTROL_OVERFLOW: "control packet did not fit in the control FIFO",
+    Drop.FRAME: "the link layer flagged its frame (Ethernet frame check failed)",
 }

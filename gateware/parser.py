@@ -150,14 +150,16 @@ class Parser(wiring.Component):
         ]
 
         # The output register, and the verdict on the packet whose last beat it holds.
-        held = Signal(data.StructLayout({"beat": beat_layout, "length_bad": 1, "checksum": 16}))
+        held = Signal(data.StructLayout({"beat": beat_layout, "frame_bad": 1, "length_bad": 1, "checksum": 16}))
         held_valid = Signal()
         space = ~held_valid | self.data.ready
         blocked = Signal()
         load = Signal()
         data_bad = Signal()
         data_reason = Signal(4)
-        with m.If(held.length_bad):
+        with m.If(held.frame_bad):
+            m.d.comb += [data_bad.eq(1), data_reason.eq(Drop.FRAME)]
+        with m.Elif(held.length_bad):
             m.d.comb += [data_bad.eq(1), data_reason.eq(Drop.LENGTH)]
         with m.Elif(s.data_checksum & ((~fold(data_sum))[:16] != held.checksum)):
             m.d.comb += [data_bad.eq(1), data_reason.eq(Drop.DATA_CHECKSUM)]
@@ -170,7 +172,7 @@ class Parser(wiring.Component):
         with m.If(load):
             m.d.sync += [
                 held_valid.eq(1), held.beat.eq(beat_out), held.checksum.eq(hdr["data_checksum"]),
-                data_sum.eq(now_data_sum),
+                data_sum.eq(now_data_sum), held.frame_bad.eq(inp.error),
                 held.length_bad.eq(length_disagrees(now_received)),
             ]
 
@@ -179,7 +181,9 @@ class Parser(wiring.Component):
         held_control = Signal(control_beat(self.config.data_width))
         control_bad = Signal()
         control_reason = Signal(4)
+        frame_bad = Signal()
         for bad, reason in reversed([
+                (frame_bad, Drop.FRAME),
                 (received < L.HEADER.end, Drop.SHORT),
                 (hdr["version"] != L.VERSION, Drop.VERSION),
                 (length_disagrees(received), Drop.LENGTH),
@@ -188,7 +192,7 @@ class Parser(wiring.Component):
                 m.d.comb += [control_bad.eq(1), control_reason.eq(reason)]
         m.d.sync += [
             held_control.data.eq(Cat(*kept)), held_control.keep.eq(inp.keep),
-            held_control.last.eq(inp.last), held_control.length.eq(hdr["length"]),
+            held_control.last.eq(inp.last), held_control.length.eq(hdr["length"]), frame_bad.eq(inp.error),
             held_control.address.eq(inp.address), held_control.port.eq(udp["source_port"]),
             self.control.valid.eq(0),
         ]

@@ -22,7 +22,8 @@ def ip_payload(data_width: int) -> data.StructLayout:
 
     ``keep`` marks the bytes of the beat that belong to the payload (contiguous from
     lane 0); ``address`` is the peer (destination on transmit, source on receive);
-    ``protocol`` and ``length`` (payload bytes) hold for the whole packet.
+    ``protocol`` and ``length`` (payload bytes) hold for the whole packet; ``error`` on
+    the last beat says the link layer found the frame damaged.
     """
     return data.StructLayout({
         "data": data_width,
@@ -31,6 +32,7 @@ def ip_payload(data_width: int) -> data.StructLayout:
         "address": 32,
         "protocol": 8,
         "length": 16,
+        "error": 1,
     })
 
 

@@ -5,8 +5,8 @@ Outgoing packets are steered by their ``protocol`` field, incoming ones merged a
 packet at a time. LiteEth marks a packet's last byte with a one-hot ``last_be`` and
 passes a short frame's Ethernet padding on; the engine's ``keep`` covers the IP
 payload's lanes only, so both are converted here and nowhere else.
-A received frame whose FCS failed arrives with its last beat emptied: the engine counts
-it as DROPPED_LENGTH (without negotiated data checksums the FCS is all that guards the
+A received frame whose FCS failed carries ``error`` on its last beat: the engine drops
+it as DROPPED_FRAME (without negotiated data checksums the FCS is all that guards the
 data, so such a frame must never be accepted).
 """
 
@@ -76,9 +76,9 @@ class LiteEthCore(wiring.Component):
                     "i_gmii_rx_data": g.rx_data, "i_gmii_rx_dv": g.rx_dv, "i_gmii_rx_er": g.rx_er,
                     "o_gmii_tx_data": g.tx_data, "o_gmii_tx_en": g.tx_en, "o_gmii_tx_er": g.tx_er}
         pins = self._rgmii
-        return {"o_rgmii_clocks_tx": pins.tx_clk, "i_rgmii_clocks_rx": pins.rx_clk,
-                "i_rgmii_rx_ctl": pins.rx_ctl, "i_rgmii_rx_data": pins.rx_data,
-                "o_rgmii_tx_ctl": pins.tx_ctl, "o_rgmii_tx_data": pins.tx_data}
+        return {"o_rgmii_clocks_tx": pins.tx_clk.io, "i_rgmii_clocks_rx": pins.rx_clk.io,
+                "i_rgmii_rx_ctl": pins.rx_ctl.io, "i_rgmii_rx_data": pins.rx_data.io,
+                "o_rgmii_tx_ctl": pins.tx_ctl.io, "o_rgmii_tx_data": pins.tx_data.io}
 
     def _steer(self, m: Module, protocol: int, sink: dict[str, Signal]) -> None:
         """The engine's packets of ``protocol`` to that LiteEth port."""
@@ -113,9 +113,8 @@ class LiteEthCore(wiring.Component):
                 m.d.comb += [
                     self.rx.valid.eq(source["valid"]), source["ready"].eq(self.rx.ready),
                     out.data.eq(source["data"]), out.last.eq(source["last"]),
-                    # A frame whose FCS failed (LiteEth flags its last beat) loses that
-                    # beat, so the parser drops it as shorter than its length field.
-                    out.keep.eq(Mux(source["last"] & source["error"].any(), 0, in_frame & in_payload)),
+                    out.keep.eq(in_frame & in_payload),
+                    out.error.eq(source["last"] & source["error"].any()),
                     out.address.eq(source["ip_address"]), out.protocol.eq(protocol),
                     out.length.eq(source["length"]),
                 ]

@@ -1,38 +1,42 @@
-"""The host's side of the engine's register bus, driven cycle by cycle from cocotb.
+"""The host's side of the engine's registers, from cocotb: reads, writes, commands, events.
 
-What the host driver will do over the management link; testbenches of the engine and
-of the integrated top share it.
+What the host driver does; the testbenches share it. A ``RegisterPort`` carries each
+access: ``BusPort`` drives the engine's register bus cycle by cycle, the integrated
+top's testbench sends management datagrams over Ethernet instead.
 """
 
 from __future__ import annotations
+
+from typing import Protocol
 
 from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
 
 from netblt.gateware.registers import ADDRESS, Command, Event
 
 
-class RegisterHost:
-    """Register reads and writes, commands and events, on ``dut.bus__*`` and ``dut.clk``."""
+class RegisterPort(Protocol):
+    async def write(self, address: int, value: int) -> None: ...
+
+    async def read(self, address: int) -> int: ...
+
+
+class BusPort:
+    """Accesses on ``dut.bus__*``, one per cycle; read data follows ``r_en`` by a cycle."""
 
     def __init__(self, dut) -> None:
         self.dut = dut
         dut.bus__w_en.value = 0
         dut.bus__r_en.value = 0
-        self.events: list[tuple[Event, int, int, int]] = []
 
-    async def write(self, name: str, value: int) -> None:
-        self.dut.bus__addr.value = ADDRESS[name]
-        self.dut.bus__w_data.value = value & 0xFFFF_FFFF
+    async def write(self, address: int, value: int) -> None:
+        self.dut.bus__addr.value = address
+        self.dut.bus__w_data.value = value
         self.dut.bus__w_en.value = 1
         await RisingEdge(self.dut.clk)
         self.dut.bus__w_en.value = 0
 
-    async def configure(self, **registers: int) -> None:
-        for name, value in registers.items():
-            await self.write(name, value)
-
-    async def read(self, name: str) -> int:
-        self.dut.bus__addr.value = ADDRESS[name]
+    async def read(self, address: int) -> int:
+        self.dut.bus__addr.value = address
         self.dut.bus__r_en.value = 1
         await RisingEdge(self.dut.clk)
         self.dut.bus__r_en.value = 0
@@ -40,6 +44,25 @@ class RegisterHost:
         value = int(self.dut.bus__r_data.value)
         await RisingEdge(self.dut.clk)
         return value
+
+
+class RegisterHost:
+    """Registers by name over ``port`` (by default the bus of ``dut``)."""
+
+    def __init__(self, dut, port: RegisterPort | None = None) -> None:
+        self.dut = dut
+        self.port = port or BusPort(dut)
+        self.events: list[tuple[Event, int, int, int]] = []
+
+    async def write(self, name: str, value: int) -> None:
+        await self.port.write(ADDRESS[name], value & 0xFFFF_FFFF)
+
+    async def configure(self, **registers: int) -> None:
+        for name, value in registers.items():
+            await self.write(name, value)
+
+    async def read(self, name: str) -> int:
+        return await self.port.read(ADDRESS[name])
 
     async def command(self, op: Command, slot: int, arg0: int = 0, arg1: int = 0, flag: int = 0) -> None:
         await self.write("ARG0", arg0)

@@ -2,7 +2,7 @@ from launch import cocotb_test
 
 from netblt.gateware.config import EngineConfig
 from netblt.hw import liteeth_core
-from netblt.hw.simulation_top import SimulationTop
+from netblt.hw.node import NetbltNode
 from netblt.sim import hdl
 
 
@@ -11,4 +11,4 @@ def liteeth_gmii():
                                   liteeth_core.IP_ADDRESS, EngineConfig().clock_hz, hdl.BUILD / "liteeth" / "liteeth_gmii.v")]
 
 
-test_top = cocotb_test(SimulationTop, "top", "top_tb", sources=liteeth_gmii)
+test_top = cocotb_test(NetbltNode, "top", "top_tb", sources=liteeth_gmii)

