@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test bench bench-gateware clean
+.PHONY: demo test bench bench-gateware bench-ethernet bitstream load clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,6 +24,24 @@ bench: $(STAMP)
 # Cycles per packet against the wire, pacing accuracy, synth_ecp5 utilisation, nextpnr Fmax (about 6 minutes).
 bench-gateware: $(STAMP)
 	$(BIN)/python -m netblt.sim.gateware_bench
+
+# The integrated top on GMII (goodput, back-to-back receive), then both boards' bitstreams.
+bench-ethernet: $(STAMP)
+	$(BIN)/python -m netblt.sim.ethernet_bench
+
+# A board's bitstream: build/$(BOARD)/netblt.bit and report.txt; fails when timing is not met.
+# Optional: MAC=02:.. IP=192.168.1.50 MANAGEMENT_PORT=2990.
+BOARD ?= colorlight_5a75b
+bitstream: $(STAMP)
+	$(BIN)/python -m netblt.hw.build --board $(BOARD) $(if $(MAC),--mac $(MAC)) $(if $(IP),--ip $(IP)) \
+		$(if $(MANAGEMENT_PORT),--management-port $(MANAGEMENT_PORT))
+
+# Programs the board (SRAM) with openFPGALoader, installed from Debian if missing; CABLE= overrides.
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+load: $(STAMP)
+	@command -v openFPGALoader >/dev/null || \
+		($(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q openfpgaloader)
+	$(BIN)/python -m netblt.hw.load --board $(BOARD) $(if $(CABLE),--cable $(CABLE))
 
 clean:
 	rm -rf $(VENV) build

@@ -37,6 +37,9 @@ def event_word(m: Module, kind, slot, flags=0, value=0) -> data.View:
     return word
 
 
+COMMAND_DEPTH = 16
+"""Commands the host can queue ahead; one more is rejected and counted."""
+
 class ControlStatus(wiring.Component):
     COUNTERS = ("TX_PACKETS", "TX_CONTROL", "RX_ACCEPTED", "RX_DUPLICATES", "RX_CONTROL",
                 "COMMANDS_REJECTED", "EVENTS_LOST", *(f"DROPPED_{d.name}" for d in Drop))
@@ -107,7 +110,7 @@ class ControlStatus(wiring.Component):
                      self.pacing.interval.eq(rw["BURST_INTERVAL"]),
                      self.status_slot.eq(rw["STATUS_SLOT"])]
 
-        m.submodules.commands = commands = fifo.SyncFIFOBuffered(width=QUEUED_COMMAND.size, depth=16)
+        m.submodules.commands = commands = fifo.SyncFIFOBuffered(width=QUEUED_COMMAND.size, depth=COMMAND_DEPTH)
         m.submodules.events = events = fifo.SyncFIFOBuffered(width=32, depth=cfg.fifo_depth)
         rejected = Signal()
         lost = Signal()

@@ -1,6 +1,6 @@
 """The NETBLT engine: registers on the host's side, IP payloads on the network's.
 
-Board-independent: a board top (hw/, next) puts LiteEth's IPv4 layer under ``net_tx``
+Board-independent: hw/node.py puts LiteEth's IPv4 layer under ``net_tx``
 and ``net_rx`` and the management link on ``bus``. docs/architecture.md draws it.
 """
 

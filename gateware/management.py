@@ -164,9 +164,14 @@ class Management(wiring.Component):
                 m.d.sync += [opcode.eq(_swap(read.data)[24:]), address.eq(_swap(read.data)[16:24])]
                 m.next = "ACCESS"
             with m.State("ACCESS"):
-                m.d.comb += [self.bus.addr.eq(address), self.bus.w_data.eq(_swap(read.data)),
+                # The bus is driven from registers: the buffer's output is too slow to
+                # reach the engine's register block in the same cycle.
+                m.d.sync += [self.bus.addr.eq(address), self.bus.w_data.eq(_swap(read.data)),
                              self.bus.w_en.eq(opcode == M.Opcode.WRITE),
                              self.bus.r_en.eq(opcode == M.Opcode.READ)]
+                m.next = "STROBE"
+            with m.State("STROBE"):
+                m.d.sync += [self.bus.w_en.eq(0), self.bus.r_en.eq(0)]
                 m.next = "RESULT"
             with m.State("RESULT"):
                 result = Mux(opcode == M.Opcode.READ, self.bus.r_data, dropped_count)

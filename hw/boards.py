@@ -38,13 +38,15 @@ class Board:
     phy_address: int
     leds: tuple[int, ...]
     """LED indices for link and activity; one LED does both (on: link; blinks: activity)."""
+    cable: str
+    """openFPGALoader's cable: the Versa's own FT2232H; the Colorlight needs an external one."""
 
 
 BOARDS = {board.name: board for board in (
     Board("colorlight_5a75b", Colorlight_5A75B_R70Platform, "clk25", 25e6,
-          EngineConfig(tx_slots=2, rx_slots=2, slot_bytes=16384, max_packets=1024), phy_address=0, leds=(0,)),
+          EngineConfig(tx_slots=2, rx_slots=2, slot_bytes=16384, max_packets=1024), phy_address=0, leds=(0,), cable="ft232"),
     Board("versa_ecp5", VersaECP5Platform, "clk100", 100e6,
-          EngineConfig(tx_slots=2, rx_slots=2, slot_bytes=32768, max_packets=1024), phy_address=0, leds=(0, 1)),
+          EngineConfig(tx_slots=2, rx_slots=2, slot_bytes=32768, max_packets=1024), phy_address=0, leds=(0, 1), cable="ft2232"),
 )}
 
 
@@ -57,7 +59,6 @@ class BoardTop(Elaboratable):
         m = Module()
         oscillator = platform.request(board.clock, 0)
         m.submodules.clock = clock = SystemClock(oscillator.i, board.clock_hz, config.clock_hz)
-        platform.add_clock_constraint(clock.output, config.clock_hz)
 
         rgmii = platform.request("eth_rgmii", 0, dir={name: "-" for name in RGMII_DATA_PINS})
         m.submodules.node = node = NetbltNode(config, "rgmii", rgmii, self.ip_address, self.management_port)

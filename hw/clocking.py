@@ -1,7 +1,8 @@
 """The system clock domain: the board's oscillator through an ECP5 PLL.
 
 LiteEth makes its own 125 MHz domains from the PHY's receive clock; this makes only
-``sync``, held in reset until the PLL has locked.
+``sync``, held in reset until the PLL has locked. nextpnr derives the output's clock
+constraint from the oscillator's through the PLL's dividers.
 """
 
 from __future__ import annotations
@@ -25,16 +26,17 @@ class PllSettings:
 
     @classmethod
     def exact(cls, input_hz: float, output_hz: float) -> "PllSettings":
-        """The first dividers that give ``output_hz`` exactly, with the VCO in range."""
+        """The first dividers that give ``output_hz`` exactly, the VCO nearest mid-range."""
         for reference in range(1, 129):
             if input_hz / reference < PFD_MIN_HZ:
                 break
             for feedback in range(1, 81):
                 if abs(input_hz / reference * feedback - output_hz) > 1:
                     continue
-                for output in range(1, 129):
-                    if VCO_HZ[0] <= output_hz * output <= VCO_HZ[1]:
-                        return cls(reference, feedback, output)
+                middle = sum(VCO_HZ) / 2
+                output = min(range(1, 129), key=lambda d: abs(output_hz * d - middle))
+                if VCO_HZ[0] <= output_hz * output <= VCO_HZ[1]:
+                    return cls(reference, feedback, output)
         raise ValueError(f"no ECP5 PLL setting makes {output_hz / 1e6:g} MHz from {input_hz / 1e6:g} MHz")
 
 
@@ -44,13 +46,11 @@ class SystemClock(Elaboratable):
     def __init__(self, clock, input_hz: float, output_hz: float) -> None:
         self.clock, self.input_hz, self.output_hz = clock, input_hz, output_hz
         self.settings = PllSettings.exact(input_hz, output_hz)
-        self.output = Signal()
-        """The PLL's output, for a clock constraint on the net."""
 
     def elaborate(self, platform) -> Module:
         m = Module()
         s = self.settings
-        locked = Signal()
+        locked, output = Signal(), Signal()
         m.domains.sync = sync = ClockDomain("sync")
         m.submodules.pll = Instance(
             "EHXPLLL",
@@ -59,10 +59,10 @@ class SystemClock(Elaboratable):
             p_DPHASE_SOURCE="DISABLED", p_OUTDIVIDER_MUXA="DIVA", p_CLKOP_ENABLE="ENABLED",
             p_CLKI_DIV=s.input_divider, p_CLKFB_DIV=s.feedback_divider, p_CLKOP_DIV=s.output_divider,
             p_CLKOP_CPHASE=(s.output_divider - 1) // 2, p_CLKOP_FPHASE=0, p_FEEDBK_PATH="CLKOP",
-            i_CLKI=self.clock, i_CLKFB=self.output, i_RST=0, i_STDBY=0, i_PHASESEL0=0, i_PHASESEL1=0,
+            i_CLKI=self.clock, i_CLKFB=output, i_RST=0, i_STDBY=0, i_PHASESEL0=0, i_PHASESEL1=0,
             i_PHASEDIR=1, i_PHASESTEP=1, i_PHASELOADREG=1, i_PLLWAKESYNC=0, i_ENCLKOP=0,
-            o_CLKOP=self.output, o_LOCK=locked,
+            o_CLKOP=output, o_LOCK=locked,
         )
-        m.d.comb += sync.clk.eq(self.output)
+        m.d.comb += sync.clk.eq(output)
         m.submodules.reset = ResetSynchronizer(~locked, domain="sync")
         return m

@@ -28,6 +28,7 @@ from liteeth.phy.ecp5rgmii import LiteEthPHYRGMII
 from liteeth.phy.gmii import LiteEthPHYGMIIRX, LiteEthPHYGMIITX
 from migen import ClockDomain, ClockDomainsRenamer
 
+from netblt.gateware.config import EngineConfig
 from netblt.gateware.segmenter import UDP_PROTOCOL
 from netblt.host import layout as L
 
@@ -132,6 +133,11 @@ def generate(phy: str, mac_address: int, ip_address: str, clock_hz: float, outpu
     output.parent.mkdir(parents=True, exist_ok=True)
     platform.get_verilog(core, name="liteeth_core").write(str(output))
     return output
+
+
+def simulation_core(directory: Path) -> Path:
+    """The GMII core with the default addresses, as the integrated simulation runs it."""
+    return generate("gmii", parse_mac(MAC_ADDRESS), IP_ADDRESS, EngineConfig().clock_hz, directory / "liteeth_gmii.v")
 
 
 def main(argv: list[str] | None = None) -> int:

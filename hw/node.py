@@ -17,9 +17,11 @@ from netblt.driver.management import MANAGEMENT_PORT
 from netblt.gateware.config import EngineConfig
 from netblt.gateware.engine import Engine
 from netblt.gateware.management import Management
+from netblt.gateware.stream_buffer import StreamBuffer
+from netblt.gateware.streams import ip_payload
 
 from .liteeth import GMII, LiteEthCore
-from .liteeth_core import IP_ADDRESS
+from .liteeth_core import DATA_WIDTH, IP_ADDRESS
 
 
 class NetbltNode(wiring.Component):
@@ -43,8 +45,13 @@ class NetbltNode(wiring.Component):
         m.submodules.ethernet = ethernet = self.ethernet
         wiring.connect(m, management.bus, engine.bus)
         wiring.connect(m, engine.net_tx, management.engine_tx)
-        wiring.connect(m, management.net_tx, ethernet.tx)
-        wiring.connect(m, ethernet.rx, management.net_rx)
+        # LiteEth's handshakes are combinational deep inside it: cut them at its edge.
+        m.submodules.to_network = to_network = StreamBuffer(ip_payload(DATA_WIDTH))
+        m.submodules.from_network = from_network = StreamBuffer(ip_payload(DATA_WIDTH))
+        wiring.connect(m, management.net_tx, to_network.input)
+        wiring.connect(m, to_network.output, ethernet.tx)
+        wiring.connect(m, ethernet.rx, from_network.input)
+        wiring.connect(m, from_network.output, management.net_rx)
         wiring.connect(m, management.engine_rx, engine.net_rx)
         if hasattr(self, "gmii"):
             wiring.connect(m, wiring.flipped(self.gmii), ethernet.gmii)

@@ -1,0 +1,29 @@
+"""The Colorlight 5A-75B bitstream, built as `make bitstream` builds it (about 6 minutes).
+
+The build itself fails when a clock misses its constraint; this also checks that each
+clock was constrained at the frequency the design runs it at, so "met" means something.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from netblt.hw.boards import BOARDS
+from netblt.hw.build import NAME, ROOT
+from netblt.hw.nextpnr import read_report
+
+BOARD = BOARDS["colorlight_5a75b"]
+
+
+def test_colorlight_bitstream_builds_with_timing_met():
+    out = ROOT / "build" / "ci" / BOARD.name
+    done = subprocess.run([sys.executable, "-m", "netblt.hw.build", "--board", BOARD.name, "--output", str(out)],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    assert (out / f"{NAME}.bit").stat().st_size > 100_000
+    report = read_report(out / f"{NAME}-report.json")
+    constraints = sorted(round(clock.constraint_mhz) for clock in report.clocks)
+    assert constraints == [BOARD.config.clock_hz // 1_000_000, 125], report.clocks
+    assert all(clock.met for clock in report.clocks)
+    assert "met" in (out / "report.txt").read_text()
