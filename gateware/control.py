@@ -117,6 +117,9 @@ class ControlStatus(wiring.Component):
 
         # Writes.
         control_from, control_port = Signal(32), Signal(16)
+        # An upload reaches the slot memory (and the checksum table) a cycle later, from
+        # registers: the path from the bus through the decode into the table is too long.
+        m.d.sync += self.upload.en.eq(0)
         with m.If(bus.w_en):
             with m.Switch(bus.addr):
                 for name, reg in rw.items():
@@ -127,7 +130,7 @@ class ControlStatus(wiring.Component):
                         bus.w_data[:9], rw["ARG0"], rw["ARG1"]))]
                     m.d.comb += rejected.eq(~commands.w_rdy)
                 with m.Case(ADDRESS["UPLOAD_DATA"]):
-                    m.d.comb += [self.upload.addr.eq(rw["UPLOAD_ADDRESS"]),
+                    m.d.sync += [self.upload.addr.eq(rw["UPLOAD_ADDRESS"]),
                                  self.upload.data.eq(bus.w_data), self.upload.en.eq(1)]
                     m.d.sync += rw["UPLOAD_ADDRESS"].eq(rw["UPLOAD_ADDRESS"] + 1)
                 with m.Case(ADDRESS["SEND_DATA"]):

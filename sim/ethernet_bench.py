@@ -2,7 +2,8 @@
 
     python -m netblt.sim.ethernet_bench            (make bench-ethernet)
 
-Runs sim/ethernet_bench_tb.py under Verilator: unpaced transmission timed at the GMII
+For each board's design (its engine sizes and system clock), runs
+sim/ethernet_bench_tb.py under Verilator: unpaced transmission timed at the GMII
 wires against the gigabit goodput for each frame size, and DATA frames received back to
 back at the minimum gap. Then builds each board's bitstream (hw/build.py) for its Fmax
 and utilisation, unless --no-boards. Prints tables; docs/benchmarks.md quotes them.
@@ -18,9 +19,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from netblt.gateware.config import EngineConfig
 from netblt.hw import build, liteeth_core
-from netblt.hw.boards import BOARDS
+from netblt.hw.boards import BOARDS, Board
 from netblt.hw.node import NetbltNode
 
 from . import hdl
@@ -30,16 +30,20 @@ CASES = "1456:ip,1448:udp,532:ip,524:udp,64:ip,64:udp"
 """A 1500-byte MTU, a 576-byte one, and 64-byte payloads, each native and in UDP."""
 
 
-def simulate(results: Path, cases: str) -> dict:
-    runner = hdl.build(NetbltNode(EngineConfig()), "top", [liteeth_core.simulation_core(hdl.BUILD / "liteeth")])
-    env = {"NETBLT_BENCH_RESULTS": str(results), "NETBLT_BENCH_CASES": cases}
+def simulate(board: Board, results: Path, cases: str) -> dict:
+    """The board's design (its engine sizes and system clock) on GMII."""
+    config, name = board.config, f"node_{board.name}"
+    runner = hdl.build(NetbltNode(config), name, [liteeth_core.simulation_core(hdl.BUILD / "liteeth", config.clock_hz)])
+    env = {"NETBLT_BENCH_RESULTS": str(results), "NETBLT_BENCH_CASES": cases,
+           "NETBLT_TB_CLOCK_HZ": str(config.clock_hz), "NETBLT_TB_SLOT_BYTES": str(config.slot_bytes)}
     for case in ("bench_transmit", "bench_receive"):
-        hdl.run(runner, "top", MODULE, Path(__file__).parent, testcase=case, env=env)
+        hdl.run(runner, name, MODULE, Path(__file__).parent, testcase=case, env=env)
     return json.loads(results.read_text())
 
 
-def report(results: dict, console: Console) -> None:
-    table = Table(title="Transmit, unpaced, at the GMII wires (gigabit Ethernet)")
+def report(board: Board, results: dict, console: Console) -> None:
+    clock = f"{board.name}: engine at {board.config.clock_hz / 1e6:g} MHz, {board.config.slot_bytes // 1024} KiB slots"
+    table = Table(title=f"Transmit, unpaced, at the GMII wires (gigabit Ethernet); {clock}")
     for column in ("payload B", "carriage", "frames timed", "wire B/frame", "median gap ns",
                    "goodput Mb/s", "theoretical Mb/s", "of theoretical"):
         table.add_column(column, justify="right")
@@ -48,7 +52,7 @@ def report(results: dict, console: Console) -> None:
                       str(row["wire_bytes"]), f"{row['median_interval_ns']:.0f}", f"{row['goodput_mbps']:.1f}",
                       f"{row['theoretical_mbps']:.1f}", f"{row['goodput_mbps'] / row['theoretical_mbps']:.2%}")
     console.print(table)
-    table = Table(title="Receive: DATA frames back to back at the minimum gap")
+    table = Table(title=f"Receive: DATA frames back to back at the minimum gap; {clock}")
     for column in ("payload B", "carriage", "gap B", "frames", "accepted", "drops"):
         table.add_column(column, justify="right")
     for row in results["receive"]:
@@ -66,13 +70,14 @@ def main(argv: list[str] | None = None) -> int:
     console = Console()
     if not console.is_terminal:
         console.width = 160
-    with tempfile.TemporaryDirectory() as tmp:
-        report(simulate(Path(tmp) / "bench.json", args.cases), console)
+    for board in BOARDS.values():
+        with tempfile.TemporaryDirectory() as tmp:
+            report(board, simulate(board, Path(tmp) / "bench.json", args.cases), console)
     if not args.no_boards:
         for board in BOARDS.values():
-            placed = build.build(board, liteeth_core.parse_mac(liteeth_core.MAC_ADDRESS), liteeth_core.IP_ADDRESS,
-                                 build.MANAGEMENT_PORT, build.ROOT / "build" / board.name)
-            console.print(build.summary(board, placed))
+            placed, seed = build.build(board, liteeth_core.parse_mac(liteeth_core.MAC_ADDRESS),
+                                       liteeth_core.IP_ADDRESS, build.MANAGEMENT_PORT, build.ROOT / "build" / board.name)
+            console.print(build.summary(board, placed, seed))
     return 0
 
 

@@ -19,7 +19,6 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
 from netblt.driver import management as M
-from netblt.gateware.config import EngineConfig
 from netblt.gateware.control import FLAG_UDP
 from netblt.gateware.pattern import pattern_bytes
 from netblt.gateware.registers import ADDRESS, Command
@@ -28,8 +27,8 @@ from netblt.host import layout as L
 from netblt.hw.liteeth_core import IP_ADDRESS, MAC_ADDRESS
 from netblt.sim.ethernet_wire import HOST_IP, HOST_MAC, ManagementPort, Wire
 from netblt.sim.register_host import RegisterHost
+from netblt.sim.testbench import CONFIG
 
-CONFIG = EngineConfig()
 RESULTS = Path(os.environ.get("NETBLT_BENCH_RESULTS", "ethernet_bench.json"))
 CASES = [(int(size), udp == "udp") for size, udp in
          (case.split(":") for case in os.environ.get("NETBLT_BENCH_CASES", "1456:ip,1448:udp").split(","))]

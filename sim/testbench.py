@@ -13,9 +13,10 @@ from netblt.gateware.config import EngineConfig
 
 from .beats import pack
 
-CONFIG = EngineConfig(data_width=int(os.environ.get("NETBLT_TB_DATA_WIDTH", "32")))
-"""The configuration a testbench runs against: the default, or another data width
-(launch.py builds the component and sets the variable to match)."""
+CONFIG = EngineConfig(**{key: int(os.environ[f"NETBLT_TB_{key.upper()}"]) for key in
+                         ("data_width", "clock_hz", "slot_bytes") if f"NETBLT_TB_{key.upper()}" in os.environ})
+"""The configuration a testbench runs against: the default, or one whose data width,
+clock or slot size the runner that built the component sets in the environment."""
 
 CLOCK_NS = 1_000_000_000 // CONFIG.clock_hz
 """The system clock's period: the pacer's cycles are these."""
