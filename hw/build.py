@@ -55,8 +55,10 @@ def build(board: Board, mac: int, ip: str, management_port: int, build_dir: Path
     platform = board.platform()
     platform.add_file("liteeth_core.v", core.read_text())
     os.environ.update(tools_environment())
+    # No source locations in the netlist: they hold this checkout's path, and the
+    # placement should not depend on where the project was checked out.
     platform.build(BoardTop(board, ip, management_port), name=NAME, build_dir=str(build_dir), do_program=False,
-                   add_preferences=(CONSTRAINTS / f"{board.name}.lpf").read_text(),
+                   emit_src=False, add_preferences=(CONSTRAINTS / f"{board.name}.lpf").read_text(),
                    nextpnr_opts=f"--seed {SEEDS[0]} --report {NAME}-report.json --timing-allow-fail")
     report, used = read_report(build_dir / f"{NAME}-report.json"), SEEDS[0]
     script = (build_dir / f"build_{NAME}.sh").read_text().splitlines()

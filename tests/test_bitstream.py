@@ -1,4 +1,4 @@
-"""The Colorlight 5A-75B bitstream, built as `make bitstream` builds it (about 6 minutes).
+"""The Colorlight 5A-75B bitstream, built as `make bitstream` builds it (about 5 minutes).
 
 The build itself fails when a clock misses its constraint; this also checks that each
 clock was constrained at the frequency the design runs it at, so "met" means something.
