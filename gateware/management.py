@@ -6,8 +6,9 @@ untouched and is never held up. A request is stored whole and checked before any
 runs, so a frame that is cut short or fails its frame check changes no register; the
 reply (the request with read values filled in, driver/management.py) goes out ahead of
 the engine's next packet. Both directions carry a UDP checksum: a short request's
-Ethernet padding can take its frame-check error with it, so the FCS alone is not enough. While one request runs, another is dropped and counted: the
-host resends on a timeout.
+Ethernet padding can take its frame-check error with it, so the FCS alone is not
+enough. While one request runs, another is dropped and counted: the host resends on a
+timeout.
 """
 
 from __future__ import annotations
@@ -34,8 +35,7 @@ def _swap(value) -> Signal:
 
 
 class Management(wiring.Component):
-    """``net_rx``/``net_tx`` face LiteEth; ``engine_rx``/``engine_tx`` face the engine.
-    ``served`` pulses for each request answered, ``dropped`` for each one dropped."""
+    """``net_rx``/``net_tx`` face LiteEth; ``engine_rx``/``engine_tx`` face the engine."""
 
     def __init__(self, address: int, port: int = M.MANAGEMENT_PORT) -> None:
         if not 0 < port < 1 << 16:
@@ -48,8 +48,6 @@ class Management(wiring.Component):
             "engine_tx": In(ip_stream(32)),
             "net_tx": Out(ip_stream(32)),
             "bus": Out(RegisterBus()),
-            "served": Out(1),
-            "dropped": Out(1),
         })
 
     def elaborate(self, platform) -> Module:
@@ -61,10 +59,10 @@ class Management(wiring.Component):
         length = Signal(16)
         """UDP length of the request, and so of the reply."""
         operations = Signal(range(M.MAX_OPERATIONS + 1))
-        dropped_count = Signal(32)
+        dropped, dropped_count = Signal(), Signal(32)
+        """A request dropped this cycle, and how many since reset (opcode DROPPED reads it)."""
         busy = Signal()
-        m.d.comb += self.dropped.eq(0)
-        with m.If(self.dropped):
+        with m.If(dropped):
             m.d.sync += dropped_count.eq(dropped_count + 1)
 
         def pseudo_header(source, destination, udp_length) -> Value:
@@ -125,7 +123,7 @@ class Management(wiring.Component):
                 with m.If(good):
                     m.d.sync += [busy.eq(1), operations.eq(body >> 3)]
                 with m.Else():
-                    m.d.comb += self.dropped.eq(1)
+                    m.d.comb += dropped.eq(1)
 
         # Execute: one operation at a time; a read's value replaces the request's.
         op_index = Signal(range(M.MAX_OPERATIONS + 1))
@@ -200,7 +198,6 @@ class Management(wiring.Component):
                 with m.If(reply_ready):
                     m.d.sync += reply_word.eq(next_word)
                     with m.If(reply.last):
-                        m.d.comb += self.served.eq(1)
                         m.d.sync += busy.eq(0)
                         m.next = "IDLE"
 

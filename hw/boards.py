@@ -49,7 +49,8 @@ BOARDS = {board.name: board for board in (
           EngineConfig(tx_slots=2, rx_slots=2, slot_bytes=16384, max_packets=1024), phy_address=0, leds=(0,),
           cable="ft232"),
     Board("versa_ecp5", VersaECP5Platform, "clk100", 100e6,
-          EngineConfig(tx_slots=2, rx_slots=2, slot_bytes=32768, max_packets=1024), phy_address=0, leds=(0, 1), cable="ft2232"),
+          EngineConfig(tx_slots=2, rx_slots=2, slot_bytes=32768, max_packets=1024), phy_address=0, leds=(0, 1),
+          cable="ft2232"),
 )}
 
 

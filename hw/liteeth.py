@@ -16,8 +16,9 @@ from amaranth.hdl import Cat, ClockSignal, Instance, Module, Mux, ResetSignal, S
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from .liteeth_core import DATA_WIDTH, PROTOCOLS, STREAM_WIRES
 from netblt.gateware.streams import ip_stream
+
+from .liteeth_core import DATA_WIDTH, PROTOCOLS, STREAM_WIRES
 
 LANES = DATA_WIDTH // 8
 
@@ -31,8 +32,8 @@ class LiteEthCore(wiring.Component):
 
     ``phy="gmii"`` puts the GMII wires in the signature (simulation); ``phy="rgmii"``
     takes the board's RGMII pins, requested with ``dir="-"`` so that LiteEth's own
-    DDR and delay primitives sit on them. ``tx_unrouted`` pulses for each packet with a
-    protocol LiteEth has no port for; it is consumed and dropped.
+    DDR and delay primitives sit on them. A packet with a protocol LiteEth has no port
+    for is consumed and dropped (nothing in the design sends one).
     """
 
     def __init__(self, phy: str, rgmii=None) -> None:
@@ -40,8 +41,7 @@ class LiteEthCore(wiring.Component):
             raise ValueError("LiteEthCore: phy is 'gmii', or 'rgmii' with the board's RGMII pins")
         self.phy = phy
         self._rgmii = rgmii
-        members = {"tx": In(ip_stream(DATA_WIDTH)), "rx": Out(ip_stream(DATA_WIDTH)),
-                   "tx_unrouted": Out(1)}
+        members = {"tx": In(ip_stream(DATA_WIDTH)), "rx": Out(ip_stream(DATA_WIDTH))}
         if phy == "gmii":
             members["gmii"] = Out(wiring.Signature(GMII))
         super().__init__(members)
@@ -61,10 +61,10 @@ class LiteEthCore(wiring.Component):
                     ports[f"{'i' if towards_core else 'o'}_ip{protocol}_{direction}_{name}"] = signal
             self._steer(m, protocol, wires["sink"])
             sources.append((protocol, wires["source"]))
-        # A protocol LiteEth has no port for is consumed and reported.
+        # A protocol LiteEth has no port for is consumed, so it cannot stall the link.
         routed = Cat(self.tx.payload.protocol == p for p in PROTOCOLS).any()
         with m.If(~routed):
-            m.d.comb += [self.tx.ready.eq(1), self.tx_unrouted.eq(self.tx.valid & self.tx.payload.last)]
+            m.d.comb += self.tx.ready.eq(1)
         self._merge(m, sources)
         m.submodules.core = Instance("liteeth_core", **ports)
         return m

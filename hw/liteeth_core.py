@@ -127,13 +127,12 @@ def parse_mac(text: str) -> int:
         raise ValueError(f"MAC address {text!r}: expected six hexadecimal bytes, e.g. {MAC_ADDRESS}") from None
 
 
-def generate(phy: str, mac_address: int, ip_address: str, clock_hz: float, output: Path) -> Path:
+def generate(phy: str, mac_address: str, ip_address: str, clock_hz: float, output: Path) -> Path:
     """Writes the core's Verilog to ``output`` (module ``liteeth_core``), the same text
     every time: Migen names signals in an order that follows Python's string hashing,
     so the core is generated in a process with a fixed hash seed. Otherwise each build
     would place and route a different netlist, and its Fmax would vary with it."""
-    mac = ":".join(f"{(mac_address >> (8 * (5 - i))) & 0xFF:02x}" for i in range(6))
-    subprocess.run([sys.executable, "-m", __name__, "--phy", phy, "--mac", mac, "--ip", ip_address,
+    subprocess.run([sys.executable, "-m", __name__, "--phy", phy, "--mac", mac_address, "--ip", ip_address,
                     "--clock-hz", str(clock_hz), "--output", str(output)],
                    check=True, stdout=subprocess.DEVNULL, env={**os.environ, "PYTHONHASHSEED": "0"})
     return output
@@ -156,7 +155,7 @@ def write_core(phy: str, mac_address: int, ip_address: str, clock_hz: float, out
 
 def simulation_core(directory: Path, clock_hz: int = EngineConfig().clock_hz) -> Path:
     """The GMII core with the default addresses, as the integrated simulation runs it."""
-    return generate("gmii", parse_mac(MAC_ADDRESS), IP_ADDRESS, clock_hz,
+    return generate("gmii", MAC_ADDRESS, IP_ADDRESS, clock_hz,
                     directory / f"liteeth_gmii_{clock_hz // 1_000_000}mhz.v")
 
 
@@ -165,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--phy", choices=("rgmii", "gmii"), required=True)
     parser.add_argument("--mac", default=MAC_ADDRESS, help="the board's MAC address")
     parser.add_argument("--ip", default=IP_ADDRESS, help="the board's IPv4 address")
-    parser.add_argument("--clock-hz", type=float, default=50e6, help="the system clock")
+    parser.add_argument("--clock-hz", type=float, default=EngineConfig().clock_hz, help="the system clock")
     parser.add_argument("--output", type=Path, required=True)
     args = parser.parse_args(argv)
     try:

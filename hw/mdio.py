@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import wiring
-from amaranth.lib.wiring import Out
+from amaranth.lib.wiring import In, Out
 
 STATUS_REGISTER = 1
 LINK_UP = 1 << 2
@@ -29,14 +29,14 @@ class MdioLinkMonitor(wiring.Component):
         self.phy_address, self.half_period, self.reset_cycles = phy_address, half_period, reset_cycles
         super().__init__({
             "phy_reset": Out(1), "mdc": Out(1), "mdio_o": Out(1), "mdio_oe": Out(1),
-            "mdio_i": wiring.In(1), "link": Out(1),
+            "mdio_i": In(1), "link": Out(1),
         })
 
     def elaborate(self, platform) -> Module:
         m = Module()
         frame = read_frame(self.phy_address, STATUS_REGISTER)
-        drive = Const(int("".join("0" if b is None else str(b) for b in reversed(frame)), 2), len(frame))
-        enable = Const(int("".join("0" if b is None else "1" for b in reversed(frame)), 2), len(frame))
+        drive = Const(sum((b or 0) << i for i, b in enumerate(frame)), len(frame))
+        enable = Const(sum((b is not None) << i for i, b in enumerate(frame)), len(frame))
 
         resetting = Signal(range(self.reset_cycles + 1), init=self.reset_cycles)
         m.d.comb += self.phy_reset.eq(resetting != 0)

@@ -75,8 +75,8 @@ def main(argv: list[str] | None = None) -> int:
             report(board, simulate(board, Path(tmp) / "bench.json", args.cases), console)
     if not args.no_boards:
         for board in BOARDS.values():
-            placed, seed = build.build(board, liteeth_core.parse_mac(liteeth_core.MAC_ADDRESS),
-                                       liteeth_core.IP_ADDRESS, build.MANAGEMENT_PORT, build.ROOT / "build" / board.name)
+            placed, seed = build.build(board, liteeth_core.MAC_ADDRESS, liteeth_core.IP_ADDRESS,
+                                       build.MANAGEMENT_PORT, build.ROOT / "build" / board.name)
             console.print(build.summary(board, placed, seed))
     return 0
 

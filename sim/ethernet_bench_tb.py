@@ -8,9 +8,8 @@ independent of the host machine.
 from __future__ import annotations
 
 import ipaddress
-import json
 import os
-from pathlib import Path
+import statistics
 
 import cocotb
 from cocotb.triggers import ClockCycles, with_timeout
@@ -21,25 +20,19 @@ from scapy.layers.l2 import Ether
 from netblt.driver import management as M
 from netblt.gateware.control import FLAG_UDP
 from netblt.gateware.pattern import pattern_bytes
-from netblt.gateware.registers import ADDRESS, Command
+from netblt.gateware.registers import ADDRESS, Command, Event
 from netblt.host import codec, packets
 from netblt.host import layout as L
 from netblt.hw.liteeth_core import IP_ADDRESS, MAC_ADDRESS
 from netblt.sim.ethernet_wire import HOST_IP, HOST_MAC, ManagementPort, Wire
 from netblt.sim.register_host import RegisterHost
-from netblt.sim.testbench import CONFIG
+from netblt.sim.testbench import CONFIG, record
+from netblt.sim.wire import UDP_HEADER, wire_bytes
 
-RESULTS = Path(os.environ.get("NETBLT_BENCH_RESULTS", "ethernet_bench.json"))
 CASES = [(int(size), udp == "udp") for size, udp in
          (case.split(":") for case in os.environ.get("NETBLT_BENCH_CASES", "1456:ip,1448:udp").split(","))]
 """NETBLT data bytes per packet and the carriage (native IP or UDP)."""
 LOCAL_PORT, PEER_PORT, UDP_PORT = 2998, 40001, 2999
-
-
-def record(key: str, value) -> None:
-    results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
-    results[key] = value
-    RESULTS.write_text(json.dumps(results, indent=1))
 
 
 async def connect(dut, wire: Wire, size: int, udp: bool) -> RegisterHost:
@@ -67,12 +60,13 @@ async def bench_transmit(dut):
         length = per_buffer * size
         for slot in range(CONFIG.tx_slots):
             await host.command(Command.FILL, slot, slot, length)
+        for _ in range(CONFIG.tx_slots):
+            await host.wait_for(Event.FILLED)
         operations = []
         for slot in range(CONFIG.tx_slots):
             operations += [M.Operation(M.Opcode.WRITE, ADDRESS["ARG0"], slot),
                            M.Operation(M.Opcode.WRITE, ADDRESS["ARG1"], length),
                            M.Operation(M.Opcode.WRITE, ADDRESS["COMMAND"], Command.SEND | slot << 4)]
-        await ClockCycles(dut.clk, 2000)  # the fills are done
         await host.port.transact(operations)
         reply_at = host.port.answered_at
         ends = []
@@ -81,18 +75,12 @@ async def bench_transmit(dut):
             assert len(codec.decode(bytes(frame[UDP].payload if udp else frame[IP].payload)).packet.payload) == size
             ends.append(frame.time * 1e9)
         timed = [t for t in ends if t > reply_at][1:]
-        on_wire = wire_bytes(size, udp)
+        on_wire = wire_bytes((UDP_HEADER if udp else 0) + L.DATA_HEADER_SIZE + size)
         rows.append({"payload": size, "udp": udp, "frames": len(timed), "wire_bytes": on_wire,
-                     "median_interval_ns": sorted(b - a for a, b in zip(timed, timed[1:]))[len(timed) // 2 - 1],
+                     "median_interval_ns": statistics.median(b - a for a, b in zip(timed, timed[1:])),
                      "goodput_mbps": size * 8 * (len(timed) - 1) / (timed[-1] - timed[0]) * 1e3,
                      "theoretical_mbps": size * 8 / (on_wire * 8) * 1e3})
     record("transmit", rows)
-
-
-def wire_bytes(size: int, udp: bool) -> int:
-    """Bytes a DATA packet takes on gigabit Ethernet: preamble, frame (padded to 64), gap."""
-    ip = 20 + (8 if udp else 0) + L.DATA_HEADER_SIZE + size
-    return 8 + max(64, 14 + ip + 4) + 12
 
 
 @cocotb.test()

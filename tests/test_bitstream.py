@@ -9,6 +9,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from netblt.hw.boards import BOARDS
 from netblt.hw.build import NAME, ROOT
 from netblt.hw.nextpnr import read_report
@@ -16,6 +18,7 @@ from netblt.hw.nextpnr import read_report
 BOARD = BOARDS["colorlight_5a75b"]
 
 
+@pytest.mark.timeout(1800)  # synthesis, up to four placements, and yowasp's first compile on a fresh machine
 def test_colorlight_bitstream_builds_with_timing_met():
     out = ROOT / "build" / "ci" / BOARD.name
     done = subprocess.run([sys.executable, "-m", "netblt.hw.build", "--board", BOARD.name, "--output", str(out)],
