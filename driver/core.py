@@ -8,7 +8,7 @@ calls against the gateware.
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, OrderedDict
 
 from netblt.host import events as ev
 from netblt.host.codec import CodecError, decode, encode
@@ -22,11 +22,19 @@ from .txqueue import TransmitQueue
 
 REPORT_INTERVAL = 0.02
 """Seconds between :class:`~netblt.host.events.Arrivals` reports while data flows."""
+OPENERS_KEPT = 64
+"""NETBLT ports remembered from OPENs not yet answered, so each answer reaches its opener."""
 
 
 class DataPathCore:
-    def __init__(self, local_port: int = 0, foreign_port: int = 0) -> None:
+    """``peer`` is the address an active end opens to; a passive end learns it from the
+    engine at :meth:`configure`. Only the peer's DATA is placed."""
+
+    def __init__(self, local_port: int = 0, foreign_port: int = 0, peer: ev.Address = None) -> None:
         self.local_port, self.foreign_port = local_port, foreign_port
+        self.peer = peer
+        self._openers: OrderedDict[ev.Address, int] = OrderedDict()
+        """Source address -> NETBLT port of the latest OPEN from it, before set-up."""
         self.params: Params | None = None
         self.tx: TransmitQueue | None = None
         self.rx: ReceiveBuffers | None = None
@@ -38,9 +46,12 @@ class DataPathCore:
         self._header = bytearray(HEADER_SIZE)
         self._busy = False
 
-    def configure(self, params: Params) -> None:
-        """The connection is established: size the queues for the negotiated values."""
-        self.params = params
+    def configure(self, params: Params, peer: ev.Address) -> None:
+        """The connection is established with ``peer``: size the queues for the negotiated values."""
+        self.params, self.peer = params, peer
+        if peer in self._openers:
+            self.foreign_port = self._openers[peer]
+        self._openers.clear()
         self.tx = TransmitQueue(params.packet_size)
         self.rx = ReceiveBuffers(params.packet_size, params.buffer_size)
 
@@ -77,9 +88,10 @@ class DataPathCore:
     def take(self, number: int) -> memoryview:
         return self.rx.take(number)
 
-    def encode(self, packet: Packet) -> bytes:
-        """A non-data packet, ready to send at once (control traffic is not paced)."""
-        return encode(packet, self.local_port, self.foreign_port)
+    def encode(self, packet: Packet, to: ev.Address) -> bytes:
+        """A non-data packet for ``to``, ready to send at once (control traffic is not paced)."""
+        port = self.foreign_port if to == self.peer else self._openers.get(to, 0)
+        return encode(packet, self.local_port, port)
 
     # -- per packet -------------------------------------------------------------------------
 
@@ -104,11 +116,14 @@ class DataPathCore:
             self._busy = False
             self.events.append(ev.TransmitIdle())
 
-    def receive(self, datagram: memoryview, now: float) -> None:
-        """One datagram from the peer: DATA is placed, anything else goes to the engine."""
+    def receive(self, datagram: memoryview, now: float, source: ev.Address) -> None:
+        """One datagram: the peer's DATA is placed, anything else goes to the engine."""
         if is_data(datagram):
             if self.rx is None:
                 self.dropped["data before setup"] += 1
+                return
+            if source != self.peer:
+                self.dropped["not from the peer"] += 1
                 return
             try:
                 header = parse_header(datagram, self.params.data_checksum)
@@ -130,12 +145,18 @@ class DataPathCore:
         if self.params is None:
             # Each end learns the other's NETBLT port from the set-up exchange: through a
             # relay or NAT the UDP port the user named is not the peer's own.
-            if isinstance(frame.packet, (Open, Response)):
+            if isinstance(frame.packet, Open):
+                self._openers[source] = frame.local_port
+                self._openers.move_to_end(source)
+                while len(self._openers) > OPENERS_KEPT:
+                    self._openers.popitem(last=False)
+            elif isinstance(frame.packet, Response) and source == self.peer:
                 self.foreign_port = frame.local_port
-        elif frame.foreign_port != self.local_port or frame.local_port != self.foreign_port:
+        elif source == self.peer and (frame.foreign_port != self.local_port
+                                      or frame.local_port != self.foreign_port):
             self.dropped["ports"] += 1
             return
-        self.events.append(ev.PacketReceived(frame.packet))
+        self.events.append(ev.PacketReceived(frame.packet, source))
 
     def flush_report(self) -> None:
         """Report activity that a quiet spell would otherwise leave unreported."""

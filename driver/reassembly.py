@@ -35,6 +35,11 @@ class ReceiveBuffers:
         self.dropped: Counter[str] = Counter()
         self.accepted = 0
         self.duplicates = 0
+        """Copies of packets already placed, or of buffers already delivered (a resend that
+        crossed the buffer's completion): harmless, counted apart from drops."""
+        self.highest_posted = 0
+        """Buffers are posted in number order: one at or below this that is not posted now
+        has been delivered."""
         self.high_ack = 0
         self.last_at = 0.0
         self.mean_gap = 0.0
@@ -44,6 +49,7 @@ class ReceiveBuffers:
 
     def post(self, number: int, capacity: int) -> None:
         self._slots[number] = _Slot(number, capacity, bytearray(self.buffer_size), bytearray(capacity))
+        self.highest_posted = max(self.highest_posted, number)
 
     def drop(self, number: int) -> None:
         self._slots.pop(number, None)
@@ -80,7 +86,10 @@ class ReceiveBuffers:
             self.high_ack = header.high_ack
         slot = self._slots.get(header.buffer)
         if slot is None:
-            self.dropped["unknown buffer"] += 1
+            if header.buffer <= self.highest_posted:
+                self.duplicates += 1
+            else:
+                self.dropped["unknown buffer"] += 1
             return []
         p, length = header.packet, header.length - HEADER_SIZE
         start = p * self.packet_size

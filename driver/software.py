@@ -2,7 +2,8 @@
 
 A receive thread writes DATA payloads straight into their buffers; a transmit thread
 paces bursts with sleep-then-spin (sleep alone wakes 40-100 us late here). The engine
-runs on the caller's thread and sees only buffer-level events.
+runs on the caller's thread and sees only buffer-level events. A receiver that serves
+one transfer after another keeps its socket and threads and :meth:`reset` s the rest.
 """
 
 from __future__ import annotations
@@ -15,13 +16,12 @@ from netblt.host.packets import Packet
 from netblt.host.params import Params
 
 from .core import DataPathCore
-from .transport import Transport
+from .transport import Address, Transport
 
 BATCH = 64
 """Packets the transmit thread takes from the pacer at a time."""
 SPIN = 0.0002
 """Sleep until this close to a deadline, then spin."""
-NOBODY_THERE = "nothing is listening there (ICMP port unreachable)"
 QUIET = 0.05
 """Receive-loop wake-up period when nothing arrives."""
 
@@ -33,8 +33,11 @@ def wait_until(deadline: float) -> None:
 
 
 class SoftwareDataPath(DataPathCore):
-    def __init__(self, transport: Transport, foreign_port: int = 0) -> None:
-        super().__init__(transport.local_port, foreign_port)
+    """``peer`` is where an active end opens to (its port also names the peer's NETBLT port
+    until RESPONSE says otherwise); a passive end learns its peer from the engine."""
+
+    def __init__(self, transport: Transport, peer: Address | None = None) -> None:
+        super().__init__(transport.local_port, peer[1] if peer else 0, transport.address(peer) if peer else None)
         self.transport = transport
         self._lock = threading.Lock()
         self._work = threading.Condition(self._lock)
@@ -44,20 +47,33 @@ class SoftwareDataPath(DataPathCore):
                                           daemon=True)
                          for name, loop in (("receive", self._receive), ("transmit", self._transmit))]
         self.unreachable: str | None = None
-        self.thread_cpu: dict[str, float] = {}
-        """CPU seconds each data-path thread used, filled in as it ends."""
+        self.errors_elsewhere = 0
+        """ICMP errors about addresses other than the peer's: counted, never acted on."""
+        self._clocks: dict[str, int] = {}
+        self._cpu_ended: dict[str, float] = {}
+        self.cpu_at_configure = 0.0
+        """Thread CPU when the connection opened: a report covers the connection only."""
         for thread in self._threads:
             thread.start()
 
     # -- engine side (caller's thread) ------------------------------------------------------
 
-    def configure(self, params: Params) -> None:
+    def reset(self) -> None:
+        """Forget the finished connection; keep the socket, threads and unread events
+        (an OPEN for the next connection may be among them)."""
         with self._lock:
-            super().configure(params)
-            self.transport.lock()
+            events, dropped = self.events, self.dropped
+            DataPathCore.__init__(self, self.transport.local_port)
+            self.events, self.dropped = events, dropped
+            self.unreachable = None
 
-    def transmit(self, packet: Packet) -> None:
-        self._send([self.encode(packet)])
+    def configure(self, params: Params, peer: Address) -> None:
+        with self._lock:
+            super().configure(params, peer)
+        self.cpu_at_configure = self.thread_cpu()
+
+    def transmit(self, packet: Packet, to: Address) -> None:
+        self._send_many([[self.encode(packet, to)]], to)
 
     def send_buffer(self, number: int, data, last: bool) -> None:
         with self._work:
@@ -89,60 +105,64 @@ class SoftwareDataPath(DataPathCore):
             self.flush_report()
             return self.take_events()
 
+    def thread_cpu(self) -> float:
+        """CPU seconds the receive and transmit threads have used so far."""
+        return sum(self._cpu_ended[name] if name in self._cpu_ended else time.clock_gettime(clock)
+                   for name, clock in self._clocks.items())
+
     def close(self) -> None:
+        """Stop the threads; the caller closes the transport."""
         self._running = False
         with self._work:
             self._work.notify()
         for thread in self._threads:
             thread.join(timeout=1)
-        self.transport.close()
 
     # -- threads ------------------------------------------------------------------------------
 
-    def _send(self, parts: list) -> None:
-        self._send_many([parts])
-
-    def _send_many(self, datagrams: list[list]) -> None:
+    def _send_many(self, datagrams: list[list], to: Address) -> None:
         try:
-            self.transport.send_many(datagrams)
-        except ConnectionRefusedError:
-            self._unreachable(NOBODY_THERE)
-        except OSError as exc:
-            self._unreachable(exc.strerror or str(exc))
+            self.transport.send_many(datagrams, to)
+        except OSError:
+            self._icmp_errors()
 
-    def _unreachable(self, detail: str) -> None:
-        with self._lock:
-            self.unreachable = detail
-        self._notify_events()
+    def _icmp_errors(self) -> None:
+        """An ICMP error is pending: report it if it is about the peer, else count it."""
+        for about, detail in self.transport.errors():
+            if about is not None and about != self.peer:
+                self.errors_elsewhere += 1
+                continue
+            with self._lock:
+                self.unreachable = detail
+            self._notify_events()
 
     def _notify_events(self) -> None:
         with self._events_ready:
             self._events_ready.notify()
 
     def _timed(self, name: str, loop) -> None:
+        self._clocks[name] = time.pthread_getcpuclockid(threading.get_ident())
         try:
             loop()
         finally:
-            self.thread_cpu[name] = time.thread_time()
+            self._cpu_ended[name] = time.thread_time()
 
     def _receive(self) -> None:
         buf = bytearray(1 << 16)
         while self._running:
             try:
-                datagrams = self.transport.receive(buf)
-            except ConnectionRefusedError:
-                self._unreachable(NOBODY_THERE)
-                continue
+                datagrams, source = self.transport.receive(buf)
             except OSError:
-                if self._running:
-                    self._unreachable("the socket failed")
-                return
+                if not self._running:
+                    return
+                self._icmp_errors()
+                continue
             if not datagrams:
                 continue
             with self._lock:
                 now = time.monotonic()
                 for datagram in datagrams:
-                    self.receive(datagram, now)
+                    self.receive(datagram, now, source)
                 ready = bool(self.events)
             if ready:
                 self._notify_events()
@@ -165,4 +185,4 @@ class SoftwareDataPath(DataPathCore):
             if not batch:
                 wait_until(next_burst)
                 continue
-            self._send_many(batch)
+            self._send_many(batch, self.peer)

@@ -1,7 +1,16 @@
-"""Datagram sockets for NETBLT: inside UDP (default) or natively on IP protocol 30."""
+"""Datagram sockets for NETBLT: inside UDP (default) or natively on IP protocol 30.
+
+A socket is never connected: every datagram received comes with its source, and the
+engine decides who the peer is (the address opened to, or the source of the OPEN it
+accepted). ICMP errors are read from the socket's error queue together with the
+address of the datagram that drew them, so an error about anyone but the peer changes
+nothing. Addresses are ``(host, port)``; natively on IP the port is 0.
+"""
 
 from __future__ import annotations
 
+import errno
+import ipaddress
 import socket
 import struct
 from collections.abc import Sequence
@@ -14,86 +23,139 @@ DEFAULT_PORT = 2998
 SOCKET_BUFFER = 8 << 20
 UDP_SEGMENT, UDP_GRO = 103, 104
 """Linux UDP segmentation offload: one system call carries many datagrams each way."""
+IP_RECVERR, IPV6_RECVERR = 11, 25
+"""Linux: queue ICMP errors with the datagram that drew them (not in Python's socket module)."""
 GSO_MAX_SEGMENTS, GSO_MAX_BYTES = 64, 65000
 _GSO_SIZE = struct.Struct("=H")
 _GRO_SIZE = struct.Struct("=i")
+_EXTENDED_ERR = struct.Struct("=I")
+"""The leading ee_errno of Linux's struct sock_extended_err."""
+ICMP_ERRORS = {errno.ECONNREFUSED: "port unreachable", errno.EHOSTUNREACH: "host unreachable",
+               errno.ENETUNREACH: "network unreachable", errno.EPROTO: "protocol unreachable"}
 
 Kind = Literal["udp", "ip"]
+Address = tuple[str, int]
 
 
 class TransportError(OSError):
     """A socket that cannot be opened or used; the message is meant for the user."""
 
 
-def parse_address(text: str, default_port: int = DEFAULT_PORT) -> tuple[str, int]:
-    """``HOST``, ``HOST:PORT`` or ``:PORT`` -> (IPv4 address, port)."""
-    host, sep, port_text = text.rpartition(":")
-    if not sep:
+def parse_address(text: str, default_port: int = DEFAULT_PORT) -> Address:
+    """``HOST``, ``HOST:PORT``, ``:PORT``, ``[V6]:PORT`` or a bare IPv6 address -> (address, port)."""
+    text = text.strip()
+    if text.startswith("["):
+        host, bracket, rest = text[1:].partition("]")
+        if not bracket or rest and not rest.startswith(":"):
+            raise TransportError(f"bad address {text!r}: use [IPv6]:PORT")
+        port_text = rest[1:]
+    elif text.count(":") > 1:
         host, port_text = text, ""
+    else:
+        host, _, port_text = text.partition(":")
     try:
         port = int(port_text) if port_text else default_port
     except ValueError:
         raise TransportError(f"bad port in {text!r}") from None
     if not 0 <= port <= 0xFFFF:
         raise TransportError(f"port {port} is outside 0..65535")
+    if not host:
+        return "", port
     try:
-        address = socket.gethostbyname(host or "0.0.0.0")
+        info = socket.getaddrinfo(host, port, type=socket.SOCK_DGRAM)
     except OSError:
         raise TransportError(f"cannot resolve host {host!r}") from None
-    return address, port
+    # Prefer IPv4 where a name has both, as the rest of the path most likely does.
+    family, *_, sockaddr = min(info, key=lambda entry: entry[0] != socket.AF_INET)
+    return sockaddr[0], port
+
+
+def show(address: Address | None) -> str:
+    """An address as a user writes it: IPv4 as is (also when mapped into IPv6), IPv6 in brackets."""
+    if address is None:
+        return "nobody"
+    host, port = address[:2]
+    ip = ipaddress.ip_address(host.split("%")[0]) if host else None
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped:
+        host = str(ip.ipv4_mapped)
+    elif isinstance(ip, ipaddress.IPv6Address):
+        host = f"[{host}]"
+    return f"{host}:{port}" if port else host
+
+
+def host_address(address: Address) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
+    """The IP address of ``address``, IPv4 when it is mapped into IPv6."""
+    ip = ipaddress.ip_address(address[0].split("%")[0])
+    return ip.ipv4_mapped or ip if isinstance(ip, ipaddress.IPv6Address) else ip
 
 
 class Transport:
-    """One socket and the peer it talks to; NETBLT ports are the UDP ports in UDP mode."""
+    """One unconnected socket; NETBLT ports are the UDP ports in UDP mode.
 
-    def __init__(self, kind: Kind, local: tuple[str, int], peer: tuple[str, int] | None) -> None:
+    ``local`` with an empty host binds every address: IPv6 and IPv4 together where the
+    host has IPv6, else IPv4; ``family`` picks one (a sender takes its peer's).
+    """
+
+    def __init__(self, kind: Kind, local: Address, family: int | None = None) -> None:
         self.kind = kind
-        self.peer = peer
+        host, port = local
+        if family is None:
+            family = _family_of(host) if host else (socket.AF_INET6 if socket.has_ipv6 else socket.AF_INET)
+        if kind == "ip" and family == socket.AF_INET6 and host:
+            raise TransportError("native NETBLT (IP protocol 30) runs on IPv4 only: use --transport udp "
+                                 "for IPv6")
+        if kind == "ip":
+            family = socket.AF_INET
+        self.family = family
         try:
             if kind == "udp":
-                self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+                self.sock = socket.socket(family, socket.SOCK_DGRAM)
             else:
-                self.sock = socket.socket(socket.AF_INET, socket.SOCK_RAW, IP_PROTOCOL)
+                self.sock = socket.socket(family, socket.SOCK_RAW, IP_PROTOCOL)
         except PermissionError:
             raise TransportError("native NETBLT (IP protocol 30) needs a raw socket: run as root "
                                  "or with CAP_NET_RAW, or use --transport udp") from None
+        except OSError as exc:
+            raise TransportError(f"cannot open a socket: {exc.strerror}") from None
+        if family == socket.AF_INET6:
+            self.sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+            self.sock.setsockopt(socket.IPPROTO_IPV6, IPV6_RECVERR, 1)
+        self.sock.setsockopt(socket.IPPROTO_IP, IP_RECVERR, 1)
         for option in (socket.SO_RCVBUF, socket.SO_SNDBUF):
             self.sock.setsockopt(socket.SOL_SOCKET, option, SOCKET_BUFFER)
+        bind_host = host or ("::" if family == socket.AF_INET6 else "0.0.0.0")
         try:
-            self.sock.bind(local if kind == "udp" else (local[0], 0))
+            self.sock.bind((bind_host, port if kind == "udp" else 0))
         except OSError as exc:
             self.sock.close()
-            raise TransportError(f"cannot listen on {local[0]}:{local[1]}: {exc.strerror}") from None
-        self.local_port = self.sock.getsockname()[1] if kind == "udp" else local[1]
+            raise TransportError(f"cannot listen on {show((bind_host, port))}: {exc.strerror}") from None
+        self.local_port = self.sock.getsockname()[1] if kind == "udp" else port
         self.sock.settimeout(0.05)
         self.offload = kind == "udp" and _try_offload(self.sock)
-        self.locked = False
-        if peer is not None:
-            self.lock()
 
-    @property
-    def peer_port(self) -> int:
-        return self.peer[1] if self.peer else 0
+    def address(self, given: Address) -> Address:
+        """``given`` as this socket reports sources: natively on IP the port is the peer's
+        NETBLT port, not part of its address."""
+        return given if self.kind == "udp" else (given[0], 0)
 
-    def lock(self) -> None:
-        """From now on talk only to ``peer`` (the kernel filters other senders in UDP mode)."""
-        self.locked = True
-        if self.kind == "udp":
-            self.sock.connect(self.peer)
+    def destination(self, to: Address) -> tuple:
+        """Where the socket sends for ``to``; IPv4 peers are mapped on an IPv6 socket."""
+        host, port = to
+        if self.family == socket.AF_INET6 and ":" not in host:
+            host = f"::ffff:{host}"
+        return host, port if self.kind == "udp" else 0
 
-    def send(self, parts: list) -> None:
-        if self.locked and self.kind == "udp":
-            self.sock.sendmsg(parts)
-        else:
-            self.sock.sendmsg(parts, [], 0, (self.peer[0], self.peer[1] if self.kind == "udp" else 0))
+    def send(self, parts: list, to: Address) -> None:
+        self.sock.sendmsg(parts, [], 0, self.destination(to))
 
-    def send_many(self, datagrams: Sequence[list]) -> None:
+    def send_many(self, datagrams: Sequence[list], to: Address) -> None:
         """Send datagrams (each a list of parts) in as few system calls as segmentation
         offload allows: runs of equal-sized datagrams, the last of a run may be shorter."""
-        if not (self.offload and self.locked):
+        if not self.offload:
             for parts in datagrams:
-                self.send(parts)
+                self.send(parts, to)
             return
+        destination = self.destination(to)
         sizes = [sum(map(len, parts)) for parts in datagrams]
         start = 0
         while start < len(datagrams):
@@ -109,47 +171,69 @@ class Transport:
                 if this < size:
                     break
             parts = [p for datagram in datagrams[start:end] for p in datagram]
-            if end - start == 1:
-                self.sock.sendmsg(parts)
-            else:
-                self.sock.sendmsg(parts, [(socket.SOL_UDP, UDP_SEGMENT, _GSO_SIZE.pack(size))])
+            ancillary = [] if end - start == 1 else [(socket.SOL_UDP, UDP_SEGMENT, _GSO_SIZE.pack(size))]
+            self.sock.sendmsg(parts, ancillary, 0, destination)
             start = end
 
-    def receive(self, buf: bytearray) -> list[memoryview]:
+    def receive(self, buf: bytearray) -> tuple[list[memoryview], Address | None]:
         """The NETBLT datagrams one system call brings (several when the kernel coalesced
-        them); empty on a timeout or when nothing was for us."""
+        them) and their source; none on a timeout or when nothing was for us.
+
+        Raises ConnectionRefusedError (or another OSError) when an ICMP error arrived:
+        :meth:`errors` says about whom.
+        """
         if self.offload:
             try:
                 n, ancillary, _flags, address = self.sock.recvmsg_into([buf], socket.CMSG_SPACE(4))
             except TimeoutError:
-                return []
+                return [], None
             view = memoryview(buf)[:n]
-            if not self.locked:
-                self.peer = address
+            source = address[:2]
             for level, kind, data in ancillary:
                 if level == socket.SOL_UDP and kind == UDP_GRO:
                     size = _GRO_SIZE.unpack(data[:4])[0]
-                    return [view[at:at + size] for at in range(0, n, size)]
-            return [view]
+                    return [view[at:at + size] for at in range(0, n, size)], source
+            return [view], source
         try:
             n, address = self.sock.recvfrom_into(buf)
         except TimeoutError:
-            return []
+            return [], None
         view = memoryview(buf)[:n]
         if self.kind == "ip":
             # A raw socket sees every protocol-30 datagram on the host, its own included:
             # keep those addressed to our NETBLT port.
             view = view[(view[0] & 0x0F) * 4:] if n else view
             if len(view) < 10 or int.from_bytes(view[8:10], "big") != self.local_port:
-                return []
-            if self.locked and address[0] != self.peer[0]:
-                return []
-        if not self.locked:
-            self.peer = (address[0], address[1] if self.kind == "udp" else 0)
-        return [view]
+                return [], None
+            return [view], (address[0], 0)
+        return [view], address[:2]
+
+    def errors(self) -> list[tuple[Address | None, str]]:
+        """The queued ICMP errors: the address of the datagram that drew each, and what it said."""
+        out = []
+        while True:
+            try:
+                _, ancillary, _, address = self.sock.recvmsg(1, 1024, socket.MSG_ERRQUEUE | socket.MSG_DONTWAIT)
+            except (BlockingIOError, TimeoutError, InterruptedError):
+                return out
+            except OSError as exc:
+                out.append((None, exc.strerror or str(exc)))
+                return out
+            code = next((_EXTENDED_ERR.unpack_from(data)[0] for *_, data in ancillary
+                         if len(data) >= _EXTENDED_ERR.size), 0)
+            what = ICMP_ERRORS.get(code) or (errno.errorcode.get(code, "ICMP error").lower())
+            host, port = address[:2]
+            out.append(((host, port if self.kind == "udp" else 0), what))
 
     def close(self) -> None:
         self.sock.close()
+
+
+def _family_of(host: str) -> int:
+    try:
+        return socket.AF_INET6 if ipaddress.ip_address(host.split("%")[0]).version == 6 else socket.AF_INET
+    except ValueError:
+        return socket.AF_INET
 
 
 def _try_offload(sock: socket.socket) -> bool:

@@ -3,20 +3,26 @@
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import json
-import re
+import signal
 import sys
+import threading
 from collections.abc import Sequence
+from importlib.metadata import version
 
 from rich.console import Console
-from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn, TransferSpeedColumn
+from rich.progress import BarColumn, DownloadColumn, Progress, ProgressColumn, Task, TimeRemainingColumn
 from rich.table import Table
+from rich.text import Text
 
 from netblt.driver.transport import DEFAULT_PORT, TransportError, parse_address
 
-from .endpoint import Progress as TransferProgress
+from .auth import Secret, SecretError
+from .files import FileError
 from .params import MAX_PACKETS_PER_BUFFER, ParamError, Params, Timing, burst_for_rate
-from .transfer import Report, TransferError, receive_file, send_file
+from .transfer import Gate, Interrupted, Options, Output, Report, plan, send, serve
+from .units import parse_rate, parse_size, positive
 
 # What a sender proposes by default: a modern gigabit LAN, not 1987's.
 SEND_DEFAULTS = dict(packets_per_buffer=1024, buffers=8, rate=950e6, death_timer=30)
@@ -26,79 +32,72 @@ RECV_LIMITS = dict(packet_size=65000, buffer_size=16 << 20, burst_size=0xFFFF, b
 PACKET_SIZE = {"udp": 1448, "ip": 1456}
 """Data bytes that fill a 1500-byte MTU: 20 IP + 8 UDP (or none) + 24 NETBLT header."""
 
-_RATE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([kKmMgG]?)(?:b(?:it)?(?:/s|ps)?)?\s*$")
-
-
-def parse_rate(text: str) -> float:
-    """``950M``, ``1.2G``, ``64k`` or plain bits per second."""
-    match = _RATE.match(text)
-    if not match or float(match.group(1)) <= 0:
-        raise argparse.ArgumentTypeError(f"bad rate {text!r}: use e.g. 950M, 1.2G or 64k (bits/s)")
-    scale = {"": 1, "k": 1e3, "m": 1e6, "g": 1e9}[match.group(2).lower()]
-    return float(match.group(1)) * scale
-
-
-def _positive(text: str) -> int:
+def _network(text: str) -> ipaddress.IPv4Network | ipaddress.IPv6Network:
     try:
-        value = int(text, 0)
+        return ipaddress.ip_network(text, strict=False)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
-    return value
+        raise argparse.ArgumentTypeError(f"bad address or prefix {text!r}: use e.g. 192.0.2.7, "
+                                         f"10.1.0.0/16 or 2001:db8::/32") from None
 
 
-def _size(text: str) -> int:
-    match = re.fullmatch(r"\s*(\d+)\s*([kKmMgG]?)i?[bB]?\s*", text)
-    if not match or int(match.group(1)) < 1:
-        raise argparse.ArgumentTypeError(f"bad size {text!r}: use e.g. 1448, 64K or 4M")
-    return int(match.group(1)) << {"": 0, "k": 10, "m": 20, "g": 30}[match.group(2).lower()]
-
-
-def _add_transfer_options(parser: argparse.ArgumentParser) -> None:
+def _add_common_options(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("transfer parameters (a receiver treats them as limits)")
-    g.add_argument("--packet-size", type=_positive, metavar="BYTES", help="data bytes per DATA packet "
+    g.add_argument("--packet-size", type=positive, metavar="BYTES", help="data bytes per DATA packet "
                    "(default: 1448 over UDP, 1456 over IP, to fill a 1500-byte MTU)")
-    g.add_argument("--buffer-size", type=_size, metavar="BYTES",
+    g.add_argument("--buffer-size", type=parse_size, metavar="BYTES",
                    help="bytes per NETBLT buffer (default: 1024 packets)")
-    g.add_argument("--burst-size", type=_positive, metavar="N", help="packets per burst")
-    g.add_argument("--burst-interval", type=_positive, metavar="MS", help="ms from burst start to burst start")
-    g.add_argument("--buffers", type=_positive, metavar="N", help="outstanding buffers (default: 8)")
-    g.add_argument("--rate", type=parse_rate, help="target rate, e.g. 950M (default); sets burst size "
-                   "and interval")
+    g.add_argument("--burst-size", type=positive, metavar="N", help="packets per burst")
+    g.add_argument("--burst-interval", type=positive, metavar="MS", help="ms from burst start to burst start")
+    g.add_argument("--buffers", type=positive, metavar="N", help="outstanding buffers (default: 8)")
+    g.add_argument("--rate", type=parse_rate, help="data rate in bits/s, e.g. 950M (the sender's default), "
+                   "10M, 64k; sets burst size and interval to within 1%%")
     g.add_argument("--transport", choices=("udp", "ip"), default="udp",
-                   help="NETBLT inside UDP (default) or natively on IP protocol 30 (needs root)")
-    g.add_argument("--death-timer", type=_positive, metavar="S", help="seconds of silence before "
+                   help="NETBLT inside UDP (default) or natively on IP protocol 30 (IPv4, needs root)")
+    g.add_argument("--death-timer", type=positive, metavar="S", help="seconds of silence before "
                    "the peer is declared dead (default: 30)")
     g.add_argument("--data-checksum", action=argparse.BooleanOptionalAction, default=None,
                    help="checksum the data of every DATA packet (default: on over IP, off over UDP, "
                         "whose own checksum covers it)")
-    parser.add_argument("--json", action="store_true", help="print the report as one JSON object")
+    s = parser.add_argument_group("security")
+    s.add_argument("--secret-file", metavar="FILE", help="a shared secret (both ends): the receiver "
+                   "admits only senders that prove they hold it, and the data's digest is keyed "
+                   "with it (default: $NETBLT_SECRET if set)")
+    o = parser.add_argument_group("output")
+    o.add_argument("--json", action="store_true", help="print each file's report as one JSON line")
+    o.add_argument("-q", "--quiet", action="store_true", help="print only errors (and --json)")
+    o.add_argument("-v", "--verbose", action="store_true", help="also print drops and duplicates")
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="netblt", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"netblt {version('netblt')}")
     sub = parser.add_subparsers(dest="command", required=True)
-    send = sub.add_parser("send", help="send a file to a waiting receiver")
-    send.add_argument("path", help="file to send")
-    send.add_argument("peer", metavar="ADDR[:PORT]", help=f"receiver address (port {DEFAULT_PORT})")
-    _add_transfer_options(send)
-    recv = sub.add_parser("recv", help="wait for one transfer and write it")
-    recv.add_argument("--listen", default=f"0.0.0.0:{DEFAULT_PORT}", metavar="ADDR:PORT",
-                      help=f"where to listen (default: 0.0.0.0:{DEFAULT_PORT})")
-    recv.add_argument("--out", metavar="PATH", help="output file or directory "
-                      "(default: the sender's file name, here)")
-    _add_transfer_options(recv)
+    send_ = sub.add_parser("send", help="send files, directories or a stream to a waiting receiver",
+                           description="Send files, directories (every file below, hidden ones skipped) "
+                                       "or a stream (- for standard input, or a pipe), one after another.")
+    send_.add_argument("paths", nargs="+", metavar="PATH", help="file, directory, pipe, or - for standard input")
+    send_.add_argument("peer", metavar="ADDR[:PORT]", help=f"receiver address (port {DEFAULT_PORT}); "
+                       f"IPv6 as [ADDR]:PORT")
+    send_.add_argument("--name", help="the name the receiver stores the one file (or stream) under")
+    _add_common_options(send_)
+    recv = sub.add_parser("recv", help="wait for a sender and write what it sends",
+                          description="Receive the files of one netblt send (or, with --keep-serving, "
+                                      "of any number, one at a time).")
+    recv.add_argument("--listen", default=f":{DEFAULT_PORT}", metavar="ADDR:PORT",
+                      help=f"where to listen (default: every address, port {DEFAULT_PORT}); IPv6 as [ADDR]:PORT")
+    recv.add_argument("--out", metavar="PATH", help="output directory (default: here; a trailing / "
+                      "insists on a directory), one file, or - for standard output")
+    recv.add_argument("--force", action="store_true", help="replace files that exist (never by default)")
+    recv.add_argument("--keep-serving", action="store_true", help="serve transfer after transfer "
+                      "until interrupted (a busy receiver refuses a second sender)")
+    recv.add_argument("--allow", type=_network, action="append", default=[], metavar="ADDR[/PREFIX]",
+                      help="admit only senders from here (repeatable)")
+    _add_common_options(recv)
     from netblt.sim.relay import add_arguments
-    add_arguments(sub.add_parser("netem", help="relay UDP between two ends through an emulated WAN"))
+    add_arguments(sub.add_parser("netem", help="relay UDP between two ends through an emulated WAN",
+                                 description="Relay UDP between a sender (--listen) and a receiver "
+                                             "(--forward), applying an emulated WAN in each direction."))
     return parser
-
-
-def _address(parser: argparse.ArgumentParser, text: str) -> tuple[str, int]:
-    try:
-        return parse_address(text)
-    except TransportError as exc:
-        parser.error(str(exc))
 
 
 def params_from(args: argparse.Namespace, *, limits: bool) -> Params:
@@ -106,41 +105,80 @@ def params_from(args: argparse.Namespace, *, limits: bool) -> Params:
     if args.rate is not None and (args.burst_size or args.burst_interval):
         raise ParamError("give --rate or --burst-size/--burst-interval, not both")
     packet_size = args.packet_size or (RECV_LIMITS["packet_size"] if limits else PACKET_SIZE[args.transport])
-    if args.rate is not None or not limits and not (args.burst_size or args.burst_interval):
-        burst_size, burst_interval = burst_for_rate(args.rate or SEND_DEFAULTS["rate"], packet_size)
-    else:
-        burst_size = args.burst_size or (RECV_LIMITS["burst_size"] if limits else 1)
-        burst_interval = args.burst_interval or 1
+    rate_cap = float("inf")
     if limits:
+        burst_size = args.burst_size or RECV_LIMITS["burst_size"]
+        burst_interval = args.burst_interval or RECV_LIMITS["burst_interval"]
+        rate_cap = args.rate or rate_cap
         buffer_size = min(RECV_LIMITS["buffer_size"], packet_size * MAX_PACKETS_PER_BUFFER)
         buffers = RECV_LIMITS["buffers"]
     else:
+        if args.burst_size or args.burst_interval:
+            burst_size, burst_interval = args.burst_size or 1, args.burst_interval or 1
+        else:
+            burst_size, burst_interval = burst_for_rate(args.rate or SEND_DEFAULTS["rate"], packet_size)
         buffer_size, buffers = packet_size * SEND_DEFAULTS["packets_per_buffer"], SEND_DEFAULTS["buffers"]
     checksum = args.data_checksum if args.data_checksum is not None else args.transport == "ip"
     return Params(buffer_size=args.buffer_size or buffer_size, packet_size=packet_size,
                   burst_size=burst_size, burst_interval=burst_interval,
                   max_buffers=args.buffers or buffers, data_checksum=checksum,
-                  death_timer=args.death_timer or SEND_DEFAULTS["death_timer"])
+                  death_timer=args.death_timer or SEND_DEFAULTS["death_timer"], rate_cap=rate_cap)
 
 
-class ProgressBar:
-    """A rich progress bar on stderr while a transfer runs; nothing when not a terminal."""
+class BitRateColumn(ProgressColumn):
+    """Speed in bits per second, as --rate and the report give it."""
 
-    def __init__(self, console: Console, label: str) -> None:
-        self.bar = Progress("[bold]{task.description}", BarColumn(), DownloadColumn(),
-                            TransferSpeedColumn(), TimeRemainingColumn(), console=console, transient=True)
-        self.task = self.bar.add_task(label, total=None)
-        self.bar.start()
+    def render(self, task: Task) -> Text:
+        speed = task.finished_speed or task.speed
+        return Text("" if speed is None else f"{speed * 8 / 1e6:.1f} Mb/s", style="progress.data.speed")
 
-    def __call__(self, progress: TransferProgress, total: int) -> None:
-        self.bar.update(self.task, completed=progress.bytes_done, total=total or None)
+
+class Terminal:
+    """The CLI's feedback: status lines and a progress bar on stderr, reports on ``out``."""
+
+    def __init__(self, args: argparse.Namespace, out: Console, err: Console) -> None:
+        self.args, self.out, self.err = args, out, err
+        self.bar: Progress | None = None
+        self.task = None
+        self.show_bar = err.is_terminal and not args.quiet and not args.json
+
+    def status(self, text: str) -> None:
+        if not self.args.quiet:
+            (self.bar.console if self.bar else self.err).print(f"netblt: {text}", highlight=False,
+                                                               soft_wrap=True)
+
+    def progress(self, done: int, total: int | None) -> None:
+        if not self.show_bar:
+            return
+        if self.bar is None:
+            self.bar = Progress("[bold]{task.description}", BarColumn(), DownloadColumn(), BitRateColumn(),
+                                TimeRemainingColumn(), console=self.err, transient=True)
+            self.task = self.bar.add_task(self.args.command, total=None)
+            self.bar.start()
+        self.bar.update(self.task, completed=done, total=total or None)
 
     def stop(self) -> None:
-        self.bar.stop()
+        if self.bar:
+            self.bar.stop()
+            self.bar = None
+
+    def report(self, report: Report) -> None:
+        self.stop()
+        if self.args.json:
+            print(json.dumps(report.as_json()), file=self.out.file, flush=True)
+        elif not self.args.quiet:
+            print_report(report, self.out, verbose=self.args.verbose)
+        if not report.ok:
+            self.err.print(f"netblt: {self.args.command} failed: {report.reason}", highlight=False, soft_wrap=True)
+        if report.note:
+            self.status(report.note)
 
 
-def print_report(report: Report, console: Console) -> None:
-    table = Table(title=f"netblt {report.role}: {'OK' if report.ok else 'FAILED'} - {report.reason}")
+def print_report(report: Report, console: Console, *, verbose: bool = False) -> None:
+    if not report.established:
+        return  # nothing moved: the failure line says it all
+    title = f"netblt {report.role} {report.name}: {'OK' if report.ok else 'FAILED'} - {report.reason}"
+    table = Table(title=title)
     for column in ("BS/BI", "PSZ", "BFSZ", "XFSZ", "NBUFS", "#LOSS", "#RXM", "DTMOS", "SPEED", "REAL"):
         table.add_column(column, justify="right")
     table.add_row(f"{report.burst_size}/{report.burst_interval_ms}", str(report.packet_size),
@@ -149,10 +187,23 @@ def print_report(report: Report, console: Console) -> None:
                   str(report.packets_retransmitted), str(report.data_timeouts),
                   f"{report.steady_state_mbps:.1f} Mb/s", f"{report.real_mbps:.1f} Mb/s")
     console.print(table)
-    console.print(f"{report.path}  sha256 {report.sha256}  {report.bytes} bytes in {report.seconds} s",
-                  soft_wrap=True)
+    resumed = f" (+{report.resumed_bytes} resumed)" if report.resumed_bytes else ""
+    digest = f"  sha256 {report.sha256}" if report.sha256 else ""
+    console.print(f"{report.path}{digest}  {report.bytes} bytes{resumed} in {report.seconds} s",
+                  soft_wrap=True, highlight=False)
     if report.dropped:
-        console.print("dropped: " + ", ".join(f"{k} {v}" for k, v in sorted(report.dropped.items())))
+        console.print("dropped: " + ", ".join(f"{k} {v}" for k, v in sorted(report.dropped.items())),
+                      highlight=False)
+    if verbose and report.duplicates:
+        console.print(f"duplicates: {report.duplicates} (harmless)", highlight=False)
+
+
+def _loopback(host: str) -> bool:
+    return bool(host) and ipaddress.ip_address(host.split("%")[0]).is_loopback
+
+
+def _terminate(signum, frame) -> None:
+    raise Interrupted(143, "SIGTERM")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -160,36 +211,57 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "netem":
         from netblt.sim.relay import run_from_args
-        return run_from_args(args)
-    out, err = Console(width=max(Console().width, 120)), Console(stderr=True)
-    where = _address(parser, args.peer if args.command == "send" else args.listen)
-    bar = None
+        return run_from_args(args, parser)
     try:
-        params = params_from(args, limits=args.command == "recv")
-        bar = ProgressBar(err, args.command) if err.is_terminal and not args.json else None
+        where = parse_address(args.peer if args.command == "send" else args.listen)
+    except TransportError as exc:
+        parser.error(str(exc))
+    data_on_stdout = args.command == "recv" and args.out == "-"
+    out = Console(file=sys.stderr if data_on_stdout else sys.stdout, width=max(Console().width, 120))
+    err = Console(stderr=True)
+    terminal = Terminal(args, out, err)
+    try:
+        options = Options(params_from(args, limits=args.command == "recv"), kind=args.transport,
+                          timing=Timing(), secret=Secret.load(args.secret_file))
         if args.command == "send":
-            report = send_file(args.path, where, params, kind=args.transport,
-                               timing=Timing(), tick=bar)
+            items, notes = plan(args.paths, args.name)
         else:
-            report = receive_file(
-                where, args.out, params, kind=args.transport, timing=Timing(),
-                tick=bar, listening=lambda where: err.print(f"netblt: waiting for a sender on {where} "
-                                                            f"({args.transport})", highlight=False,
-                                                            soft_wrap=True))
-    except (ParamError, TransportError, TransferError) as exc:
-        if bar:
-            bar.stop()
+            output = Output.parse(args.out, args.force)
+    except (ParamError, SecretError) as exc:
         err.print(f"netblt: error: {exc}", highlight=False, soft_wrap=True)
-        return 2 if isinstance(exc, ParamError) else 1
-    if bar:
-        bar.stop()
-    if args.json:
-        print(json.dumps(report.as_json()))
-    else:
-        print_report(report, out)
-    if not report.ok:
-        err.print(f"netblt: {args.command} failed: {report.reason}", highlight=False, soft_wrap=True)
-    return 0 if report.ok else 1
+        return 2
+    except FileError as exc:
+        err.print(f"netblt: error: {exc}", highlight=False, soft_wrap=True)
+        return 1 if args.command == "send" else 2
+    if threading.current_thread() is threading.main_thread() and \
+            signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _terminate)
+    try:
+        if args.command == "send":
+            for note in notes:
+                terminal.status(note)
+            reports, stop = send(items, where, options, terminal)
+        else:
+            def listening(at: str) -> None:
+                err.print(f"netblt: waiting for a sender on {at} ({args.transport}), writing to {output}",
+                          highlight=False, soft_wrap=True)
+                if not args.allow and not options.secret and not _loopback(where[0]):
+                    terminal.status("anyone who can reach this port can send files here "
+                                    "(see --allow and --secret-file)")
+
+            reports, stop = serve(where, output, options, terminal, keep_serving=args.keep_serving,
+                                  force=args.force, gate=Gate(args.allow, options.secret), listening=listening)
+    except (TransportError, FileError) as exc:
+        terminal.stop()
+        err.print(f"netblt: error: {exc}", highlight=False, soft_wrap=True)
+        return 1
+    except (KeyboardInterrupt, Interrupted) as exc:
+        terminal.stop()
+        return exc.code if isinstance(exc, Interrupted) else 130
+    terminal.stop()
+    if stop is not None:
+        return stop.code
+    return 0 if reports and all(r.ok for r in reports) else 1
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -21,8 +22,8 @@ from .params import Params
 class DataPath(Protocol):
     """The buffer-level interface every data path offers (docs/architecture.md)."""
 
-    def configure(self, params: Params) -> None: ...
-    def transmit(self, packet: Packet) -> None: ...
+    def configure(self, params: Params, peer: ev.Address) -> None: ...
+    def transmit(self, packet: Packet, to: ev.Address) -> None: ...
     def send_buffer(self, number: int, data: bytes | memoryview, last: bool) -> None: ...
     def resend(self, number: int, packets: tuple[int, ...]) -> None: ...
     def release(self, number: int) -> None: ...
@@ -35,30 +36,54 @@ class DataPath(Protocol):
 
 
 class Source(Protocol):
-    size: int
+    size: int | None
+    """Bytes in all; None for a stream until reading it finds its end."""
 
-    def read(self, offset: int, length: int) -> bytes | memoryview: ...
+    def buffer(self, index: int, size: int) -> tuple[bytes | memoryview, bool] | None:
+        """The ``index``-th buffer of ``size`` bytes and whether it is the last; None past
+        the end. The data stays valid until :meth:`release`."""
+
+    def release(self, index: int) -> None: ...
 
 
 class Sink(Protocol):
-    def begin(self, peer_client_string: bytes) -> None: ...
     def write(self, offset: int, data: memoryview) -> None: ...
+
+    def problem(self) -> str | None:
+        """Once every byte is in: why the data is not what the sender announced, if it is not."""
+
+
+@dataclass(frozen=True)
+class Admission:
+    """A passive end's client's answer to :class:`~.events.Admit`."""
+
+    refusal: str | None = None
+    """Why the OPEN is refused; None admits it."""
+    held: frozenset[int] = frozenset()
+    """Buffers the receiver already holds (a resumed transfer)."""
+    last: int | None = None
+    resumed_bytes: int = 0
+    client_string: bytes | None = None
+    """For the RESPONSE, in place of the connection's own."""
 
 
 class MemorySource:
     def __init__(self, data: bytes) -> None:
         self.data, self.size = memoryview(data), len(data)
 
-    def read(self, offset: int, length: int) -> memoryview:
-        return self.data[offset:offset + length]
+    def buffer(self, index: int, size: int) -> tuple[memoryview, bool] | None:
+        start = index * size
+        if start > self.size or start == self.size and index:
+            return None
+        return self.data[start:start + size], start + size >= self.size
+
+    def release(self, index: int) -> None:
+        pass
 
 
 class MemorySink:
     def __init__(self) -> None:
         self.data = bytearray()
-
-    def begin(self, peer_client_string: bytes) -> None:
-        pass
 
     def write(self, offset: int, data: memoryview) -> None:
         end = offset + len(data)
@@ -66,13 +91,18 @@ class MemorySink:
             self.data.extend(bytes(end - len(self.data)))
         self.data[offset:end] = data
 
+    def problem(self) -> str | None:
+        return None
+
 
 @dataclass
 class Progress:
     """What a transfer has done so far, for progress bars and the final report."""
 
     bytes_done: int = 0
-    """Bytes delivered (receiver) or acknowledged by OK (sender)."""
+    """Bytes delivered (receiver) or acknowledged by OK (sender) in this connection."""
+    resumed_bytes: int = 0
+    """Bytes the receiver held from an earlier, interrupted transfer: not sent again."""
     established_at: float | None = None
     steady_end: float | None = None
     """When the last buffer started: later time is end-of-transfer recovery (RFC 1030)."""
@@ -104,10 +134,15 @@ class Progress:
 
 
 class Endpoint:
+    """``admit`` answers an acceptable OPEN (default: admit it); ``check_peer`` judges the
+    peer's client string once established and says why to abort, if it must."""
+
     def __init__(self, conn: Connection, datapath: DataPath, *, source: Source | None = None,
-                 sink: Sink | None = None) -> None:
+                 sink: Sink | None = None, admit: Callable[[ev.Admit], Admission] | None = None,
+                 check_peer: Callable[[bytes], str | None] | None = None) -> None:
         self.conn, self.dp = conn, datapath
         self.source, self.sink = source, sink
+        self.admit, self.check_peer = admit, check_peer
         self.progress = Progress()
         self.cpu_start = 0.0
 
@@ -136,21 +171,23 @@ class Endpoint:
             work.extend(follow)
 
     def _do(self, action: ev.Action, now: float) -> list[ev.Action]:
-        dp, progress = self.dp, self.progress
+        dp, progress, conn = self.dp, self.progress, self.conn
         match action:
-            case ev.Transmit(packet):
-                dp.transmit(packet)
+            case ev.Transmit(packet, to):
+                dp.transmit(packet, to)
             case ev.SendBuffer(buffer=n, index=index, last=last):
-                size = self.conn.params.buffer_size
-                dp.send_buffer(n, self.source.read(index * size, size), last)
-                if last:
-                    progress.steady_end = now
+                return self._send(n, index, last, now)
             case ev.ResendPackets(buffer=n, packets=packets):
                 dp.resend(n, packets)
-            case ev.ReleaseSendBuffer(buffer=n, index=index):
+            case ev.ReleaseSendBuffer(buffer=n, index=index, sent=sent):
                 dp.release(n)
-                size = self.conn.params.buffer_size
-                progress.buffer_done(now, min(size, self.source.size - index * size))
+                self.source.release(index)
+                size = conn.params.buffer_size
+                size = size if self.source.size is None else min(size, self.source.size - index * size)
+                if sent:
+                    progress.buffer_done(now, size)
+                else:
+                    progress.resumed_bytes += size
             case ev.SetRate(burst_size=bs, burst_interval=bi):
                 dp.set_rate(bs, bi)
             case ev.StampHighAck(high_ack=h):
@@ -161,27 +198,48 @@ class Endpoint:
                 dp.drop_receive(n)
             case ev.QueryMissing(buffer=n):
                 dp.query_missing(n)
-            case ev.Deliver(buffer=n, index=index, size=size):
-                return self._deliver(n, index, size, now)
-            case ev.Established(params=params, peer_client_string=peer):
+            case ev.Deliver(buffer=n, index=index, size=size, final=final):
+                return self._deliver(n, index, size, final, now)
+            case ev.Admit():
+                answer = self.admit(action) if self.admit else Admission()
+                if answer.refusal is not None:
+                    return conn.refuse(answer.refusal, now)
+                progress.resumed_bytes = answer.resumed_bytes
+                return conn.admit(now, held=answer.held, last=answer.last, client_string=answer.client_string)
+            case ev.Established(params=params, peer_client_string=peer_string, peer=peer):
                 self.cpu_start = time.process_time()
-                dp.configure(params)
+                dp.configure(params, peer)
                 progress.params = params
                 progress.established_at = now
-                if self.sink is not None:
-                    try:
-                        self.sink.begin(peer)
-                    except OSError as exc:
-                        return self.conn.quit(f"receiver cannot store the data: {exc.strerror or exc}", now)
+                if self.check_peer and (why := self.check_peer(peer_string)):
+                    return conn.abort(why, now)
             case ev.Finished():
                 progress.result = action
         return []
 
-    def _deliver(self, n: int, index: int, size: int, now: float) -> list[ev.Action]:
+    def _send(self, n: int, index: int, last: bool, now: float) -> list[ev.Action]:
+        """Load a buffer from the client; a stream's client says where its data ends."""
+        try:
+            found = self.source.buffer(index, self.conn.params.buffer_size)
+        except OSError as exc:
+            return self.conn.quit(f"sender cannot read its data: {exc.strerror or exc}", now)
+        if found is None:  # GO'd past a stream's end, which is now known
+            buffers = max(1, math.ceil(self.source.size / self.conn.params.buffer_size))
+            return self.conn.handle(ev.LastBuffer(buffers), now)
+        data, ends = found
+        self.dp.send_buffer(n, data, last or ends)
+        if last or ends:
+            self.progress.steady_end = now
+        return self.conn.handle(ev.LastBuffer(n), now) if ends and not last else []
+
+    def _deliver(self, n: int, index: int, size: int, final: bool, now: float) -> list[ev.Action]:
         try:
             self.sink.write(index * self.conn.params.buffer_size, self.dp.take(n))
+            problem = self.sink.problem() if final else None
         except OSError as exc:
             return self.conn.quit(f"receiver cannot store the data: {exc.strerror or exc}", now)
         self.dp.drop_receive(n)
         self.progress.buffer_done(now, size)
+        if problem:
+            return self.conn.quit(problem, now)  # the sender hears why, rather than a false success
         return self.conn.handle(ev.BufferReleased(n), now)

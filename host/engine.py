@@ -3,7 +3,10 @@
 No sockets, threads or clocks: every method takes ``now`` (seconds, any epoch) and
 returns the actions to carry out. ``deadline`` says when to call :meth:`handle_timeout`.
 One object serves both ends (active/passive) and both roles (data sender/receiver);
-the roles live in :mod:`.sender` and :mod:`.receiver`.
+the roles live in :mod:`.sender` and :mod:`.receiver` and see only a :class:`.role.Context`.
+
+The peer is the address the active end opened to, or the source of the OPEN the
+passive end accepted; packets from anyone else change nothing (an OPEN is refused).
 """
 
 from __future__ import annotations
@@ -15,12 +18,17 @@ from . import events as ev
 from .packets import Abort, Data, KeepAlive, Open, Packet, Quit, QuitAck, Refused, Response, Setup
 from .params import ParamError, Params, Timing
 from .receiver import Receiver
+from .role import Role, TransferStats
 from .sender import Sender
 from .timers import Timers
+
+BUSY = "busy with another transfer; try again when it ends"
 
 
 class State(enum.Enum):
     LISTEN = "listen"
+    ADMITTING = "admitting"
+    """An acceptable OPEN waits for the client's :meth:`Connection.admit` or refuse."""
     OPEN_SENT = "open-sent"
     ESTABLISHED = "established"
     QUIT_SENT = "quit-sent"
@@ -33,14 +41,16 @@ class Connection:
 
     ``sender`` says whether this end sends the data; an active data sender opens in
     WRITE mode, an active data receiver in READ mode. A data sender gives
-    ``transfer_size``, the bytes its client will supply; it also goes in OPEN/RESPONSE
-    for the peer's client (the NETBLT layer never uses it).
+    ``transfer_size``, the bytes its client will supply (None for a stream whose end
+    its client will report with :class:`~.events.LastBuffer`); it also goes in
+    OPEN/RESPONSE for the peer's client. ``peer`` is where an active end opens to.
     """
 
     def __init__(self, *, active: bool, sender: bool, params: Params, timing: Timing = Timing(),
-                 transfer_size: int = 0, client_string: bytes = b"",
-                 uid: int | None = None) -> None:
+                 transfer_size: int | None = 0, client_string: bytes = b"",
+                 uid: int | None = None, peer: ev.Address = None) -> None:
         self.active, self.is_sender = active, sender
+        self.peer = peer
         self.local = params
         """What this end proposes (active) or accepts at most (passive)."""
         self.params = params
@@ -51,14 +61,20 @@ class Connection:
         self.uid = uid if uid is not None else random.getrandbits(32)
         self.state = State.OPEN_SENT if active else State.LISTEN
         self.timers = Timers()
-        self.role: Sender | Receiver | None = None
+        self.role: Role | None = None
+        self.stats = TransferStats()
         self.setup: Setup | None = None
         """The OPEN we sent (active) or the RESPONSE we sent (passive)."""
         self.peer_death = 0
         self.open_tries = 0
         self.quit_reason = ""
+        self.heard_at: float | None = None
+        """When the peer was last heard from (once the connection is open)."""
+        self.strangers = 0
+        """Packets from addresses other than the peer's, refused or ignored."""
         self.finished = False
         self.result: ev.Finished | None = None
+        self._admitting: tuple[Open, Params] | None = None
         self._out: list[ev.Action] = []
 
     # -- the sans-IO surface ---------------------------------------------------------------
@@ -78,10 +94,10 @@ class Connection:
         if self.finished:
             return []
         if isinstance(event, ev.PacketReceived):
-            self._packet(event.packet, now)
+            self._packet(event.packet, event.source, now)
         elif isinstance(event, ev.PeerUnreachable):
             # Once a QUIT has passed either way, a closed peer is the quit's outcome.
-            self.finish(False, self._quit_outcome() or f"peer unreachable: {event.detail}")
+            self.finish(False, self._quit_outcome() or self._unreachable(event.detail))
         else:
             if isinstance(event, ev.Arrivals):
                 self._alive(event.last_at)
@@ -113,20 +129,53 @@ class Connection:
         self.fail(reason, now)
         return self._drain()
 
+    def admit(self, now: float, *, held: frozenset[int] = frozenset(), last: int | None = None,
+              client_string: bytes | None = None) -> list[ev.Action]:
+        """The client accepts the OPEN of :class:`~.events.Admit`: answer with RESPONSE.
+
+        A data receiver's client may already hold some buffers (``held``, a resumed
+        transfer: they get an OK instead of a GO) and know the ``last`` buffer's number.
+        ``client_string`` replaces this end's for the RESPONSE.
+        """
+        assert self._admitting is not None, "admit() answers an Admit action"
+        packet, final = self._admitting
+        self._admitting = None
+        self.params, self.uid, self.peer_death = final, packet.uid, packet.death_timer
+        if client_string is not None:
+            self.client_string = client_string
+        self.setup = Response(uid=packet.uid, **self._proposal() | dict(
+            buffer_size=final.buffer_size, packet_size=final.packet_size,
+            burst_size=final.burst_size, burst_interval=final.burst_interval,
+            max_buffers=final.max_buffers, data_checksum=final.data_checksum))
+        self.transmit(self.setup, now)
+        self._establish(packet.client_string, now, held=held, last=last)
+        self._after(now)
+        return self._drain()
+
+    def refuse(self, reason: str, now: float) -> list[ev.Action]:
+        """The client turns the OPEN of :class:`~.events.Admit` down: REFUSED, and listen on."""
+        self._admitting = None
+        self._send_to(Refused(reason), self.peer)
+        self.state, self.peer = State.LISTEN, None
+        return self._drain()
+
     # -- helpers the roles use -------------------------------------------------------------
 
     def emit(self, action: ev.Action) -> None:
         self._out.append(action)
 
     def transmit(self, packet: Packet, now: float) -> None:
-        self._out.append(ev.Transmit(packet))
+        self._send_to(packet, self.peer)
         if self.peer_death:
             self.timers.set("keepalive", now + self.peer_death / 4)
+
+    def _send_to(self, packet: Packet, to: ev.Address) -> None:
+        self._out.append(ev.Transmit(packet, to))
 
     def fail(self, reason: str, now: float) -> None:
         """Abort from inside the engine: tell the peer, then close."""
         if not self.finished:
-            if self.state is not State.LISTEN:
+            if self.state not in (State.LISTEN, State.ADMITTING):
                 self.transmit(Abort(reason), now)
             self.finish(False, reason)
 
@@ -139,12 +188,12 @@ class Connection:
     # -- setup -----------------------------------------------------------------------------
 
     def _proposal(self) -> dict:
-        p = self.local
+        p, size = self.local, self.transfer_size or 0
         return dict(buffer_size=p.buffer_size, packet_size=p.packet_size, burst_size=p.burst_size,
                     burst_interval=p.burst_interval, death_timer=p.death_timer,
                     max_buffers=p.max_buffers, data_checksum=p.data_checksum,
                     write_mode=self.is_sender if self.active else not self.is_sender,
-                    transfer_size=self.transfer_size if self.transfer_size < 1 << 32 else 0,
+                    transfer_size=size if size < 1 << 32 else 0,  # 0: unknown (reading A18)
                     client_string=self.client_string)
 
     def _send_open(self, now: float) -> None:
@@ -152,9 +201,18 @@ class Connection:
         self.timers.set("open", now + self.timing.open_timeout * 2 ** self.open_tries)
         self.open_tries += 1
 
-    def _packet(self, packet: Packet, now: float) -> None:
-        if self.state is not State.LISTEN:
-            self._alive(now)
+    def _packet(self, packet: Packet, source: ev.Address, now: float) -> None:
+        if self.state is State.LISTEN:
+            # Nobody is the peer yet: only an OPEN means anything (an ABORT cannot end a listener).
+            if isinstance(packet, Open):
+                self._accept(packet, source)
+            else:
+                self.strangers += 1
+            return
+        if source != self.peer:
+            self._stranger(packet, source)
+            return
+        self._alive(now)
         if isinstance(packet, Abort):
             self.finish(False, f"aborted by peer: {packet.reason or 'no reason given'}")
         elif isinstance(packet, (Open, Response)):
@@ -172,12 +230,18 @@ class Connection:
         elif self.state is State.ESTABLISHED and self.role is not None:
             self.role.on_packet(packet, now)
 
+    def _stranger(self, packet: Packet, source: ev.Address) -> None:
+        """A packet from someone other than the peer: an OPEN is told we are busy."""
+        self.strangers += 1
+        if isinstance(packet, Open):
+            self._send_to(Refused(BUSY), source)
+
     def _setup_packet(self, packet: Open | Response, now: float) -> None:
-        if self.state is State.LISTEN and isinstance(packet, Open):
-            self._accept(packet, now)
-        elif self.state is State.OPEN_SENT and isinstance(packet, Response):
+        if self.state is State.OPEN_SENT and isinstance(packet, Response):
             if packet.uid == self.uid:
                 self._answered(packet, now)
+        elif self.state is State.ADMITTING:
+            pass  # the same OPEN again, while its client decides
         elif packet.uid == self.setup.uid:
             if isinstance(packet, Open) and not self.active:
                 self.transmit(self.setup, now)  # our RESPONSE was lost: say it again
@@ -185,25 +249,20 @@ class Connection:
             # Only one connection per port pair: a different UID is a second attempt.
             self.transmit(Abort(f"connection {self.setup.uid:#010x} is already open on this port pair"), now)
 
-    def _accept(self, packet: Open, now: float) -> None:
+    def _accept(self, packet: Open, source: ev.Address) -> None:
         wants_write = not self.is_sender
         if packet.write_mode != wants_write:
             mode = "send" if packet.write_mode else "receive"
-            self.transmit(Refused(f"this end does not {'receive' if mode == 'send' else 'send'} data; "
-                                  f"cannot {mode}"), now)
+            self._send_to(Refused(f"this end does not {'receive' if mode == 'send' else 'send'} data; "
+                                  f"cannot {mode}"), source)
             return
         try:
             final = self.local.restrict(Params.from_setup(packet))
         except ParamError as exc:
-            self.transmit(Refused(f"unusable parameters: {exc}"), now)
+            self._send_to(Refused(f"unusable parameters: {exc}"), source)
             return
-        self.params, self.uid, self.peer_death = final, packet.uid, packet.death_timer
-        self.setup = Response(uid=packet.uid, **self._proposal() | dict(
-            buffer_size=final.buffer_size, packet_size=final.packet_size,
-            burst_size=final.burst_size, burst_interval=final.burst_interval,
-            max_buffers=final.max_buffers, data_checksum=final.data_checksum))
-        self.transmit(self.setup, now)
-        self._establish(packet.client_string, now)
+        self.state, self.peer, self._admitting = State.ADMITTING, source, (packet, final)
+        self.emit(ev.Admit(packet.client_string, final, source, packet.uid))
 
     def _answered(self, packet: Response, now: float) -> None:
         self.timers.cancel("open")
@@ -221,30 +280,31 @@ class Connection:
         self.peer_death = packet.death_timer
         self._establish(packet.client_string, now)
 
-    def _establish(self, peer_client_string: bytes, now: float) -> None:
+    def _establish(self, peer_client_string: bytes, now: float, *, held: frozenset[int] = frozenset(),
+                   last: int | None = None) -> None:
         self.state = State.ESTABLISHED
-        self.emit(ev.Established(self.params, peer_client_string))
+        self.emit(ev.Established(self.params, peer_client_string, self.peer))
         self._alive(now)
         self.timers.set("keepalive", now + self.peer_death / 4)
-        self.role = Sender(self) if self.is_sender else Receiver(self)
+        self.role = Sender(self) if self.is_sender else Receiver(self, held=held, last=last)
         self.role.start(now)
 
     # -- liveness, QUIT --------------------------------------------------------------------
 
     def _alive(self, at: float) -> None:
-        if self.state not in (State.LISTEN, State.OPEN_SENT, State.CLOSED):
+        if self.state not in (State.LISTEN, State.ADMITTING, State.OPEN_SENT, State.CLOSED):
+            self.heard_at = at
             self.timers.set("death", at + self.params.death_timer)
 
     def _quit_received(self, packet: Quit, now: float) -> None:
-        if self.state in (State.LISTEN, State.OPEN_SENT):
+        if self.state in (State.LISTEN, State.ADMITTING, State.OPEN_SENT):
             return
         self.transmit(QuitAck(), now)
         if self.state is not State.QUIT_RECEIVED:
             self.state, self.quit_reason = State.QUIT_RECEIVED, packet.reason
             self.timers.keep_only("death")
         # Dally so a lost QUITACK can be answered again (reading A23).
-        rto = self.role.rtt.timeout if isinstance(self.role, Receiver) else self.timing.quit_timeout
-        self.timers.set("quit-dally", now + max(2 * rto, 4 * self.timing.quit_timeout))
+        self.timers.set("quit-dally", now + max(2 * self.role.answer_time(), 4 * self.timing.quit_timeout))
 
     def _quit_outcome(self) -> str | None:
         """How a QUIT in progress ends the connection, or None if there is none."""
@@ -253,6 +313,11 @@ class Connection:
         if self.state is State.QUIT_RECEIVED:
             return f"peer quit: {self.quit_reason or 'no reason given'}"
         return None
+
+    def _unreachable(self, detail: str) -> str:
+        if self.state is State.OPEN_SENT:
+            return f"peer unreachable: nothing is listening there ({detail})"
+        return f"peer unreachable mid-transfer ({detail}): the peer's program stopped"
 
     def _send_quit(self, now: float) -> None:
         self.transmit(Quit(self.quit_reason), now)
@@ -265,7 +330,7 @@ class Connection:
             else:
                 self._send_open(now)
         elif key == "death":
-            if isinstance(self.role, Receiver) and self.role.all_delivered():
+            if self.role is not None and self.role.complete():
                 # Every byte is here; only the acknowledgement of our last OK is missing.
                 self.finish(True, "transfer complete (the sender went quiet before "
                                   "acknowledging the last OK)")
@@ -273,7 +338,7 @@ class Connection:
                 self.finish(False, f"death timer expired: nothing heard from the peer for "
                                    f"{self.params.death_timer} s")
         elif key == "keepalive":
-            if isinstance(self.role, Sender) and self.role.tx_busy:
+            if self.role is not None and self.role.sending_data():
                 self.timers.set("keepalive", now + self.peer_death / 4)
             else:
                 self.transmit(KeepAlive(), now)

@@ -7,10 +7,15 @@ per control message, never per packet.
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from dataclasses import dataclass
 
 from .packets import Packet
 from .params import Params
+
+Address = Hashable
+"""Where a packet came from or goes to, as the data path names it (``(host, port)`` on
+sockets); the engine only ever compares addresses."""
 
 # -- events: into the engine --------------------------------------------------------------
 
@@ -20,6 +25,8 @@ class PacketReceived:
     """A non-data NETBLT packet arrived (CONTROL, NULL-ACK, OPEN, ...)."""
 
     packet: Packet
+    source: Address = None
+    """Its sender; only the peer's packets act on an open connection."""
 
 
 @dataclass(frozen=True)
@@ -79,6 +86,13 @@ class BufferReleased:
 
 
 @dataclass(frozen=True)
+class LastBuffer:
+    """The data sender's client found where its data ends (a stream of unknown size)."""
+
+    buffer: int
+
+
+@dataclass(frozen=True)
 class PeerUnreachable:
     """The network said nobody is listening at the peer's address."""
 
@@ -86,21 +100,26 @@ class PeerUnreachable:
 
 
 Event = (PacketReceived | FirstPacket | LdataSeen | BufferComplete | MissingPackets | Arrivals
-         | TransmitIdle | BufferReleased | PeerUnreachable)
+         | TransmitIdle | BufferReleased | LastBuffer | PeerUnreachable)
 
 # -- actions: out of the engine -----------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class Transmit:
-    """Send this non-data packet to the peer."""
+    """Send this non-data packet to ``to`` (the peer, or a stranger being refused)."""
 
     packet: Packet
+    to: Address = None
 
 
 @dataclass(frozen=True)
 class SendBuffer:
-    """Load the client's ``index``-th buffer (0-based) and send it as buffer ``buffer``."""
+    """Load the client's ``index``-th buffer (0-based) and send it as buffer ``buffer``.
+
+    ``last`` is set when the transfer size says so; a client reading a stream of unknown
+    size finds its last buffer itself and answers with :class:`LastBuffer`.
+    """
 
     buffer: int
     index: int
@@ -115,10 +134,14 @@ class ResendPackets:
 
 @dataclass(frozen=True)
 class ReleaseSendBuffer:
-    """Buffer ``buffer`` (the client's ``index``-th) was acknowledged (OK): reuse its memory."""
+    """Buffer ``buffer`` (the client's ``index``-th) was acknowledged (OK): reuse its memory.
+
+    ``sent`` is False for a buffer the receiver already held (a resumed transfer).
+    """
 
     buffer: int
     index: int
+    sent: bool = True
 
 
 @dataclass(frozen=True)
@@ -162,6 +185,22 @@ class Deliver:
     buffer: int
     index: int
     size: int
+    final: bool = False
+    """Every other buffer is in: the client can judge the whole transfer now, while the
+    connection is still open to tell the sender."""
+
+
+@dataclass(frozen=True)
+class Admit:
+    """An acceptable OPEN arrived: the client answers at once with
+    :meth:`~netblt.host.engine.Connection.admit` or
+    :meth:`~netblt.host.engine.Connection.refuse` (its file name, its sender, its proof)."""
+
+    client_string: bytes
+    params: Params
+    """The parameters the RESPONSE would give."""
+    source: Address
+    uid: int
 
 
 @dataclass(frozen=True)
@@ -170,6 +209,7 @@ class Established:
 
     params: Params
     peer_client_string: bytes
+    peer: Address = None
 
 
 @dataclass(frozen=True)
@@ -181,4 +221,4 @@ class Finished:
 
 
 Action = (Transmit | SendBuffer | ResendPackets | ReleaseSendBuffer | SetRate | StampHighAck
-          | PostReceive | DropReceive | QueryMissing | Deliver | Established | Finished)
+          | PostReceive | DropReceive | QueryMissing | Deliver | Admit | Established | Finished)

@@ -1,125 +1,498 @@
 """Files as transfer sources and sinks, and the end-to-end SHA-256 that checks them.
 
-The data sender's SHA-256 travels in its client string (OPEN or RESPONSE); the
-receiver hashes buffers in file order as they are delivered and compares at the end.
-The output is written under a temporary name and renamed only when verified.
+A sender announces each file's size and SHA-256 in its OPEN (host/announce.py); the
+receiver hashes the data in file order as buffers are delivered and compares at the
+end. A stream (a pipe, or ``-`` for standard input) has no size or digest up front:
+its data is followed by a trailer with its length and SHA-256 (and, with a shared
+secret, their MAC), which the receiver checks and never writes out.
+
+The receiver writes ``<name>.partial`` inside its output directory only, and renames it
+only when verified; it never replaces an existing file unless told to. Beside the
+partial file, ``<name>.partial.resume`` records which buffers are written and synced,
+so an interrupted transfer of the same file (same size and SHA-256) sends only the rest.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
+import json
+import math
 import os
-import re
+import stat
+import struct
+import time
+import unicodedata
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
-CLIENT_TAG = b"netblt-file/1"
+from .announce import Announcement
+
+CHUNK = 1 << 20
+MAX_NAME = 1024
+"""Bytes of UTF-8 in a name, all components together."""
+RECORD_INTERVAL = 1.0
+"""Seconds between updates of a resume record while data arrives."""
+TRAILER = struct.Struct(">8sQ32s")
+TRAILER_MAGIC = b"nbltEND1"
+MAC_SIZE = 32
 
 
-def describe(size: int, sha256: str, name: str) -> bytes:
-    """The client string that announces a file: tag, size, digest and base name."""
-    safe = re.sub(r"[^A-Za-z0-9._-]", "_", name)[:128] or "data"
-    return b" ".join([CLIENT_TAG, f"size={size}".encode(), f"sha256={sha256}".encode(),
-                      f"name={safe}".encode()])
+class FileError(Exception):
+    """A file that cannot be sent or written; the message is one line for the user."""
 
 
-def parse_description(client_string: bytes) -> dict[str, str]:
-    """The fields of :func:`describe`'s string; empty if the peer sent something else."""
-    parts = client_string.split()
-    if not parts or parts[0] != CLIENT_TAG:
-        return {}
-    fields = {}
-    for part in parts[1:]:
-        key, sep, value = part.decode("ascii", "replace").partition("=")
-        if sep:
-            fields[key] = value
-    return fields
+def name_problem(name: str) -> str | None:
+    """Why a receiver refuses to write ``name`` (a relative, ``/``-separated path), or None."""
+    if not name:
+        return "an empty name"
+    if len(name.encode()) > MAX_NAME:
+        return f"longer than {MAX_NAME} bytes"
+    if name.startswith("/"):
+        return "an absolute path"
+    for part in name.split("/"):
+        if part in ("", ".", ".."):
+            return "a path that could leave the output directory"
+        if part.startswith("."):
+            return "a hidden file or directory"
+        if any(unicodedata.category(c).startswith("C") for c in part):
+            return "control or unassigned characters"
+        if len(part.encode()) > 255:
+            return "a component longer than 255 bytes"
+    return None
+
+
+def trailer_size(sealed: bool) -> int:
+    return TRAILER.size + (MAC_SIZE if sealed else 0)
+
+
+# -- sources --------------------------------------------------------------------------------
 
 
 class FileSource:
+    """A regular file: its size and SHA-256 are known before the OPEN."""
+
     def __init__(self, path: str | os.PathLike) -> None:
         self.path = Path(path)
-        self.fd = os.open(self.path, os.O_RDONLY)
-        self.size = os.fstat(self.fd).st_size
+        self.fd = _open_for_reading(self.path)
+        self.size: int | None = os.fstat(self.fd).st_size
 
-    def sha256(self) -> str:
-        with open(self.path, "rb") as f:
-            return hashlib.file_digest(f, "sha256").hexdigest()
+    def sha256(self, progress: Callable[[int], None] | None = None) -> str:
+        digest, done = hashlib.sha256(), 0
+        while chunk := os.pread(self.fd, CHUNK, done):
+            digest.update(chunk)
+            done += len(chunk)
+            if progress:
+                progress(done)
+        if done != self.size:
+            raise FileError(f"{self.path} changed size while being read ({self.size} -> {done} bytes)")
+        return digest.hexdigest()
 
-    def read(self, offset: int, length: int) -> bytes:
-        return os.pread(self.fd, length, offset)
+    def buffer(self, index: int, size: int) -> tuple[bytes, bool] | None:
+        start = index * size
+        if start > self.size or start == self.size and index:
+            return None
+        data = os.pread(self.fd, size, start)
+        if len(data) != min(size, self.size - start):
+            raise OSError(errno.EIO, f"{self.path} is shorter than when it was announced")
+        return data, start + size >= self.size
+
+    def release(self, index: int) -> None:
+        pass
 
     def close(self) -> None:
         os.close(self.fd)
 
 
-class FileSink:
-    """Writes at buffer offsets into ``<target>.partial``; :meth:`commit` renames it.
+class StreamSource:
+    """A pipe or standard input, read once and in order.
 
-    ``out`` is a file, a directory, or None for the current directory; the file name
-    comes from the sender's client string unless ``out`` names a file.
+    Its length and SHA-256 are known only at its end, so the data is followed by a
+    trailer: magic, length, SHA-256, and ``seal(digest)`` when a secret is shared. Each
+    buffer is read ahead by one byte, so the one the data (and trailer) ends in is known
+    as it is loaded. Buffers stay in memory until released: at most the outstanding ones.
     """
 
-    def __init__(self, out: str | os.PathLike | None) -> None:
-        self.out = Path(out) if out is not None else None
-        self.target: Path | None = None
-        self.partial: Path | None = None
-        self.fd = -1
-        self.expected: dict[str, str] = {}
-        self.hash = hashlib.sha256()
-        self._next = 0
-        """The file offset the hash has reached."""
-        self._early: dict[int, bytes] = {}
-        """Buffers delivered ahead of a gap: kept until the hash reaches them."""
-        self.size = 0
+    def __init__(self, read: Callable[[int], bytes], seal: Callable[[bytes], bytes] | None = None) -> None:
+        self.read, self.seal = read, seal
+        self.size: int | None = None
+        self.length = 0
+        """Bytes of data read so far (the trailer not counted)."""
+        self._digest = hashlib.sha256()
+        self._ahead = bytearray()
+        self._ended = False
+        self._assigned = 0
+        self._loaded: dict[int, tuple[bytes, bool]] = {}
+        self._count = 0
 
-    def begin(self, peer_client_string: bytes) -> None:
-        self.expected = parse_description(peer_client_string)
-        name = self.expected.get("name", "netblt.out")
-        if self.out is None:
-            self.target = Path(name)
-        elif self.out.is_dir():
-            self.target = self.out / name
+    def buffer(self, index: int, size: int) -> tuple[bytes, bool] | None:
+        while self._count <= index and not (self._ended and not self._ahead):
+            self._load(size)
+        return self._loaded.get(index)
+
+    def release(self, index: int) -> None:
+        self._loaded.pop(index, None)
+
+    @property
+    def sha256(self) -> str:
+        """The data's SHA-256 once the stream has ended, else empty."""
+        return self._digest.hexdigest() if self._ended else ""
+
+    def _load(self, size: int) -> None:
+        while len(self._ahead) <= size and not self._ended:
+            chunk = self.read(max(CHUNK, size + 1 - len(self._ahead)))
+            if chunk:
+                self._digest.update(chunk)
+                self.length += len(chunk)
+                self._ahead += chunk
+            else:
+                digest = self._digest.digest()
+                self._ahead += TRAILER.pack(TRAILER_MAGIC, self.length, digest)
+                self._ahead += self.seal(digest) if self.seal else b""
+                self._ended = True
+                self.size = self._assigned + len(self._ahead)
+        data = bytes(self._ahead[:size])
+        del self._ahead[:size]
+        self._assigned += len(data)
+        self._loaded[self._count] = (data, self._ended and not self._ahead)
+        self._count += 1
+
+    def close(self) -> None:
+        pass
+
+
+def _open_for_reading(path: Path) -> int:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError as exc:
+        raise FileError(f"cannot read {path}: {exc.strerror}") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise FileError(f"{path} is not a regular file")
+    return fd
+
+
+# -- sinks ----------------------------------------------------------------------------------
+
+
+class InOrder:
+    """Feeds ``consume`` the data in file order: buffers that arrive ahead of a gap wait
+    in memory; ranges already on disk (resumed) are read back when reached. A stream's
+    last ``hold`` bytes (its trailer) are kept back and end up in :attr:`held_back`."""
+
+    def __init__(self, consume: Callable[[bytes | memoryview], None], *, hold: int = 0,
+                 on_disk: dict[int, int] | None = None,
+                 read: Callable[[int, int], bytes] | None = None) -> None:
+        self.consume, self.hold, self.read = consume, hold, read
+        self.on_disk = dict(on_disk or {})
+        """Offset -> length of ranges to read back rather than wait for."""
+        self.next = 0
+        self.early: dict[int, bytes] = {}
+        self.held_back = b""
+
+    def add(self, offset: int, data: bytes | memoryview) -> None:
+        if offset != self.next:
+            self.early[offset] = bytes(data)
+            return
+        self._take(data)
+        self.advance()
+
+    def advance(self) -> None:
+        while True:
+            if self.next in self.early:
+                self._take(self.early.pop(self.next))
+            elif self.next in self.on_disk:
+                start, length = self.next, self.on_disk.pop(self.next)
+                for at in range(start, start + length, CHUNK):
+                    self._take(self.read(at, min(CHUNK, start + length - at)))
+            else:
+                return
+
+    def _take(self, data: bytes | memoryview) -> None:
+        self.next += len(data)
+        if not self.hold:
+            self.consume(data)
+            return
+        joined = self.held_back + bytes(data)
+        if len(joined) > self.hold:
+            self.consume(joined[:-self.hold])
+        self.held_back = joined[-self.hold:]
+
+
+@dataclass
+class Expectation:
+    """What the sender announced, and (for a stream) how its trailer is sealed."""
+
+    announced: Announcement
+    seal: Callable[[bytes], bytes] | None = None
+
+    @property
+    def hold(self) -> int:
+        return trailer_size(self.seal is not None) if self.announced.size is None else 0
+
+
+class Verifier:
+    """The SHA-256 of the data in file order, checked against the announcement."""
+
+    def __init__(self, expect: Expectation) -> None:
+        self.expect = expect
+        self.digest = hashlib.sha256()
+        self.length = 0
+
+    def update(self, data: bytes | memoryview) -> None:
+        self.digest.update(data)
+        self.length += len(data)
+
+    def problem(self, order: InOrder) -> str | None:
+        """Why the data differs from what the sender announced, if it does."""
+        if order.early or order.on_disk:
+            return "data is missing: not every buffer arrived"
+        announced, got = self.expect.announced, self.digest.hexdigest()
+        if announced.size is None:
+            if len(order.held_back) != self.expect.hold:
+                return "the stream ended without its trailer"
+            magic, length, digest = TRAILER.unpack_from(order.held_back)
+            if magic != TRAILER_MAGIC:
+                return "the stream's trailer is damaged"
+            if self.expect.seal and self.expect.seal(digest) != order.held_back[TRAILER.size:]:
+                return "the stream's digest is not sealed with the shared secret"
+            size, sha256 = length, digest.hex()
         else:
-            self.target = self.out
-        self.partial = self.target.with_name(self.target.name + ".partial")
-        self.fd = os.open(self.partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            size, sha256 = announced.size, announced.sha256
+        if self.length != size:
+            return f"size mismatch: the sender announced {size} bytes, received {self.length}"
+        if got != sha256:
+            return f"SHA-256 mismatch: the sender announced {sha256}, received {got}"
+        return None
+
+
+class FileSink:
+    """Writes one announced file as ``<name>.partial`` inside the directory ``root_fd``
+    names, creating subdirectories (never through a symlink), and renames it when verified.
+
+    Raises FileError (the reason to refuse the OPEN) when the file exists and ``force``
+    is not given, or the directory cannot be written.
+    """
+
+    def __init__(self, root_fd: int, name: str, expect: Expectation, buffer_size: int,
+                 *, force: bool = False) -> None:
+        self.expect, self.buffer_size, self.force = expect, buffer_size, force
+        *folders, self.name = name.split("/")
+        self.shown = name
+        self.dir_fd = _descend(root_fd, folders)
+        self.partial = self.name + ".partial"
+        self.record = self.partial + ".resume"
+        self.fd = self.fd_read = -1
+        try:
+            if not force and _exists(self.name, self.dir_fd):
+                raise FileError(f"{name} exists at the receiver (it replaces files only with --force)")
+            self.held = self._resume()
+            self.replaced_partial = not self.held and _exists(self.partial, self.dir_fd)
+            """An earlier transfer's partial file of other data, now overwritten."""
+            flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | (0 if self.held else os.O_TRUNC)
+            self.fd = os.open(self.partial, flags, 0o644, dir_fd=self.dir_fd)
+            self.fd_read = os.open(self.partial, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=self.dir_fd)
+        except OSError as exc:
+            self.close()
+            raise FileError(f"cannot write {name}: {exc.strerror}") from None
+        except FileError:
+            self.close()
+            raise
+        self.verifier = Verifier(expect)
+        self.order = InOrder(self.verifier.update, hold=expect.hold,
+                             on_disk={self._offset(n): self._length(n) for n in self.held},
+                             read=lambda at, length: os.pread(self.fd_read, length, at))
+        self.written: set[int] = set(self.held)
+        self.verdict: str | None = None
+        """Why the whole data was found wrong, once it was judged."""
+        self._recorded_at = time.monotonic()
+
+    # -- resume -------------------------------------------------------------------------------
+
+    @property
+    def resumable(self) -> bool:
+        return self.expect.announced.size is not None
+
+    @property
+    def total_buffers(self) -> int | None:
+        size = self.expect.announced.size
+        return None if size is None else max(1, math.ceil(size / self.buffer_size))
+
+    def _offset(self, n: int) -> int:
+        return (n - 1) * self.buffer_size
+
+    def _length(self, n: int) -> int:
+        size = self.expect.announced.size
+        return self.buffer_size if size is None else min(self.buffer_size, size - self._offset(n))
+
+    def _resume(self) -> frozenset[int]:
+        """Buffers of this file already in the partial file, by an earlier transfer's record."""
+        try:
+            with os.fdopen(os.open(self.record, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=self.dir_fd)) as f:
+                record = json.load(f)
+            size, sha256, ranges = record["size"], record["sha256"], record["ranges"]
+        except (OSError, ValueError, KeyError, TypeError):
+            return frozenset()
+        announced = self.expect.announced
+        if not self.resumable or (size, sha256) != (announced.size, announced.sha256):
+            return frozenset()
+        covered = [(int(a), int(b)) for a, b in ranges]
+        return frozenset(n for n in range(1, self.total_buffers + 1)
+                         if any(a <= self._offset(n) and self._offset(n) + self._length(n) <= b
+                                for a, b in covered))
+
+    @property
+    def resumed_bytes(self) -> int:
+        return sum(self._length(n) for n in self.held)
+
+    def save_record(self) -> None:
+        """Sync the data, then record which buffers it holds (atomically)."""
+        if not self.resumable or self.fd < 0:
+            return
+        os.fdatasync(self.fd)
+        ranges: list[list[int]] = []
+        for n in sorted(self.written):
+            start, end = self._offset(n), self._offset(n) + self._length(n)
+            if ranges and ranges[-1][1] == start:
+                ranges[-1][1] = end
+            else:
+                ranges.append([start, end])
+        text = json.dumps({"size": self.expect.announced.size, "sha256": self.expect.announced.sha256,
+                           "ranges": ranges})
+        temporary = self.record + ".new"
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644,
+                     dir_fd=self.dir_fd)
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(temporary, self.record, src_dir_fd=self.dir_fd, dst_dir_fd=self.dir_fd)
+        self._recorded_at = time.monotonic()
+
+    # -- data ---------------------------------------------------------------------------------
 
     def write(self, offset: int, data: memoryview) -> None:
         written = 0
         while written < len(data):
             written += os.pwrite(self.fd, data[written:], offset + written)
-        self.size = max(self.size, offset + len(data))
-        if offset != self._next:
-            self._early[offset] = bytes(data)
-            return
-        self.hash.update(data)
-        self._next += len(data)
-        while self._next in self._early:
-            chunk = self._early.pop(self._next)
-            self.hash.update(chunk)
-            self._next += len(chunk)
+        self.written.add(offset // self.buffer_size + 1)
+        self.order.add(offset, data)
+        if time.monotonic() - self._recorded_at > RECORD_INTERVAL:
+            self.save_record()
 
-    def verify(self) -> str | None:
-        """Why the data written differs from what the sender announced, if it does."""
-        if "sha256" not in self.expected:
-            return "the sender gave no SHA-256: the data cannot be verified"
-        if str(self.size) != self.expected.get("size"):
-            return f"size mismatch: the sender announced {self.expected.get('size')} bytes, received {self.size}"
-        if self.hash.hexdigest() != self.expected["sha256"]:
-            return (f"SHA-256 mismatch: the sender announced {self.expected['sha256']}, "
-                    f"received {self.hash.hexdigest()}")
-        return None
+    def problem(self) -> str | None:
+        self.order.advance()
+        self.verdict = self.verifier.problem(self.order)
+        return self.verdict
 
     def commit(self) -> Path:
+        """Move the verified file into place; never over another unless forced."""
+        if self.expect.announced.size is None:
+            os.ftruncate(self.fd, self.verifier.length)
         os.fsync(self.fd)
-        os.close(self.fd)
-        self.fd = -1
-        os.replace(self.partial, self.target)
-        return self.target
+        try:
+            if self.force:
+                os.replace(self.partial, self.name, src_dir_fd=self.dir_fd, dst_dir_fd=self.dir_fd)
+            else:
+                os.link(self.partial, self.name, src_dir_fd=self.dir_fd, dst_dir_fd=self.dir_fd)
+                os.unlink(self.partial, dir_fd=self.dir_fd)
+        except FileExistsError:
+            raise FileError(f"{self.shown} appeared at the receiver during the transfer; the data is "
+                            f"kept in {self.partial}") from None
+        self._remove(self.record)
+        self.close()
+        return Path(self.shown)
 
-    def discard(self) -> None:
-        """Remove the partial output: a failed transfer leaves nothing that looks complete."""
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
-            self.partial.unlink(missing_ok=True)
+    def keep_or_discard(self) -> str | None:
+        """After a failure: keep what can resume (saying so), else remove the partial file
+        (also when the data was found wrong: which buffer is to blame is not known)."""
+        if self.verdict or not self.resumable or not self.written:
+            self._remove(self.partial)
+            self._remove(self.record)
+            self.close()
+            return None
+        self.save_record()
+        self.close()
+        done = sum(self._length(n) for n in self.written)
+        return (f"kept {done} of {self.expect.announced.size} bytes in {self.shown}.partial: "
+                f"the same send resumes")
+
+    def _remove(self, name: str) -> None:
+        try:
+            os.unlink(name, dir_fd=self.dir_fd)
+        except FileNotFoundError:
+            pass
+
+    def close(self) -> None:
+        for attribute in ("fd", "fd_read"):
+            fd = getattr(self, attribute, -1)
+            if fd >= 0:
+                os.close(fd)
+                setattr(self, attribute, -1)
+        if getattr(self, "dir_fd", -1) >= 0:
+            os.close(self.dir_fd)
+            self.dir_fd = -1
+
+
+class StdoutSink:
+    """Writes the data to a file descriptor (standard output) strictly in order."""
+
+    def __init__(self, fd: int, expect: Expectation) -> None:
+        self.fd, self.expect = fd, expect
+        self.verifier = Verifier(expect)
+        self.order = InOrder(self._out, hold=expect.hold)
+        self.shown, self.resumed_bytes, self.held = "-", 0, frozenset()
+        self.total_buffers = None
+        self.verdict: str | None = None
+
+    def _out(self, data: bytes | memoryview) -> None:
+        self.verifier.update(data)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self.fd, view):]
+
+    def write(self, offset: int, data: memoryview) -> None:
+        self.order.add(offset, data)
+
+    def problem(self) -> str | None:
+        self.verdict = self.verifier.problem(self.order)
+        return self.verdict
+
+    def commit(self) -> Path:
+        return Path("-")
+
+    def keep_or_discard(self) -> str | None:
+        return None
+
+
+def _descend(root_fd: int, folders: list[str]) -> int:
+    """A descriptor for ``root/folders...``, making what is missing; no symlink is followed."""
+    fd = os.dup(root_fd)
+    try:
+        for folder in folders:
+            try:
+                os.mkdir(folder, 0o755, dir_fd=fd)
+            except FileExistsError:
+                pass
+            try:
+                inner = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+            except OSError as exc:
+                if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+                    raise FileError(f"cannot write into {folder}: it is not a directory (or is a symlink)")
+                raise
+            os.close(fd)
+            fd = inner
+    except OSError as exc:
+        os.close(fd)
+        raise FileError(f"cannot make the directory {folder}: {exc.strerror}") from None
+    except FileError:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _exists(name: str, dir_fd: int) -> bool:
+    try:
+        os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    return True

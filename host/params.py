@@ -31,6 +31,8 @@ class Params:
     data_checksum: bool
     death_timer: int
     """Seconds: this end's own death timer (not negotiated)."""
+    rate_cap: float = math.inf
+    """Bits/s: the most a passive end accepts, whatever the packet size (never on the wire)."""
 
     def __post_init__(self) -> None:
         checks = [
@@ -69,23 +71,35 @@ class Params:
     def restrict(self, proposal: Params) -> Params:
         """The passive end's answer: each value at most as generous as either side's.
 
+        The burst is restricted in bytes and time, not in packets: when the packet size
+        shrinks, more packets go per burst, so the proposed rate is kept (ours, docs/protocol.md).
         The data checksum is on when either side asks for it (reading A16); the death
         timer stays this end's own.
         """
         packet_size = min(self.packet_size, proposal.packet_size)
+        burst_size, burst_interval = proposal.burst_size, proposal.burst_interval
+        rate = min(proposal.rate_bps, self.rate_cap)
+        if (packet_size, rate) != (proposal.packet_size, proposal.rate_bps) or \
+                burst_size > self.burst_size or burst_interval < self.burst_interval:
+            burst_size, burst_interval = burst_for_rate(
+                rate, packet_size, min_interval=max(self.burst_interval, proposal.burst_interval),
+                max_burst=min(self.burst_size, proposal.burst_bytes // packet_size))
         return replace(
             self,
             buffer_size=min(self.buffer_size, proposal.buffer_size, packet_size * MAX_PACKETS_PER_BUFFER),
-            packet_size=packet_size,
-            burst_size=min(self.burst_size, proposal.burst_size),
-            burst_interval=max(self.burst_interval, proposal.burst_interval),
+            packet_size=packet_size, burst_size=burst_size, burst_interval=burst_interval,
             max_buffers=min(self.max_buffers, proposal.max_buffers),
             data_checksum=self.data_checksum or proposal.data_checksum,
+            rate_cap=math.inf,
         )
+
+    @property
+    def burst_bytes(self) -> int:
+        return self.burst_size * self.packet_size
 
     def widens(self, proposal: Params) -> str | None:
         """Why these (answered) values are less restrictive than ``proposal``, if they are."""
-        for name in ("buffer_size", "packet_size", "burst_size", "max_buffers"):
+        for name in ("buffer_size", "packet_size", "burst_bytes", "max_buffers"):
             if getattr(self, name) > getattr(proposal, name):
                 return f"{name} {getattr(self, name)} exceeds the proposed {getattr(proposal, name)}"
         if self.burst_interval < proposal.burst_interval:
@@ -95,17 +109,35 @@ class Params:
         return None
 
 
-def burst_for_rate(rate_bps: float, packet_size: int, interval_ms: int = 1) -> tuple[int, int]:
-    """Burst size and interval (ms) whose peak rate is closest to, not above, ``rate_bps``.
+RATE_TOLERANCE = 0.01
+"""How far below a requested rate the chosen burst size and interval may fall."""
 
-    Uses the shortest interval that needs at least one packet per burst, so pacing stays
-    smooth: 1 ms at gigabit rates, longer for slow links.
+
+def burst_for_rate(rate_bps: float, packet_size: int, *, min_interval: int = 1,
+                   max_burst: int = 0xFFFF) -> tuple[int, int]:
+    """Burst size and interval (ms) for ``rate_bps``, never above it.
+
+    The shortest interval whose whole number of packets comes within 1% of the rate, so
+    pacing stays smooth (1 ms at gigabit rates, longer for slow links); where the 16-bit
+    fields allow nothing that close, the closest they allow.
     """
-    if rate_bps <= 0:
+    if not rate_bps > 0:
         raise ParamError(f"rate {rate_bps} must be positive")
     per_ms = rate_bps / 8 / 1000 / packet_size
-    interval_ms = min(0xFFFF, max(interval_ms, math.ceil(1 / per_ms)))
-    return max(1, min(0xFFFF, int(per_ms * interval_ms))), interval_ms
+    if per_ms * 0xFFFF < 1:
+        slowest = packet_size * 8000 / 0xFFFF
+        raise ParamError(f"rate {rate_bps:g} b/s is below the slowest {packet_size}-byte packets allow "
+                         f"(one per 65.535 s, {slowest:.0f} b/s)")
+    max_burst = max(1, min(0xFFFF, max_burst))
+    first = min(0xFFFF, max(min_interval, math.ceil(1 / per_ms - 1e-9)))
+    best = (1, first)
+    for interval in range(first, 0xFFFF + 1):
+        burst = min(max_burst, math.floor(per_ms * interval + 1e-9))
+        if burst / interval > best[0] / best[1]:
+            best = (burst, interval)
+        if best[0] / best[1] >= (1 - RATE_TOLERANCE) * per_ms or burst == max_burst:
+            break
+    return best
 
 
 @dataclass(frozen=True)

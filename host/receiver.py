@@ -3,20 +3,19 @@
 Receive buffers move ACK-WAIT -> ACKED -> RECEIVING -> RECEIVED. Data timers are
 RFC 998's loose/tight timers, estimated from the burst rate and, as RFC 1030 reports
 MIT did after the Wideband tests, from the measured inter-packet arrival time.
+Buffers the client already holds (a resumed transfer) get an OK instead of a GO.
 """
 
 from __future__ import annotations
 
 import enum
+from collections.abc import Hashable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from . import events as ev
 from .control import ControlFifo, RttEstimator
-from .packets import Done, Go, NullAck, Resend
-
-if TYPE_CHECKING:
-    from .engine import Connection
+from .packets import Done, Go, NullAck, Packet, Resend
+from .role import Context
 
 
 class RxState(enum.Enum):
@@ -35,30 +34,38 @@ class RxBuffer:
 
 
 class Receiver:
-    def __init__(self, conn: Connection) -> None:
+    def __init__(self, conn: Context, *, held: frozenset[int] = frozenset(), last: int | None = None) -> None:
         self.conn = conn
+        self.held = held
+        """Buffers the client already has: never posted, acknowledged with an OK."""
         p, t = conn.params, conn.timing
         self.fifo = ControlFifo(budget=max(576, p.packet_size + 24))
         self.rtt = RttEstimator(t.control_initial, t.control_min, t.control_max)
         self.buffers: dict[int, RxBuffer] = {}
         self.next_number = 1
         """Buffers are numbered from 1, consecutively; buffer n is the (n-1)-th (reading A7)."""
-        self.last_number: int | None = None
+        self.last_number: int | None = last
         self.burst = (p.burst_size, p.burst_interval)
         self.mean_gap = 0.0
         self.unsent = False
         self.lost: set[tuple[int, int]] = set()
-        self.requested = 0
-        self.data_timeouts = 0
+        """(buffer, packet) found missing at least once."""
 
     # -- setup ---------------------------------------------------------------------------
 
     def start(self, now: float) -> None:
         for _ in range(self.conn.params.max_buffers):
-            self._post()
+            self._post_next()
 
-    def _post(self) -> None:
+    def _post_next(self) -> None:
+        """GO the next buffer still needed; say OK for those held before it."""
+        while self.next_number in self.held:
+            self.fifo.ok(self.next_number, *self.burst, round(self.rtt.timeout * 1000))
+            self.next_number += 1
+            self.unsent = True
         n, capacity = self.next_number, self.conn.params.packets_per_buffer
+        if self.last_number is not None and n > self.last_number:
+            return
         self.buffers[n] = RxBuffer(n, RxState.ACK_WAIT, capacity)
         self.next_number += 1
         self.conn.emit(ev.PostReceive(n, capacity))
@@ -67,7 +74,7 @@ class Receiver:
 
     # -- events --------------------------------------------------------------------------
 
-    def on_packet(self, packet: object, now: float) -> None:
+    def on_packet(self, packet: Packet, now: float) -> None:
         if isinstance(packet, NullAck):
             self.burst = (packet.burst_size, packet.burst_interval)
             self._high_ack(packet.high_ack, now)
@@ -123,14 +130,15 @@ class Receiver:
         # Hold the CONTROL packet until the client releases the buffer (or ok_hold passes),
         # so the OK travels with the next GO.
         self.conn.timers.set("ok-hold", now + self.conn.timing.ok_hold)
-        self.conn.emit(ev.Deliver(n, n - 1, size))
+        final = self.last_number is not None and all(
+            rb.state is RxState.RECEIVED for rb in self.buffers.values() if rb.number <= self.last_number)
+        self.conn.emit(ev.Deliver(n, n - 1, size, final))
 
     def _released(self, n: int, now: float) -> None:
         if (rb := self.buffers.get(n)) is None or rb.state is not RxState.RECEIVED:
             return
         del self.buffers[n]
-        if self.last_number is None:
-            self._post()
+        self._post_next()
         self.conn.timers.cancel("ok-hold")
 
     def _missing(self, n: int, packets: tuple[int, ...], now: float) -> None:
@@ -139,9 +147,11 @@ class Receiver:
             return
         rb.state = RxState.ACK_WAIT
         rb.expected = len(packets)
-        self.data_timeouts += 1
-        self.requested += len(packets)
+        stats = self.conn.stats
+        stats.data_timeouts += 1
+        stats.packets_resent += len(packets)
         self.lost.update((n, p) for p in packets)
+        stats.packets_lost = len(self.lost)
         self.fifo.resend(n, packets)
         self.unsent = True
 
@@ -159,7 +169,7 @@ class Receiver:
 
     # -- timers --------------------------------------------------------------------------
 
-    def on_timer(self, key: object, now: float) -> None:
+    def on_timer(self, key: Hashable, now: float) -> None:
         if key == "control":
             self.rtt.back_off()
             self._send(now)
@@ -199,8 +209,15 @@ class Receiver:
         self.conn.transmit(self.fifo.packet(now), now)
         self.conn.timers.set("control", now + self.rtt.timeout)
 
-    def all_delivered(self) -> bool:
+    def complete(self) -> bool:
+        """Every buffer up to the last is delivered (or was held)."""
         return self.last_number is not None and not any(n <= self.last_number for n in self.buffers)
 
+    def sending_data(self) -> bool:
+        return False
+
+    def answer_time(self) -> float:
+        return self.rtt.timeout
+
     def _complete_transfer(self) -> bool:
-        return self.all_delivered() and not len(self.fifo)
+        return self.complete() and not len(self.fifo)

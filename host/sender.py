@@ -2,28 +2,29 @@
 
 It acts on GO/OK/RESEND by sequence number, keeps the high-acknowledged sequence
 number, settles rate offers, and dallies after the last OK. All pacing and packet work
-is the data path's.
+is the data path's. An OK for a buffer never sent means the receiver already holds it
+(a resumed transfer): it counts as acknowledged.
 """
 
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from collections.abc import Hashable
 
 from . import events as ev
 from .control import SEQ_MODULUS, unwrap_seq
-from .packets import Control, Done, Go, Message, NullAck, Ok, Resend
-
-if TYPE_CHECKING:
-    from .engine import Connection
+from .packets import Control, Done, Go, Message, NullAck, Ok, Packet, Resend
+from .role import Context
 
 
 class Sender:
-    def __init__(self, conn: Connection) -> None:
+    def __init__(self, conn: Context) -> None:
         self.conn = conn
         p = conn.params
         # Every buffer but the last is full; an empty transfer still sends one (A28).
-        self.total_buffers = max(1, math.ceil(conn.transfer_size / p.buffer_size))
+        self.total_buffers: int | None = (None if conn.transfer_size is None else
+                                          max(1, math.ceil(conn.transfer_size / p.buffer_size)))
+        """None while the client's stream has not ended."""
         self.high_ack = 0
         self.seen_ahead: set[int] = set()
         """Messages processed above the high-ack, out of order."""
@@ -40,7 +41,7 @@ class Sender:
         self.conn.emit(ev.SetRate(*self.burst))
         self.conn.emit(ev.StampHighAck(0))
 
-    def on_packet(self, packet: object, now: float) -> None:
+    def on_packet(self, packet: Packet, now: float) -> None:
         if isinstance(packet, Control):
             self._control(packet, now)
         elif isinstance(packet, Done) and self.dallying:
@@ -49,13 +50,27 @@ class Sender:
     def on_event(self, event: ev.Event, now: float) -> None:
         if isinstance(event, ev.TransmitIdle):
             self.tx_busy = False
+        elif isinstance(event, ev.LastBuffer) and self.total_buffers is None:
+            # Buffers GO'd past the end were never loaded: forget them (A26).
+            self.total_buffers = event.buffer
+            self.sending = {n for n in self.sending if n <= event.buffer}
+            self._dally_when_done(now)
 
-    def on_timer(self, key: object, now: float) -> None:
+    def on_timer(self, key: Hashable, now: float) -> None:
         if key == "dally":
             self.conn.finish(True, "transfer complete")
 
     def after(self, now: float) -> None:
         pass
+
+    def sending_data(self) -> bool:
+        return self.tx_busy
+
+    def complete(self) -> bool:
+        return False  # the data is only safe once the receiver says so
+
+    def answer_time(self) -> float:
+        return self.conn.timing.quit_timeout
 
     # -- control messages ------------------------------------------------------------------
 
@@ -80,6 +95,9 @@ class Sender:
         # offer (reading A25), say it in a NULL-ACK.
         if rate_changed or not self.tx_busy or not self.sending:
             self.conn.transmit(NullAck(self.high_ack % SEQ_MODULUS, *self.burst), now)
+        self._dally_when_done(now)
+
+    def _dally_when_done(self, now: float) -> None:
         if len(self.acked) == self.total_buffers and not self.dallying:
             self.dallying = True
             # Long enough for the receiver's control timer to fire three times, backing off
@@ -94,12 +112,17 @@ class Sender:
         elif isinstance(message, Resend):
             if message.buffer in self.sending and message.packets:
                 self.conn.emit(ev.ResendPackets(message.buffer, message.packets))
+                self.conn.stats.packets_lost += len(message.packets)
                 self.tx_busy = True
         elif isinstance(message, Ok):
-            if message.buffer in self.sending:
-                self.sending.remove(message.buffer)
-                self.acked.add(message.buffer)
-                self.conn.emit(ev.ReleaseSendBuffer(message.buffer, message.buffer - 1))
+            n = message.buffer
+            if n in self.sending:
+                self.sending.remove(n)
+                self.acked.add(n)
+                self.conn.emit(ev.ReleaseSendBuffer(n, n - 1))
+            elif n not in self.acked and self.total_buffers is not None and 1 <= n <= self.total_buffers:
+                self.acked.add(n)
+                self.conn.emit(ev.ReleaseSendBuffer(n, n - 1, sent=False))
             self.receiver_control_timer = message.control_timer / 1000
             offer = (min(message.burst_size, self.limits[0]) or 1,
                      max(message.burst_interval, self.limits[1]))
@@ -112,7 +135,8 @@ class Sender:
         # Buffer n holds the client's (n-1)-th buffer (reading A7), so GOs may be acted on
         # in any order. A GO past the last buffer (the receiver cannot know where the data
         # ends) or for a buffer already sent is acknowledged and otherwise ignored (A26).
-        if n in self.sending or n in self.acked or not 1 <= n <= self.total_buffers:
+        if n in self.sending or n in self.acked or n < 1 or \
+                self.total_buffers is not None and n > self.total_buffers:
             return
         if len(self.sending) >= self.conn.params.max_buffers:
             self.conn.fail(f"protocol error: GO for buffer {n} exceeds "

@@ -1,31 +1,83 @@
 """File transfers over the software data path, in real time: what the CLI runs.
 
-``send_file`` is the active data sender (WRITE mode); ``receive_file`` the passive data
-receiver. Both return a :class:`Report` with RFC 1030's columns.
+:func:`send` sends files, directories and streams to a waiting receiver, one
+connection per file (WRITE mode); :func:`serve` receives them, one connection at a
+time on one socket, refusing a second sender while busy. Each finished connection
+gives a :class:`Report` with RFC 1030's columns.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import os
+import random
+import secrets
+import socket
+import stat
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 from netblt.driver.software import SoftwareDataPath
-from netblt.driver.transport import Kind, Transport
+from netblt.driver.transport import Address, Kind, Transport, TransportError, host_address, show
 
-from .endpoint import Endpoint, Progress
-from .engine import Connection
-from .files import FileSink, FileSource, describe
+from . import announce
+from . import events as ev
+from .auth import Secret
+from .endpoint import Admission, Endpoint
+from .engine import Connection, State
+from .files import (
+    Expectation, FileError, FileSink, FileSource, StdoutSink, StreamSource, name_problem,
+)
 from .params import Params, Timing
 
-Tick = Callable[[Progress, int], None]
-"""Called a few times a second with the progress and the total bytes (0 if not known yet)."""
+SILENCE_WARNING = 5.0
+"""Seconds of silence from the peer before the user hears about it."""
+RECENT_UIDS = 64
+"""Finished connections remembered, so a late copy of their OPEN starts nothing."""
 
 
 class TransferError(Exception):
-    """A transfer that failed; the message is one line for the user."""
+    """A transfer that cannot start; the message is one line for the user."""
+
+
+class Interrupted(Exception):
+    """A signal asked the program to stop; ``code`` is its exit status (130, 143)."""
+
+    def __init__(self, code: int, name: str) -> None:
+        super().__init__(name)
+        self.code, self.name = code, name
+
+
+class Feedback(Protocol):
+    """What the user sees while transfers run (the CLI prints it; tests may ignore it)."""
+
+    def status(self, text: str) -> None: ...
+    def progress(self, done: int, total: int | None) -> None: ...
+    def report(self, report: Report) -> None: ...
+
+
+class Quiet:
+    def status(self, text: str) -> None:
+        pass
+
+    def progress(self, done: int, total: int | None) -> None:
+        pass
+
+    def report(self, report: Report) -> None:
+        pass
+
+
+@dataclass
+class Options:
+    params: Params
+    """The proposal (sender) or the limits (receiver)."""
+    kind: Kind = "udp"
+    timing: Timing = Timing()
+    secret: Secret | None = None
 
 
 @dataclass
@@ -33,8 +85,17 @@ class Report:
     ok: bool
     reason: str
     role: str
-    bytes: int
-    sha256: str
+    name: str = ""
+    """The file's name as announced."""
+    path: str = ""
+    """Where it was read from or written to."""
+    peer: str = ""
+    established: bool = False
+    bytes: int = 0
+    """Bytes moved by this connection (resumed bytes not included)."""
+    resumed_bytes: int = 0
+    sha256: str = ""
+    """The data's SHA-256: the sender's, or the receiver's once verified."""
     burst_size: int = 0
     burst_interval_ms: int = 0
     packet_size: int = 0
@@ -46,23 +107,32 @@ class Report:
     steady_state_mbps: float = 0.0
     real_mbps: float = 0.0
     seconds: float = 0.0
-    """Wall time from connection set-up (receiver) or program start (sender) to the end."""
+    """Wall time from connection set-up to the end."""
     cpu_seconds: float = 0.0
     """CPU this process used over ``seconds``, all threads."""
     datapath_cpu_seconds: float = 0.0
     """Of which the data path's receive and transmit threads (per-packet work)."""
-    path: str = ""
+    data_path: str = "software"
     dropped: dict[str, int] = field(default_factory=dict)
+    """Bad packets counted and dropped, by reason."""
+    duplicates: int = 0
+    """Harmless second copies of data packets."""
+    note: str = ""
 
     def as_json(self) -> dict:
         return asdict(self)
 
 
-def run(endpoint: Endpoint, dp: SoftwareDataPath, total: Callable[[], int], tick: Tick | None) -> None:
-    """Drive one endpoint until its connection finishes; Ctrl-C aborts it."""
+# -- the run loop -----------------------------------------------------------------------------
+
+
+def run(endpoint: Endpoint, dp: SoftwareDataPath, feedback: Feedback, total: Callable[[], int | None],
+        opening: str = "") -> Interrupted | None:
+    """Drive one endpoint until its connection finishes. A signal aborts it (telling the
+    peer) and is returned."""
     conn = endpoint.conn
     endpoint.start(time.monotonic())
-    last_tick = 0.0
+    last_tick, warned, tries = 0.0, None, 1
     try:
         while not endpoint.finished:
             now = time.monotonic()
@@ -75,86 +145,376 @@ def run(endpoint: Endpoint, dp: SoftwareDataPath, total: Callable[[], int], tick
                 for event in dp.flush():
                     endpoint.handle(event, now)
                 endpoint.timeout(now)
-            if tick and now - last_tick > 0.1:
+            if opening and conn.state is State.OPEN_SENT and conn.open_tries > tries:
+                tries = conn.open_tries
+                feedback.status(f"{opening}: no answer yet, try {tries} of {conn.timing.open_tries}")
+            heard = conn.heard_at
+            if heard is not None and now - heard > SILENCE_WARNING and warned != heard and not conn.finished:
+                warned = heard
+                left = heard + conn.params.death_timer - now
+                feedback.status(f"no packets from the peer for {now - heard:.0f} s; giving up in {left:.0f} s")
+            if now - last_tick > 0.1:
                 last_tick = now
-                tick(endpoint.progress, total())
-    except KeyboardInterrupt:
-        endpoint.run(conn.abort("interrupted by the user", time.monotonic()), time.monotonic())
+                feedback.progress(endpoint.progress.bytes_done + endpoint.progress.resumed_bytes, total())
+    except (KeyboardInterrupt, Interrupted) as exc:
+        stop = exc if isinstance(exc, Interrupted) else Interrupted(130, "SIGINT")
+        now = time.monotonic()
+        endpoint.run(conn.abort(f"interrupted ({stop.name})", now), now)
+        return stop
     finally:
-        dp.close()
-        if tick:
-            tick(endpoint.progress, total())
+        feedback.progress(endpoint.progress.bytes_done + endpoint.progress.resumed_bytes, total())
+    return None
 
 
-def _report(endpoint: Endpoint, dp: SoftwareDataPath, role: str, started: float, sha256: str,
-            path: str) -> Report:
+def _report(endpoint: Endpoint, dp: SoftwareDataPath, role: str, **fields) -> Report:
     progress, conn = endpoint.progress, endpoint.conn
     result = progress.result
     p = progress.params
+    started = progress.established_at
+    now = time.monotonic()
     report = Report(ok=bool(result and result.ok), reason=result.reason if result else "not finished",
-                    role=role, bytes=progress.bytes_done,
-                    sha256=sha256, path=path, seconds=round(time.monotonic() - started, 3),
-                    cpu_seconds=round(time.process_time() - endpoint.cpu_start, 3),
-                    datapath_cpu_seconds=round(sum(dp.thread_cpu.values()), 3),
-                    dropped=dp.drop_counts())
+                    role=role, established=started is not None, bytes=progress.bytes_done,
+                    resumed_bytes=progress.resumed_bytes, peer=show(conn.peer) if conn.peer else "",
+                    dropped=dp.drop_counts(), duplicates=dp.rx.duplicates if dp.rx else 0, **fields)
+    if started is not None:
+        report.seconds = round(now - started, 3)
+        report.cpu_seconds = round(time.process_time() - endpoint.cpu_start, 3)
+        report.datapath_cpu_seconds = round(dp.thread_cpu() - dp.cpu_at_configure, 3)
     if p is not None:
         report.burst_size, report.burst_interval_ms = p.burst_size, p.burst_interval
         report.packet_size, report.buffer_size = p.packet_size, p.buffer_size
         report.outstanding_buffers = p.max_buffers
-    role_state = conn.role
-    if role == "receiver" and role_state is not None:
-        report.packets_lost = len(role_state.lost)
-        report.packets_retransmitted = role_state.requested
-        report.data_timeouts = role_state.data_timeouts
-    elif dp.tx is not None:
-        report.packets_retransmitted = dp.tx.resent
+    report.packets_lost = conn.stats.packets_lost
+    report.data_timeouts = conn.stats.data_timeouts
+    report.packets_retransmitted = conn.stats.packets_resent if role == "receiver" else (
+        dp.tx.resent if dp.tx else 0)
     report.steady_state_mbps = round(progress.steady_state_bps() / 1e6, 3)
-    report.real_mbps = round(8 * progress.bytes_done / (time.monotonic() - started) / 1e6, 3) \
-        if progress.done_at else 0.0
+    if progress.done_at and started is not None:
+        report.real_mbps = round(8 * progress.bytes_done / max(1e-9, now - started) / 1e6, 3)
     return report
 
 
-def send_file(path: str | os.PathLike, peer: tuple[str, int], params: Params, *, kind: Kind = "udp",
-              timing: Timing = Timing(), tick: Tick | None = None) -> Report:
-    started = time.monotonic()
+# -- sending ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Outgoing:
+    """One file to send: ``path`` (None for standard input) under the announced ``name``."""
+
+    path: Path | None
+    name: str
+    stream: bool = False
+
+
+def plan(paths: list[str], name: str | None = None) -> tuple[list[Outgoing], list[str]]:
+    """What the command line's paths send, and notes on what they leave out.
+
+    A directory sends every regular file below it, named relative to the directory's
+    parent (so ``photos/2024/a.jpg``); hidden entries, symlinks and special files inside
+    it are skipped and listed in the notes. A pipe (or ``-``, standard input) is a stream.
+    """
+    if name is not None and len(paths) > 1:
+        raise FileError("--name names one file; several were given")
+    items: list[Outgoing] = []
+    notes: list[str] = []
+    for text in paths:
+        if text == "-":
+            items.append(Outgoing(None, name or "stdin", stream=True))
+            continue
+        path = Path(text)
+        try:
+            mode = os.stat(path).st_mode
+        except OSError as exc:
+            raise FileError(f"cannot read {path}: {exc.strerror}") from None
+        if stat.S_ISDIR(mode):
+            if name is not None:
+                raise FileError("--name names a file, not a directory")
+            items += _walk(path, notes)
+        elif stat.S_ISREG(mode) or stat.S_ISFIFO(mode) or stat.S_ISCHR(mode):
+            items.append(Outgoing(path, name or path.resolve().name, stream=not stat.S_ISREG(mode)))
+        else:
+            raise FileError(f"{path} is not a file, directory or pipe")
+    for item in items:
+        if problem := _sender_name_problem(item.name):
+            raise FileError(f"cannot send {item.path or '-'} as {item.name!r}: {problem}"
+                            + ("; choose another name with --name" if len(items) == 1 else ""))
+    if not items:
+        raise FileError("nothing to send" + (f" ({'; '.join(notes)})" if notes else ""))
+    return items, notes
+
+
+def _walk(root: Path, notes: list[str]) -> list[Outgoing]:
+    base = root.resolve()
+    items = []
+    for folder, folders, files in os.walk(root):
+        here = Path(folder)
+        for entry in sorted(folders):
+            if entry.startswith(".") or (here / entry).is_symlink():
+                notes.append(f"skipped {here / entry}/: " + ("hidden" if entry.startswith(".") else "a symlink"))
+        folders[:] = sorted(f for f in folders if not f.startswith(".") and not (here / f).is_symlink())
+        for entry in sorted(files):
+            path = here / entry
+            if entry.startswith("."):
+                notes.append(f"skipped {path}: hidden")
+            elif path.is_symlink() or not path.is_file():
+                notes.append(f"skipped {path}: " + ("a symlink" if path.is_symlink() else "not a regular file"))
+            else:
+                items.append(Outgoing(path, (Path(base.name) / path.relative_to(root)).as_posix()))
+    return items
+
+
+def _sender_name_problem(name: str) -> str | None:
     try:
-        source = FileSource(path)
-    except OSError as exc:
-        raise TransferError(f"cannot read {path}: {exc.strerror}") from None
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return "the name is not valid UTF-8"
+    if problem := name_problem(name):
+        return f"the receiver refuses {problem}"
+    return None
+
+
+def send(items: list[Outgoing], peer: Address, options: Options, feedback: Feedback = Quiet(),
+         stdin: int = 0) -> tuple[list[Report], Interrupted | None]:
+    """Send each item in turn; stops at the first that fails or at a signal."""
+    session = secrets.token_hex(8) if len(items) > 1 else ""
+    reports: list[Report] = []
+    for index, item in enumerate(items, 1):
+        report, stop = _send_one(item, index, len(items), session, peer, options, feedback, stdin)
+        reports.append(report)
+        feedback.report(report)
+        if stop or not report.ok:
+            return reports, stop
+    return reports, None
+
+
+def _send_one(item: Outgoing, index: int, count: int, session: str, peer: Address, options: Options,
+              feedback: Feedback, stdin: int) -> tuple[Report, Interrupted | None]:
+    uid = random.getrandbits(32)
+    shown = str(item.path) if item.path else "-"
+    if item.stream:
+        fd = stdin if item.path is None else os.open(item.path, os.O_RDONLY)
+        seal = (lambda digest: options.secret.seal(uid, digest)) if options.secret else None
+        source: FileSource | StreamSource = StreamSource(lambda n: os.read(fd, n), seal)
+        sha256 = ""
+    else:
+        source = FileSource(item.path)
+        feedback.status(f"hashing {shown} ({source.size} bytes)")
+        sha256 = source.sha256(lambda done: feedback.progress(done, source.size))
     try:
-        sha256 = source.sha256()
-        transport = Transport(kind, ("0.0.0.0", 0 if kind == "udp" else 0x8000 | os.getpid() & 0x7FFF), peer)
-        dp = SoftwareDataPath(transport, foreign_port=peer[1])
-        conn = Connection(active=True, sender=True, params=params, timing=timing,
-                          transfer_size=source.size,
-                          client_string=describe(source.size, sha256, Path(path).name))
-        endpoint = Endpoint(conn, dp, source=source)
-        run(endpoint, dp, lambda: source.size, tick)
-        return _report(endpoint, dp, "sender", started, sha256, str(path))
+        fields = announce.Announcement(item.name, source.size, sha256 or None, index, count, session).encode()
+        secret = options.secret
+        client_string = secret.sign_open(uid, True, fields) if secret else fields
+        transport = Transport(options.kind, ("", 0), family=_family(peer))
+        dp = SoftwareDataPath(transport, peer)
+        conn = Connection(active=True, sender=True, params=options.params, timing=options.timing,
+                          transfer_size=source.size, client_string=client_string, uid=uid, peer=dp.peer)
+        check = (lambda answer: secret.check_response(uid, client_string, answer)) if secret else None
+        endpoint = Endpoint(conn, dp, source=source, check_peer=check)
+        opening = f"connecting to {show(peer)}" + (f" (file {index} of {count})" if count > 1 else "")
+        feedback.status(f"{opening} ...")
+        try:
+            stop = run(endpoint, dp, feedback, lambda: source.size, opening)
+        finally:
+            dp.close()
+            transport.close()
+        report = _report(endpoint, dp, "sender", name=item.name, path=shown, sha256=sha256)
+        if isinstance(source, StreamSource) and report.ok:
+            report.sha256, report.bytes = source.sha256, source.length  # the trailer is not data
+        return report, stop
     finally:
         source.close()
 
 
-def receive_file(listen: tuple[str, int], out: str | os.PathLike | None, params: Params, *,
-                 kind: Kind = "udp", timing: Timing = Timing(), tick: Tick | None = None,
-                 listening: Callable[[str], None] | None = None) -> Report:
-    """Wait for one transfer and write it to ``out`` (see :class:`FileSink`)."""
-    transport = Transport(kind, listen, None)
+def _family(peer: Address) -> int:
+    return socket.AF_INET6 if ":" in peer[0] else socket.AF_INET
+
+
+# -- receiving ----------------------------------------------------------------------------------
+
+
+@dataclass
+class Output:
+    """Where received files go: a directory (default: here), one file, or standard output."""
+
+    directory: Path | None = None
+    file: Path | None = None
+    stdout: bool = False
+
+    @classmethod
+    def parse(cls, text: str | None, force: bool = False) -> Output:
+        """``--out``: a trailing slash, or an existing directory, means a directory; ``-`` standard
+        output; else one file. Checked now, so a mistake shows before any sender connects."""
+        if text is None:
+            return cls(directory=Path("."))._checked()
+        if text == "-":
+            return cls(stdout=True)
+        path = Path(text)
+        if text.endswith("/") or path.is_dir():
+            if not path.is_dir():
+                raise FileError(f"output directory {text} does not exist")
+            return cls(directory=path)._checked()
+        if not path.parent.is_dir():
+            raise FileError(f"cannot write {text}: the directory {path.parent} does not exist")
+        if path.exists() and not force:
+            raise FileError(f"{text} exists (give --force to replace it)")
+        return cls(file=path)._checked()
+
+    def _checked(self) -> Output:
+        folder = self.directory if self.directory is not None else self.file.parent
+        if not os.access(folder, os.W_OK | os.X_OK):
+            raise FileError(f"cannot write into {folder}: permission denied")
+        return self
+
+    def __str__(self) -> str:
+        return "standard output" if self.stdout else str(self.file or self.directory)
+
+
+@dataclass
+class Gate:
+    """Who may send: an optional allow-list of networks and an optional shared secret."""
+
+    allow: list[ipaddress.IPv4Network | ipaddress.IPv6Network] = field(default_factory=list)
+    secret: Secret | None = None
+
+    def refusal(self, request: ev.Admit) -> str | None:
+        if self.allow and not any(host_address(request.source) in net for net in self.allow
+                                  if net.version == host_address(request.source).version):
+            return f"{show(request.source)} is not allowed to send here"
+        if self.secret:
+            return self.secret.check_open(request.uid, True, request.client_string)
+        return None
+
+
+class Reception:
+    """One receiving connection's client: judges its OPEN, then writes its data."""
+
+    def __init__(self, output: Output, gate: Gate, feedback: Feedback, *, force: bool,
+                 session: str | None, finished: deque[tuple[Address, int]]) -> None:
+        self.output, self.gate, self.feedback, self.force = output, gate, feedback, force
+        self.session, self.finished = session, finished
+        self.sink: FileSink | StdoutSink | None = None
+        self.announced: announce.Announcement | None = None
+
+    def admit(self, request: ev.Admit) -> Admission:
+        why = self._refusal(request)
+        if why is not None:
+            self.feedback.status(f"refused {show(request.source)}: {why}")
+            return Admission(refusal=why)
+        sink, a = self.sink, self.announced
+        size = "a stream" if a.size is None else f"{a.size} bytes"
+        more = f" (file {a.index} of {a.count})" if a.count > 1 else ""
+        resumed = f", resuming with {sink.resumed_bytes} bytes already here" if sink.resumed_bytes else ""
+        self.feedback.status(f"receiving {a.name}{more}, {size}, from {show(request.source)}{resumed}")
+        secret = self.gate.secret
+        return Admission(held=sink.held, last=sink.total_buffers, resumed_bytes=sink.resumed_bytes,
+                         client_string=secret.sign_response(request.uid, request.client_string) if secret
+                         else None)
+
+    def _refusal(self, request: ev.Admit) -> str | None:
+        if (request.source, request.uid) in self.finished:
+            return "that connection is over"
+        if why := self.gate.refusal(request):
+            return why
+        try:
+            announced = announce.read(request.client_string)
+        except ValueError as exc:
+            return str(exc)
+        if self.session is not None and announced.session != self.session:
+            return "busy with another sender's files; try again when they are done"
+        if problem := name_problem(announced.name):
+            return f"unsafe file name {announced.name!r}: {problem}"
+        secret = self.gate.secret
+        seal = (lambda digest: secret.seal(request.uid, digest)) if secret else None
+        expect = Expectation(announced, seal)
+        try:
+            if self.output.stdout:
+                self.sink = StdoutSink(1, expect)
+            else:
+                if self.output.file is not None and announced.count > 1:
+                    return f"this receiver writes one file ({self.output.file}); send a single file"
+                folder = self.output.directory if self.output.file is None else self.output.file.parent
+                name = announced.name if self.output.file is None else self.output.file.name
+                root = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+                try:
+                    self.sink = FileSink(root, name, expect, request.params.buffer_size, force=self.force)
+                finally:
+                    os.close(root)
+        except FileError as exc:
+            return str(exc)
+        except OSError as exc:
+            return f"cannot write {announced.name}: {exc.strerror}"
+        self.announced = announced
+        return None
+
+    def write(self, offset: int, data: memoryview) -> None:
+        self.sink.write(offset, data)
+
+    def problem(self) -> str | None:
+        return self.sink.problem()
+
+
+def serve(listen: Address, output: Output, options: Options, feedback: Feedback = Quiet(), *,
+          keep_serving: bool = False, force: bool = False, gate: Gate | None = None,
+          listening: Callable[[str], None] | None = None) -> tuple[list[Report], Interrupted | None]:
+    """Receive files until one sender's files are all in (or, with ``keep_serving``, until
+    a signal). A failed transfer ends a one-off receiver; a serving one carries on."""
+    gate = gate or Gate(secret=options.secret)
+    transport = Transport(options.kind, listen)
     if listening:
-        listening(f"{listen[0]}:{transport.local_port}")
+        anywhere = "::" if transport.family == socket.AF_INET6 else "0.0.0.0"
+        listening(show((listen[0] or anywhere, transport.local_port)))
     dp = SoftwareDataPath(transport)
-    conn = Connection(active=False, sender=False, params=params, timing=timing,
-                      client_string=b"netblt-recv")
-    sink = FileSink(out)
-    endpoint = Endpoint(conn, dp, sink=sink)
+    finished: deque[tuple[Address, int]] = deque(maxlen=RECENT_UIDS)
+    reports: list[Report] = []
+    session: str | None = None
     try:
-        run(endpoint, dp, lambda: int(sink.expected.get("size", 0) or 0), tick)
-        started = endpoint.progress.established_at or time.monotonic()
-        report = _report(endpoint, dp, "receiver", started, sink.hash.hexdigest(), str(sink.target or ""))
-        if report.ok and (problem := sink.verify()):
-            report.ok, report.reason = False, problem
-        if report.ok:
-            report.path = str(sink.commit())
-        return report
+        while True:
+            conn = Connection(active=False, sender=False, params=options.params, timing=options.timing,
+                              client_string=b"netblt-recv")
+            reception = Reception(output, gate, feedback, force=force, session=session, finished=finished)
+            endpoint = Endpoint(conn, dp, sink=reception, admit=reception.admit)
+            stop = run(endpoint, dp, feedback, lambda: reception.announced.size if reception.announced else None)
+            report = _received(endpoint, dp, reception)
+            if conn.peer is not None:
+                finished.append((conn.peer, conn.uid))
+            if report.established:
+                reports.append(report)
+                feedback.report(report)
+            if stop:
+                return reports, stop
+            announced = reception.announced
+            if not keep_serving:
+                if not report.ok or announced is None or announced.index == announced.count:
+                    return reports, None
+                session = announced.session
+            dp.reset()
     finally:
-        sink.discard()
+        dp.close()
+        transport.close()
+
+
+def _received(endpoint: Endpoint, dp: SoftwareDataPath, reception: Reception) -> Report:
+    """The report of one receiving connection, after verifying and placing its file."""
+    sink, announced = reception.sink, reception.announced
+    report = _report(endpoint, dp, "receiver", name=announced.name if announced else "",
+                     path=sink.shown if sink else "")
+    if sink is None:
+        return report
+    if sink.verdict:
+        report.reason = sink.verdict  # found at the last delivery, and told to the sender in a QUIT
+    elif report.ok:
+        if problem := sink.problem():
+            report.ok, report.reason = False, problem
+        else:
+            report.sha256 = sink.verifier.digest.hexdigest()
+            report.bytes = sink.verifier.length - report.resumed_bytes  # a stream's trailer is not data
+            try:
+                report.path = str(sink.commit())
+            except FileError as exc:
+                report.ok, report.reason = False, str(exc)
+    if not report.ok:
+        report.note = sink.keep_or_discard() or ""
+    if isinstance(sink, FileSink) and sink.replaced_partial:
+        report.note = (report.note + "; " if report.note else "") + \
+            "an older partial file of different data was overwritten"
+    return report

@@ -10,36 +10,20 @@ from __future__ import annotations
 import argparse
 import heapq
 import itertools
-import re
 import selectors
 import signal
 import socket
+import sys
 import threading
 import time
 from dataclasses import dataclass
+
+from netblt.host.units import parse_duration, parse_probability, parse_rate, parse_size
 
 from .netem import Path, PathConfig
 
 BATCH = 64
 """Datagrams read from one socket before looking at the clock again."""
-
-
-def parse_seconds(text: str) -> float:
-    """``200ms``, ``1.5s``, ``30us`` or plain seconds."""
-    match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*(us|ms|s)?\s*", text)
-    if not match:
-        raise argparse.ArgumentTypeError(f"bad duration {text!r}: use e.g. 200ms or 1.5s")
-    return float(match.group(1)) * {"us": 1e-6, "ms": 1e-3, "s": 1.0, None: 1.0}[match.group(2)]
-
-
-def _probability(text: str) -> float:
-    try:
-        value = float(text.rstrip("%")) / (100 if text.endswith("%") else 1)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"bad probability {text!r}: use e.g. 0.05 or 5%") from None
-    if not 0 <= value <= 1:
-        raise argparse.ArgumentTypeError(f"probability {text!r} is outside 0..1")
-    return value
 
 
 @dataclass
@@ -51,15 +35,15 @@ class RelayStats:
 class Relay:
     def __init__(self, listen: tuple[str, int], forward: tuple[str, int], config: PathConfig,
                  backward: PathConfig | None = None, seed: int = 1) -> None:
-        self.front = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.front = socket.socket(_family(listen[0]), socket.SOCK_DGRAM)
         self.front.bind(listen)
-        self.back = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        self.back.bind((listen[0], 0))
+        self.back = socket.socket(_family(forward[0]), socket.SOCK_DGRAM)
+        self.back.bind(("::" if self.back.family == socket.AF_INET6 else "", 0))
         for sock in (self.front, self.back):
             sock.setblocking(False)
             for option in (socket.SO_RCVBUF, socket.SO_SNDBUF):
                 sock.setsockopt(socket.SOL_SOCKET, option, 8 << 20)
-        self.address = self.front.getsockname()
+        self.address = self.front.getsockname()[:2]
         self.target = forward
         self.client: tuple[str, int] | None = None
         self.stats = RelayStats(Path(config, seed), Path(backward or config, seed + 1))
@@ -95,7 +79,7 @@ class Relay:
             except (BlockingIOError, ConnectionRefusedError):
                 return
             if sock is self.front:
-                self.client = source
+                self.client = source[:2]
                 path, out, dest = self.stats.forward, self.back, self.target
             elif self.client is not None:
                 path, out, dest = self.stats.backward, self.front, self.client
@@ -114,34 +98,72 @@ class Relay:
                 pass  # the far end went away: the datagram is lost, as on a real path
 
 
+def _family(host: str) -> socket.AddressFamily:
+    return socket.AF_INET6 if ":" in host else socket.AF_INET
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--listen", required=True, metavar="ADDR:PORT", help="where the sender sends")
     parser.add_argument("--forward", required=True, metavar="ADDR:PORT", help="the receiver")
-    parser.add_argument("--delay", type=parse_seconds, default=0.0, help="one-way delay, each direction")
-    parser.add_argument("--jitter", type=parse_seconds, default=0.0, help="extra random delay (reorders)")
-    parser.add_argument("--loss", type=_probability, default=0.0, help="random loss, e.g. 0.05 or 5%%")
-    parser.add_argument("--burst-loss", type=_probability, default=0.0, help="chance a loss burst starts")
-    parser.add_argument("--burst-length", type=float, default=4.0, help="mean datagrams per loss burst")
-    parser.add_argument("--reorder", type=_probability, default=0.0, help="chance a datagram is held back")
-    parser.add_argument("--duplicate", type=_probability, default=0.0)
-    parser.add_argument("--corrupt", type=_probability, default=0.0, help="chance one bit is flipped")
-    parser.add_argument("--rate", type=float, default=0.0, help="bottleneck in bits/s (0: none)")
-    parser.add_argument("--queue", type=int, default=1 << 20, help="bottleneck queue in bytes")
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--duration", type=parse_seconds, default=0.0, help="stop after this long (0: Ctrl-C)")
+    g = parser.add_argument_group("the path, applied in each direction")
+    g.add_argument("--delay", type=parse_duration, default=0.0, metavar="TIME",
+                   help="one-way delay, with a unit: 20ms, 0.3s (default: 0)")
+    g.add_argument("--jitter", type=parse_duration, default=0.0, metavar="TIME",
+                   help="extra random delay up to this, with a unit; enough of it reorders (default: 0)")
+    g.add_argument("--loss", type=parse_probability, default=0.0, metavar="P",
+                   help="random loss, e.g. 0.05 or 5%% (default: 0)")
+    g.add_argument("--burst-loss", type=parse_probability, default=0.0, metavar="P",
+                   help="chance per datagram that a loss burst starts (default: 0)")
+    g.add_argument("--burst-length", type=float, default=4.0, metavar="N",
+                   help="mean datagrams lost per burst (default: 4)")
+    g.add_argument("--reorder", type=parse_probability, default=0.0, metavar="P",
+                   help="chance a datagram is held back 2 ms (default: 0)")
+    g.add_argument("--duplicate", type=parse_probability, default=0.0, metavar="P",
+                   help="chance a datagram arrives twice (default: 0)")
+    g.add_argument("--corrupt", type=parse_probability, default=0.0, metavar="P",
+                   help="chance one bit of a datagram is flipped (default: 0)")
+    g.add_argument("--rate", type=parse_rate, default=0.0, metavar="RATE",
+                   help="bottleneck in bits/s, e.g. 100M (default: none)")
+    g.add_argument("--queue", type=parse_size, default=1 << 20, metavar="BYTES",
+                   help="bottleneck queue, e.g. 1M (default: 1M)")
+    parser.add_argument("--seed", type=int, default=1, help="random seed: the same seed replays the "
+                        "same losses (default: 1)")
+    parser.add_argument("--duration", type=parse_duration, default=0.0, metavar="TIME",
+                        help="stop after this long, e.g. 300s (default: run until Ctrl-C)")
 
 
-def run_from_args(args: argparse.Namespace) -> int:
-    from netblt.driver.transport import TransportError, parse_address
+def describe(config: PathConfig) -> str:
+    """The path in words: only what is not the default."""
+    parts = []
+    if config.delay or config.jitter:
+        parts.append(f"delay {config.delay * 1e3:g} ms" + (f" + up to {config.jitter * 1e3:g} ms jitter"
+                                                            if config.jitter else ""))
+    for name in ("loss", "burst_loss", "reorder", "duplicate", "corrupt"):
+        if value := getattr(config, name):
+            parts.append(f"{name.replace('_', ' ')} {value * 100:g}%")
+    if config.burst_loss:
+        parts.append(f"bursts of {config.burst_length:g}")
+    if config.rate_bps:
+        parts.append(f"rate {config.rate_bps / 1e6:g} Mb/s, queue {config.queue_bytes} bytes")
+    return ", ".join(parts) or "no impairment"
+
+
+def run_from_args(args: argparse.Namespace, parser: argparse.ArgumentParser | None = None) -> int:
+    from netblt.driver.transport import TransportError, parse_address, show
     config = PathConfig(delay=args.delay, jitter=args.jitter, loss=args.loss, burst_loss=args.burst_loss,
                         burst_length=args.burst_length, reorder=args.reorder, duplicate=args.duplicate,
                         corrupt=args.corrupt, rate_bps=args.rate, queue_bytes=args.queue)
     try:
-        relay = Relay(parse_address(args.listen), parse_address(args.forward), config, seed=args.seed)
-    except (OSError, TransportError) as exc:
-        print(f"netblt netem: error: {exc}")
+        listen, forward = parse_address(args.listen), parse_address(args.forward)
+    except TransportError as exc:
+        print(f"netblt netem: error: {exc}", file=sys.stderr)
+        return 2
+    try:
+        relay = Relay(listen, forward, config, seed=args.seed)
+    except OSError as exc:
+        print(f"netblt netem: error: cannot listen on {args.listen}: {exc.strerror or exc}", file=sys.stderr)
         return 1
-    print(f"netblt netem: {relay.address[0]}:{relay.address[1]} -> {args.forward}  {config}", flush=True)
+    print(f"netblt netem: {show(relay.address)} -> {show(forward)}: {describe(config)}", flush=True)
     signal.signal(signal.SIGTERM, lambda *_: relay.stop())
     try:
         relay.run(args.duration)

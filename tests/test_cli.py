@@ -1,43 +1,24 @@
 """The ``netblt`` command end to end: real processes, real sockets, loopback only."""
 
+import hashlib
 import json
 import os
+import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
 
 import pytest
+from clitools import NETBLT, finish, free_port, reports, send, start_recv
+from rich.progress import Progress
 
 from netblt.driver import transport
 from netblt.host import files
-from netblt.host.cli import main
+from netblt.host.cli import BitRateColumn, main
 from netblt.host.codec import decode, encode
 from netblt.host.packets import Open, Refused
-
-NETBLT = [sys.executable, "-m", "netblt.host.cli"]
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def start_recv(tmp_path: Path, *args: str, port: int | None = None) -> tuple[subprocess.Popen, int]:
-    port = port or free_port()
-    proc = subprocess.Popen(NETBLT + ["recv", "--listen", f"127.0.0.1:{port}", "--json", *args],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
-    line = proc.stderr.readline()
-    assert "waiting for a sender" in line, line
-    return proc, port
-
-
-def send(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run(NETBLT + ["send", *args], capture_output=True, text=True, timeout=timeout)
-
 
 @pytest.fixture
 def payload(tmp_path: Path) -> Path:
@@ -59,6 +40,9 @@ def test_send_and_receive_over_loopback(tmp_path, payload):
         assert {"bytes", "sha256", "steady_state_mbps", "real_mbps", "packets_lost",
                 "packets_retransmitted", "data_timeouts", "ok"} <= report.keys()
         assert report["ok"] and report["bytes"] == 3_000_001
+        assert report["data_path"] == "software" and report["dropped"] == {}
+        # Both CPU figures cover the same span: the data path's threads are part of the process.
+        assert 0 < report["datapath_cpu_seconds"] <= report["cpu_seconds"]
     assert s["sha256"] == r["sha256"]
     assert (out / "payload.bin").read_bytes() == payload.read_bytes()
     assert not list(out.glob("*.partial"))
@@ -81,14 +65,16 @@ def test_send_through_the_relay_with_loss_and_delay(tmp_path, payload):
     assert sent.returncode == 0, sent.stderr
     r = json.loads(stdout)
     assert r["ok"] and r["packets_lost"] > 0 and r["data_timeouts"] > 0
+    assert json.loads(sent.stdout)["packets_lost"] > 0  # the sender's view: packets asked for again
     assert (tmp_path / "copy.bin").read_bytes() == payload.read_bytes()
 
 
-def test_no_receiver_is_one_clear_error(payload):
+def test_no_receiver_is_one_clear_error_and_no_report(payload):
     result = send(str(payload), f"127.0.0.1:{free_port()}", timeout=30)
     assert result.returncode == 1
-    assert "peer unreachable" in result.stderr
+    assert "send failed: peer unreachable: nothing is listening there (port unreachable)" in result.stderr
     assert "Traceback" not in result.stderr
+    assert result.stdout == ""  # no table of zeros, no digest of nothing
 
 
 @pytest.mark.parametrize("args, message", [
@@ -136,8 +122,9 @@ def test_a_sender_that_dies_leaves_no_output_file(tmp_path, payload):
     stdout, stderr = recv.communicate(timeout=30)
     assert recv.returncode == 1
     # Its death timer, or sooner the ICMP error its next control packet draws.
-    assert json.loads(stdout)["reason"].startswith(("death timer expired", "peer unreachable"))
-    assert not list(out.iterdir())
+    assert json.loads(stdout)["reason"].startswith(("death timer expired", "peer unreachable mid-transfer"))
+    # Nothing that looks complete: at most the partial file and its resume record.
+    assert {p.name for p in out.iterdir()} <= {"payload.bin.partial", "payload.bin.partial.resume"}
 
 
 def test_disk_full_fails_the_receive_and_quits_the_sender(tmp_path, payload, monkeypatch, capsys):
@@ -184,3 +171,199 @@ def test_native_ip_without_privilege_is_one_clear_error(monkeypatch, capsys):
     assert main(["recv", "--transport", "ip", "--listen", "127.0.0.1:0"]) == 1
     err = capsys.readouterr().err
     assert "needs a raw socket" in err and err.count("\n") == 1
+
+
+def test_a_receiver_that_dies_is_named_as_such_at_the_sender(tmp_path, payload):
+    recv, port = start_recv(tmp_path, "--out", str(tmp_path / "copy.bin"))
+    sender = subprocess.Popen(NETBLT + ["send", str(payload), f"127.0.0.1:{port}", "--rate", "4M"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(1.5)
+    recv.kill()
+    recv.wait()
+    _, stderr = sender.communicate(timeout=60)
+    assert sender.returncode == 1
+    assert "peer unreachable mid-transfer (port unreachable): the peer's program stopped" in stderr
+
+
+def test_a_sender_without_an_answer_says_it_is_connecting(payload):
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as silent:
+        silent.bind(("127.0.0.1", 0))
+        port = silent.getsockname()[1]
+        sender = subprocess.Popen(NETBLT + ["send", str(payload), f"127.0.0.1:{port}"],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(2.5)
+        sender.send_signal(signal.SIGINT)
+        _, stderr = sender.communicate(timeout=30)
+    assert sender.returncode == 130
+    lines = stderr.splitlines()
+    assert lines[0].startswith("netblt: hashing ") and "(3000001 bytes)" in lines[0]
+    assert lines[1] == f"netblt: connecting to 127.0.0.1:{port} ..."
+    assert any("no answer yet, try 2 of 6" in line for line in lines)
+
+
+def test_silence_from_the_peer_is_reported_within_seconds(tmp_path, payload):
+    recv, port = start_recv(tmp_path, "--death-timer", "12", "--out", str(tmp_path / "copy.bin"))
+    sender = subprocess.Popen(NETBLT + ["send", str(payload), f"127.0.0.1:{port}", "--rate", "4M"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert "receiving payload.bin" in recv.stderr.readline()
+    sender.send_signal(signal.SIGSTOP)
+    started = time.monotonic()
+    line = recv.stderr.readline()
+    waited = time.monotonic() - started
+    sender.send_signal(signal.SIGCONT)
+    assert line.startswith("netblt: no packets from the peer for 5 s; giving up in 7 s"), line
+    assert waited < 8
+    sender.communicate(timeout=60)
+    (report,), _ = finish(recv)
+    assert sender.returncode == 0 and report["ok"]  # the peer came back in time
+
+
+def test_a_busy_receiver_refuses_a_second_sender_with_a_reason(tmp_path, payload):
+    out = tmp_path / "out"
+    out.mkdir()
+    other = tmp_path / "other.bin"
+    other.write_bytes(b"second")
+    recv, port = start_recv(tmp_path, "--out", str(out))
+    first = subprocess.Popen(NETBLT + ["send", str(payload), f"127.0.0.1:{port}", "--rate", "8M"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert "receiving payload.bin" in recv.stderr.readline()
+    second = send(str(other), f"127.0.0.1:{port}", timeout=30)
+    assert second.returncode == 1
+    assert "refused by peer: busy with another transfer; try again when it ends" in second.stderr
+    first.communicate(timeout=60)
+    (report,), _ = finish(recv)
+    assert first.returncode == 0 and report["ok"] and not (out / "other.bin").exists()
+
+
+def test_a_stream_from_standard_input_to_standard_output(tmp_path):
+    data = os.urandom(2_000_003)
+    port = free_port()
+    recv = subprocess.Popen(NETBLT + ["recv", "--listen", f"127.0.0.1:{port}", "--out", "-", "--json"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path)
+    assert b"waiting for a sender" in recv.stderr.readline()
+    sender = subprocess.Popen(NETBLT + ["send", "-", f"127.0.0.1:{port}", "--name", "piped.bin", "--json"],
+                              stdin=_pipe_with(data), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    received, stderr = recv.communicate(timeout=60)  # read as it comes, as a consumer of the data would
+    stdout, sender_stderr = sender.communicate(timeout=60)
+    assert sender.returncode == 0 and recv.returncode == 0, sender_stderr + stderr.decode()
+    assert received == data  # the trailer with length and digest is checked, never written out
+    (s,) = reports(stdout)
+    (r,) = reports(stderr.decode())  # with the data on stdout, reports go to stderr
+    assert s["ok"] and r["ok"] and s["bytes"] == r["bytes"] == len(data) and r["name"] == "piped.bin"
+    assert s["sha256"] == r["sha256"] == hashlib.sha256(data).hexdigest()
+
+
+def test_a_pipe_path_is_sent_as_a_stream(tmp_path):
+    data = os.urandom(700_001)
+    fifo = tmp_path / "from-a-command"
+    os.mkfifo(fifo)
+    threading.Thread(target=fifo.write_bytes, args=(data,), daemon=True).start()
+    recv, port = start_recv(tmp_path, "--out", str(tmp_path / "got.bin"))
+    sent = send(str(fifo), f"127.0.0.1:{port}")
+    (r,), _ = finish(recv)
+    assert sent.returncode == 0 and r["ok"], sent.stderr
+    assert (tmp_path / "got.bin").read_bytes() == data
+
+
+def _pipe_with(data: bytes) -> int:
+    """A pipe's read end that yields ``data`` (written by a thread), for a child's stdin."""
+    read, write = os.pipe()
+
+    def writer():
+        with os.fdopen(write, "wb") as f:
+            f.write(data)
+
+    threading.Thread(target=writer, daemon=True).start()
+    return read
+
+
+def test_several_files_and_a_directory_arrive_under_their_relative_names(tmp_path):
+    src = tmp_path / "src"
+    (src / "photos" / "2024").mkdir(parents=True)
+    (src / "photos" / ".git").mkdir()
+    files = {"photos/a.jpg": os.urandom(300_000), "photos/2024/my report é.bin": os.urandom(999),
+             "photos/2024/empty": b""}
+    for name, data in files.items():
+        (src / name).write_bytes(data)
+    (src / "photos" / ".hidden").write_text("x")
+    (src / "photos" / ".git" / "config").write_text("y")
+    (src / "photos" / "link").symlink_to("/etc/hostname")
+    single = src / "single.txt"
+    single.write_text("one")
+    out = tmp_path / "out"
+    out.mkdir()
+    recv, port = start_recv(tmp_path, "--out", str(out))
+    sent = send(str(single), str(src / "photos"), f"127.0.0.1:{port}", "--json")
+    got, _ = finish(recv)
+    assert sent.returncode == 0 and recv.returncode == 0, sent.stderr
+    assert [r["name"] for r in got] == ["single.txt", "photos/a.jpg", "photos/2024/empty",
+                                        "photos/2024/my report é.bin"] and all(r["ok"] for r in got)
+    for name, data in {**files, "single.txt": b"one"}.items():
+        assert (out / name).read_bytes() == data
+    assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()) == sorted(
+        [*files, "single.txt"])
+    for skipped in (".git/: hidden", ".hidden: hidden", "link: a symlink"):
+        assert skipped in sent.stderr  # announced, not silently lost
+
+
+def test_a_receiver_serves_transfer_after_transfer_until_interrupted(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    recv, port = start_recv(tmp_path, "--out", str(out), "--keep-serving")
+    for i in range(3):
+        (tmp_path / f"f{i}").write_bytes(os.urandom(100_000 + i))
+        assert send(str(tmp_path / f"f{i}"), f"127.0.0.1:{port}").returncode == 0
+    recv.send_signal(signal.SIGINT)
+    got, _ = finish(recv)
+    assert recv.returncode == 130 and [r["name"] for r in got] == ["f0", "f1", "f2"]
+    assert all((out / f"f{i}").read_bytes() == (tmp_path / f"f{i}").read_bytes() for i in range(3))
+
+
+@pytest.mark.skipif(not socket.has_ipv6, reason="no IPv6")
+def test_ipv6_addresses_in_brackets(tmp_path, payload):
+    recv, port = start_recv(tmp_path, "--out", str(tmp_path / "v6.bin"), host="::1")
+    sent = send(str(payload), f"[::1]:{port}", "--json")
+    (r,), _ = finish(recv)
+    assert sent.returncode == 0 and r["ok"] and r["peer"].startswith("[::1]:")
+    assert (tmp_path / "v6.bin").read_bytes() == payload.read_bytes()
+
+
+def test_quiet_prints_nothing_and_version_prints_the_version(tmp_path, payload):
+    recv, port = start_recv(tmp_path, "--out", str(tmp_path / "q.bin"))
+    sent = send(str(payload), f"127.0.0.1:{port}", "-q")
+    finish(recv)
+    assert sent.returncode == 0 and sent.stdout == sent.stderr == ""
+    version = subprocess.run(NETBLT + ["--version"], capture_output=True, text=True)
+    assert version.returncode == 0 and version.stdout.startswith("netblt 0.")
+
+
+def test_the_progress_bar_speaks_bits_per_second():
+    bar = Progress()
+    bar.add_task("x", total=100)
+    (task,) = bar.tasks
+    task.finished_speed = 1.25e6  # bytes per second
+    assert str(BitRateColumn().render(task)) == "10.0 Mb/s"
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--delay", "100"], "duration '100' needs a unit: 100ms or 100s"),
+    (["--rate", "fast"], "bad rate 'fast'"),
+    (["--loss", "2"], "probability '2' is outside 0..1"),
+])
+def test_netem_arguments_have_units_and_errors_go_to_stderr(args, message):
+    result = subprocess.run(NETBLT + ["netem", "--listen", "127.0.0.1:0", "--forward", "127.0.0.1:9", *args],
+                            capture_output=True, text=True)
+    assert result.returncode == 2 and message in result.stderr and result.stdout == ""
+
+
+def test_netem_says_what_it_does_in_words():
+    result = subprocess.run(NETBLT + ["netem", "--listen", "127.0.0.1:0", "--forward", "127.0.0.1:9",
+                                      "--rate", "100M", "--delay", "10ms", "--loss", "1%", "--duration", "0.1s"],
+                            capture_output=True, text=True, timeout=30)
+    first = result.stdout.splitlines()[0]
+    assert result.returncode == 0 and "PathConfig" not in first
+    assert first.endswith("delay 10 ms, loss 1%, rate 100 Mb/s, queue 1048576 bytes"), first
+    helped = subprocess.run(NETBLT + ["netem", "--help"], capture_output=True, text=True).stdout
+    described = helped.split("options:", 1)[1]
+    for option in ("--duplicate", "--seed", "--corrupt", "--queue"):
+        assert "(default:" in described.split(f"  {option}", 1)[1].split("\n  --", 1)[0], option

@@ -13,7 +13,7 @@ from netblt.driver.reassembly import ReceiveBuffers
 from netblt.driver.txqueue import TransmitQueue
 from netblt.host import events as ev
 from netblt.host.codec import decode, encode
-from netblt.host.packets import Data
+from netblt.host.packets import Data, Open, Refused
 from netblt.host.params import Params
 
 PS, BS = 100, 1000  # 10 packets per buffer
@@ -170,9 +170,9 @@ def test_core_round_trip_from_send_buffer_to_complete():
     params = Params(buffer_size=BS, packet_size=PS, burst_size=4, burst_interval=1, max_buffers=2,
                     data_checksum=True, death_timer=5)
     a, b = DataPathCore(10, 20), DataPathCore(20, 10)
-    a.configure(params)
+    a.configure(params, "b")
     a.set_rate(4, 1)
-    b.configure(params)
+    b.configure(params, "a")
     b.post_receive(1, 10)
     data = os.urandom(BS)
     a.send_buffer(1, data, last=True)
@@ -180,8 +180,44 @@ def test_core_round_trip_from_send_buffer_to_complete():
     while not any(isinstance(e, ev.BufferComplete) for e in b.events):
         while (item := a.next_packet(now)) is not None:
             header_, payload, padding = item
-            b.receive(memoryview(header_ + bytes(payload) + padding), now)
+            b.receive(memoryview(header_ + bytes(payload) + padding), now, "a")
         now += 0.001
     assert now == pytest.approx(0.003)  # 10 packets at 4 per ms: bursts at 0, 1, 2 ms
     assert bytes(b.take(1)) == data
     assert a.next_packet(now) is None and a.take_events() == [ev.TransmitIdle()]
+
+
+def test_only_the_peers_data_is_placed():
+    params = Params(buffer_size=BS, packet_size=PS, burst_size=4, burst_interval=1, max_buffers=2,
+                    data_checksum=False, death_timer=5)
+    core = DataPathCore(20, 10)
+    core.configure(params, "peer")
+    core.post_receive(1, 10)
+    wire = encode(Data(1, 0, 0, b"\xee" * PS), 10, 20)
+    core.receive(memoryview(wire), 0.0, "stranger")
+    assert core.dropped["not from the peer"] == 1 and core.rx.missing(1) == tuple(range(10))
+    core.receive(memoryview(wire), 0.0, "peer")
+    assert core.rx.missing(1) == tuple(range(1, 10))
+
+
+def test_each_opener_is_answered_on_its_own_netblt_port():
+    opener = Open(uid=1, buffer_size=BS, packet_size=PS, burst_size=1, burst_interval=1, death_timer=5,
+                  max_buffers=1, data_checksum=False, write_mode=True)
+    core = DataPathCore(20)
+    core.receive(memoryview(encode(opener, 11, 20)), 0.0, "A")
+    core.receive(memoryview(encode(opener, 66, 20)), 0.0, "B")  # arrives later, from someone else
+    assert [e.source for e in core.take_events()] == ["A", "B"]
+    assert decode(core.encode(Refused("busy"), "B")).foreign_port == 66
+    core.configure(Params(buffer_size=BS, packet_size=PS, burst_size=1, burst_interval=1, max_buffers=1,
+                          data_checksum=False, death_timer=5), "A")
+    assert decode(core.encode(Refused("x"), "A")).foreign_port == 11
+
+
+def test_late_copies_of_a_delivered_buffer_are_duplicates_not_drops():
+    rx = ReceiveBuffers(PS, BS)
+    rx.post(1, 10)
+    rx.post(2, 10)
+    rx.drop(1)  # delivered
+    rx.accept(header(1, 3), datagram(3, bytes(PS)), 0.0)
+    rx.accept(header(7, 3), datagram(3, bytes(PS)), 0.0)
+    assert rx.duplicates == 1 and dict(rx.dropped) == {"unknown buffer": 1}

@@ -37,10 +37,17 @@ def open_packet(**changes):
     return Open(**base | changes)
 
 
+def opened(conn, packet, now=0.0, source=None, **admission):
+    """Hand a passive end an OPEN; when it asks its client, admit it."""
+    actions = conn.handle(ev.PacketReceived(packet, source), now)
+    if of(actions, ev.Admit):
+        actions += conn.admit(now, **admission)
+    return actions
+
+
 def receiver(now=0.0, params=PARAMS):
     conn = Connection(active=False, sender=False, params=params, timing=TIMING)
-    actions = conn.handle(ev.PacketReceived(open_packet()), now)
-    return conn, actions
+    return conn, opened(conn, open_packet(), now)
 
 
 def sender(transfer_size=25_000, now=0.0, params=PARAMS):
@@ -73,7 +80,7 @@ def test_open_is_retransmitted_with_backoff_then_gives_up():
 def test_passive_end_answers_with_restricted_parameters_and_gos():
     mine = replace(PARAMS, packet_size=500, burst_interval=20, max_buffers=8, data_checksum=True)
     conn = Connection(active=False, sender=False, params=mine, timing=TIMING)
-    actions = conn.handle(ev.PacketReceived(open_packet()), 0.0)
+    actions = opened(conn, open_packet())
     (response,) = sent(actions, Response)
     assert response.uid == 77
     assert (response.packet_size, response.burst_interval, response.max_buffers, response.data_checksum) == (
@@ -92,7 +99,7 @@ def test_wrong_mode_and_unusable_parameters_are_refused_and_the_end_keeps_listen
     (refused,) = sent(conn.handle(ev.PacketReceived(open_packet(burst_interval=0)), 0.0))
     assert isinstance(refused, Refused) and "burst interval 0" in refused.reason
     assert conn.state is State.LISTEN
-    assert sent(conn.handle(ev.PacketReceived(open_packet()), 0.0), Response)
+    assert sent(opened(conn, open_packet()), Response)
 
 
 def test_active_end_reports_refusal():
@@ -130,6 +137,112 @@ def test_response_with_other_uid_while_opening_is_ignored():
     (open_,) = sent(conn.connect(0.0))
     assert conn.handle(ev.PacketReceived(replace(Response(**open_.__dict__), uid=6)), 0.1) == []
     assert conn.state is State.OPEN_SENT
+
+
+# -- who the peer is (issue 16) ---------------------------------------------------------------
+
+
+def transmissions(actions):
+    return [(a.packet, a.to) for a in actions if isinstance(a, ev.Transmit)]
+
+
+def test_the_peer_is_the_source_of_the_accepted_open_and_strangers_change_nothing():
+    conn = Connection(active=False, sender=False, params=PARAMS, timing=TIMING)
+    actions = opened(conn, open_packet(), source="A")
+    assert {to for _, to in transmissions(actions)} == {"A"} and conn.peer == "A"
+    # A stranger's packets, forged to look like the peer's, arrive before any of A's.
+    forged = [Control((Go(1, 9),)), NullAck(7, 1, 1000), KeepAlive(), Quit("x"), Abort("hijack"),
+              Response(**open_packet().__dict__), Refused("go away")]
+    for packet in forged:
+        assert conn.handle(ev.PacketReceived(packet, "B"), 0.01) == []
+    (refused,) = conn.handle(ev.PacketReceived(open_packet(uid=99), "B"), 0.02)
+    assert isinstance(refused.packet, Refused) and refused.to == "B" and "busy" in refused.packet.reason
+    assert conn.state is State.ESTABLISHED and conn.strangers == len(forged) + 1
+    assert conn.heard_at == 0.0  # a stranger does not keep the connection alive
+    # The peer's own traffic still works, and everything still goes to the peer.
+    actions = conn.handle(ev.BufferComplete(1, 10_000), 0.1) + conn.handle(ev.BufferReleased(1), 0.1)
+    assert transmissions(actions) and {to for _, to in transmissions(actions)} == {"A"}
+
+
+def test_a_listener_acts_on_open_only():
+    conn = Connection(active=False, sender=False, params=PARAMS, timing=TIMING)
+    for packet in (Abort("die"), Quit("die"), Refused("no"), KeepAlive(), Control((Go(1, 1),))):
+        assert conn.handle(ev.PacketReceived(packet, "B"), 0.0) == []
+    assert conn.state is State.LISTEN and not conn.finished
+
+
+def test_the_active_end_listens_only_to_where_it_opened():
+    conn = Connection(active=True, sender=True, params=PARAMS, timing=TIMING, transfer_size=1, uid=5,
+                      peer="R")
+    (open_,) = sent(conn.connect(0.0))
+    response = Response(**{**open_.__dict__, "death_timer": 20})
+    assert conn.handle(ev.PacketReceived(response, "X"), 0.1) == []
+    assert conn.handle(ev.PacketReceived(Refused("no"), "X"), 0.1) == []
+    assert conn.state is State.OPEN_SENT
+    assert of(conn.handle(ev.PacketReceived(response, "R"), 0.2), ev.Established)
+
+
+def test_a_refused_admission_tells_the_opener_and_keeps_listening():
+    conn = Connection(active=False, sender=False, params=PARAMS, timing=TIMING)
+    (admit,) = of(conn.handle(ev.PacketReceived(open_packet(client_string=b"x"), "A"), 0.0), ev.Admit)
+    assert (admit.client_string, admit.source, admit.uid, admit.params.packet_size) == (b"x", "A", 77, 1000)
+    assert conn.handle(ev.PacketReceived(open_packet(), "A"), 0.0) == []  # the same OPEN, while deciding
+    actions = conn.refuse("file exists", 0.0)
+    assert transmissions(actions) == [(Refused("file exists"), "A")]
+    assert conn.state is State.LISTEN and conn.peer is None
+    assert sent(opened(conn, open_packet(uid=78), source="B"), Response)
+
+
+def test_the_admitting_client_may_answer_with_its_own_client_string():
+    conn = Connection(active=False, sender=False, params=PARAMS, timing=TIMING, client_string=b"mine")
+    (response,) = sent(opened(conn, open_packet(), client_string=b"proof"), Response)
+    assert response.client_string == b"proof"
+
+
+# -- resumed transfers and streams ----------------------------------------------------------------
+
+
+def test_a_resuming_receiver_oks_what_it_holds_and_gos_the_rest():
+    conn = Connection(active=False, sender=False, params=replace(PARAMS, max_buffers=2), timing=TIMING)
+    actions = opened(conn, open_packet(), held=frozenset({1, 2, 4}), last=5)
+    assert [a.buffer for a in of(actions, ev.PostReceive)] == [3, 5]
+    (ctrl,) = sent(actions, Control)
+    assert [(type(m).__name__, m.buffer) for m in ctrl.messages] == [
+        ("Ok", 1), ("Ok", 2), ("Go", 3), ("Ok", 4), ("Go", 5)]
+    # Nothing past the known last buffer is ever posted.
+    actions = conn.handle(ev.BufferComplete(3, 10_000), 0.1) + conn.handle(ev.BufferReleased(3), 0.1)
+    assert not of(actions, ev.PostReceive)
+
+
+def test_a_receiver_that_holds_everything_finishes_once_its_oks_are_acknowledged():
+    conn = Connection(active=False, sender=False, params=PARAMS, timing=TIMING)
+    actions = opened(conn, open_packet(), held=frozenset({1, 2, 3}), last=3)
+    assert not of(actions, ev.PostReceive)
+    actions = conn.handle(ev.PacketReceived(NullAck(3, 5, 10)), 0.1)
+    assert sent(actions, Done) and finished(actions).ok
+
+
+def test_a_sender_counts_an_ok_for_a_buffer_it_never_sent_as_held():
+    conn, _ = sender(transfer_size=25_000)  # three buffers
+    actions = conn.handle(control(Ok(1, 1, 5, 10, 50), Go(2, 2), Ok(3, 3, 5, 10, 50)), 0.1)
+    assert of(actions, ev.ReleaseSendBuffer) == [ev.ReleaseSendBuffer(1, 0, sent=False),
+                                                ev.ReleaseSendBuffer(3, 2, sent=False)]
+    assert of(actions, ev.SendBuffer) == [ev.SendBuffer(2, 1, False)]
+    actions = conn.handle(control(Ok(4, 2, 5, 10, 50)), 0.2)
+    assert "dally" in conn.timers
+    # An OK naming a buffer past the end means nothing.
+    conn2, _ = sender(transfer_size=25_000)
+    assert not of(conn2.handle(control(Ok(1, 9, 5, 10, 50)), 0.1), ev.ReleaseSendBuffer)
+
+
+def test_a_stream_sender_learns_its_last_buffer_from_its_client():
+    conn, _ = sender(transfer_size=None)
+    actions = conn.handle(control(Go(1, 1), Go(2, 2)), 0.1)
+    assert of(actions, ev.SendBuffer) == [ev.SendBuffer(1, 0, False), ev.SendBuffer(2, 1, False)]
+    conn.handle(ev.LastBuffer(1), 0.1)  # buffer 2 was never loaded: the data ended in buffer 1
+    conn.handle(control(Ok(3, 1, 5, 10, 50)), 0.2)
+    assert "dally" in conn.timers
+    assert not of(conn.handle(control(Go(4, 3)), 0.3), ev.SendBuffer)
 
 
 # -- liveness -------------------------------------------------------------------------------
@@ -188,8 +301,14 @@ def test_abort_from_the_client_tells_the_peer():
 def test_peer_unreachable_fails_the_connection():
     conn = Connection(active=True, sender=True, params=PARAMS, timing=TIMING, transfer_size=1)
     conn.connect(0.0)
-    result = finished(conn.handle(ev.PeerUnreachable("nothing is listening"), 0.01))
-    assert result.reason == "peer unreachable: nothing is listening"
+    result = finished(conn.handle(ev.PeerUnreachable("port unreachable"), 0.01))
+    assert result.reason == "peer unreachable: nothing is listening there (port unreachable)"
+
+
+def test_peer_unreachable_mid_transfer_says_the_peer_stopped():
+    conn, _ = sender()
+    result = finished(conn.handle(ev.PeerUnreachable("port unreachable"), 0.01))
+    assert result.reason == "peer unreachable mid-transfer (port unreachable): the peer's program stopped"
 
 
 # -- data receiver ----------------------------------------------------------------------------
@@ -224,7 +343,7 @@ def test_data_timer_asks_for_the_missing_packets_and_resends_them():
     actions = conn.handle(ev.MissingPackets(1, (3, 9)), deadline)
     (ctrl,) = sent(actions, Control)
     assert ctrl.messages == (Resend(3, 1, (3, 9)),)
-    assert conn.role.data_timeouts == 1 and conn.role.lost == {(1, 3), (1, 9)}
+    assert conn.stats.data_timeouts == 1 and conn.stats.packets_lost == 2
 
 
 def test_no_resend_merely_because_a_later_buffer_started_or_ldata_came_early():

@@ -1,5 +1,7 @@
 """Whole transfers between two real engines over the seeded virtual-time WAN."""
 
+import hashlib
+import io
 import os
 from dataclasses import replace
 
@@ -7,7 +9,9 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
+from netblt.host.endpoint import Admission
 from netblt.host.engine import State
+from netblt.host.files import TRAILER, TRAILER_MAGIC, StreamSource
 from netblt.host.params import Params, Timing
 from netblt.sim import virtual
 from netblt.sim.netem import Path, PathConfig
@@ -22,7 +26,7 @@ def test_clean_path_delivers_every_byte_with_no_retransmission():
     result = simulate(DATA, PARAMS, forward=PathConfig(delay=0.01), backward=PathConfig(delay=0.01))
     assert result.ok, result.reason
     assert result.received == DATA
-    assert result.sender.dp.tx.resent == 0 and result.receiver.conn.role.data_timeouts == 0
+    assert result.sender.dp.tx.resent == 0 and result.receiver.conn.stats.data_timeouts == 0
 
 
 def test_read_mode_the_receiver_opens():
@@ -79,7 +83,7 @@ def test_moderate_impairment_always_recovers(seed):
     result = simulate(DATA, PARAMS, forward=MODERATE, backward=MODERATE, seed=seed)
     assert result.ok, result.reason
     assert result.received == DATA
-    assert result.receiver.conn.role.data_timeouts > 0  # the loss was real and was repaired
+    assert result.receiver.conn.stats.data_timeouts > 0  # the loss was real and was repaired
 
 
 conditions = st.builds(
@@ -117,3 +121,31 @@ def test_any_loss_reordering_duplication_and_corruption_delivers_identical_data_
         assert any(r.startswith(("death timer expired", "no answer to OPEN")) for r in reasons), reasons
         assert not (result.receiver.progress.result and result.receiver.progress.result.ok
                     and result.received != data)
+
+
+def test_a_stream_of_unknown_length_ends_where_its_data_and_trailer_end():
+    for size in (0, 1, PARAMS.buffer_size - TRAILER.size, PARAMS.buffer_size, 3 * PARAMS.buffer_size + 7):
+        data = os.urandom(size)
+        source = StreamSource(io.BytesIO(data).read)
+        result = simulate(b"", PARAMS, source=source, forward=PathConfig(delay=0.01, loss=0.05), seed=size)
+        assert result.ok, result.reason
+        content, trailer = result.received[:-TRAILER.size], result.received[-TRAILER.size:]
+        assert content == data
+        assert TRAILER.unpack(trailer) == (TRAILER_MAGIC, size, hashlib.sha256(data).digest())
+
+
+def test_a_resumed_transfer_sends_only_the_buffers_the_receiver_lacks():
+    held = frozenset({2, 4, 13})  # 13 is the last of 13 buffers
+    result = simulate(DATA, PARAMS, forward=PathConfig(delay=0.01, loss=0.05), seed=4,
+                      admit=lambda request: Admission(held=held, last=13))
+    assert result.ok, result.reason
+    size = PARAMS.buffer_size
+    for n in range(1, 14):
+        part = slice((n - 1) * size, n * size)
+        expected = bytes(len(DATA[part])) if n in held else DATA[part]
+        assert result.received[part].ljust(len(DATA[part]), b"\0") == expected, n
+    skipped = sum(len(DATA[(n - 1) * size:n * size]) for n in held)
+    assert result.sender.progress.resumed_bytes == skipped
+    assert result.sender.progress.bytes_done == len(DATA) - skipped
+    packets = sum(-(-len(DATA[(n - 1) * size:n * size]) // PARAMS.packet_size) for n in range(1, 14) if n not in held)
+    assert result.sender.dp.tx.sent - result.sender.dp.tx.resent == packets

@@ -1,0 +1,112 @@
+"""Interrupted transfers keep what arrived, and the same send resumes (issue 12, item 6)."""
+
+import json
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+from clitools import NETBLT, finish, send, start_recv
+
+SIZE = 3_000_000
+SLOW = ["--rate", "8M", "--buffer-size", "64K"]  # about 3 s for the file, 46 buffers
+
+
+@pytest.fixture
+def setup(tmp_path):
+    source = tmp_path / "big.bin"
+    source.write_bytes(os.urandom(SIZE))
+    out = tmp_path / "out"
+    out.mkdir()
+    return source, out
+
+
+def interrupted(tmp_path, source, out, who: str, how: signal.Signals) -> tuple[int, int, str, str]:
+    """Start a slow transfer, signal one end 1.5 s in; exit codes and stderr of both ends."""
+    recv, port = start_recv(tmp_path, "--out", str(out))
+    sender = subprocess.Popen(NETBLT + ["send", str(source), f"127.0.0.1:{port}", *SLOW],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(1.5)
+    (recv if who == "receiver" else sender).send_signal(how)
+    _, send_err = sender.communicate(timeout=60)
+    _, recv_err = finish(recv)
+    return recv.returncode, sender.returncode, recv_err, send_err
+
+
+def resume(tmp_path, source, out) -> dict:
+    recv, port = start_recv(tmp_path, "--out", str(out))
+    result = send(str(source), f"127.0.0.1:{port}", *SLOW[2:])
+    (report,), _ = finish(recv)
+    assert result.returncode == 0, result.stderr
+    return report
+
+
+def kept(out) -> int:
+    record = json.loads((out / "big.bin.partial.resume").read_text())
+    assert (record["size"], len(record["sha256"])) == (SIZE, 64)
+    return sum(end - start for start, end in record["ranges"])
+
+
+@pytest.mark.parametrize("who, how, code", [("receiver", signal.SIGINT, 130), ("sender", signal.SIGINT, 130),
+                                            ("receiver", signal.SIGTERM, 143), ("sender", signal.SIGTERM, 143)])
+def test_a_signal_tells_the_peer_keeps_the_partial_file_and_the_same_send_resumes(
+        tmp_path, setup, who, how, code):
+    source, out = setup
+    recv_code, send_code, recv_err, send_err = interrupted(tmp_path, source, out, who, how)
+    name = how.name
+    if who == "receiver":
+        assert (recv_code, send_code) == (code, 1)
+        assert f"send failed: aborted by peer: interrupted ({name})" in send_err
+    else:
+        assert (recv_code, send_code) == (1, code)
+        assert f"recv failed: aborted by peer: interrupted ({name})" in recv_err
+    assert sorted(p.name for p in out.iterdir()) == ["big.bin.partial", "big.bin.partial.resume"]
+    held = kept(out)
+    assert 0 < held < SIZE and f"kept {held} of {SIZE} bytes in big.bin.partial" in recv_err
+    report = resume(tmp_path, source, out)
+    assert report["ok"] and report["resumed_bytes"] == held and report["bytes"] == SIZE - held
+    assert (out / "big.bin").read_bytes() == source.read_bytes()
+    assert sorted(p.name for p in out.iterdir()) == ["big.bin"]
+
+
+def test_a_killed_receiver_leaves_what_it_synced_and_the_next_run_resumes(tmp_path, setup):
+    source, out = setup
+    recv, port = start_recv(tmp_path, "--out", str(out))
+    sender = subprocess.Popen(NETBLT + ["send", str(source), f"127.0.0.1:{port}", *SLOW],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(2)
+    recv.kill()
+    recv.wait()
+    sender.communicate(timeout=60)
+    held = kept(out)  # written at least once a second while data arrives
+    assert held > 0
+    report = resume(tmp_path, source, out)
+    assert report["ok"] and report["resumed_bytes"] >= held
+    assert (out / "big.bin").read_bytes() == source.read_bytes()
+
+
+def test_a_partial_file_of_other_data_is_replaced_not_resumed(tmp_path, setup):
+    source, out = setup
+    interrupted(tmp_path, source, out, "receiver", signal.SIGINT)
+    source.write_bytes(os.urandom(SIZE))  # the file changed since
+    report = resume(tmp_path, source, out)
+    assert report["ok"] and report["resumed_bytes"] == 0 and report["bytes"] == SIZE
+    assert "an older partial file of different data was overwritten" in report["note"]
+    assert (out / "big.bin").read_bytes() == source.read_bytes()
+
+
+def test_a_damaged_partial_file_fails_the_check_and_is_not_kept(tmp_path, setup):
+    source, out = setup
+    interrupted(tmp_path, source, out, "receiver", signal.SIGINT)
+    with open(out / "big.bin.partial", "r+b") as f:
+        f.seek(1000)
+        f.write(b"\xff" * 10)
+    recv, port = start_recv(tmp_path, "--out", str(out))
+    result = send(str(source), f"127.0.0.1:{port}", *SLOW[2:])
+    (report,), _ = finish(recv)
+    assert not report["ok"] and report["reason"].startswith("SHA-256 mismatch")
+    assert result.returncode == 1 and "send failed: peer quit: SHA-256 mismatch" in result.stderr
+    assert not any(out.iterdir())  # nothing that looks complete, nothing to resume from
+    report = resume(tmp_path, source, out)
+    assert report["ok"] and (out / "big.bin").read_bytes() == source.read_bytes()
