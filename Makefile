@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test bench bench-gateware bench-ethernet bitstream load clean
+.PHONY: demo test bench bench-rates bench-gateware bench-ethernet bitstream load clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -20,6 +20,10 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m netblt.host.bench
+
+# Each end's steady-state rate against the rate asked for (1M to 950M, sender and receiver), about 4 minutes.
+bench-rates: $(STAMP)
+	$(BIN)/python -m netblt.host.bench --rates
 
 # Cycles per packet against the wire, pacing accuracy, synth_ecp5 utilisation, nextpnr Fmax (about 6 minutes).
 bench-gateware: $(STAMP)

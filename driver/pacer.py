@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+CATCH_UP = 4
+"""Intervals of lateness a sender makes up with bursts back to back: a thread the OS
+held up for a few milliseconds (two busy processes on two cores stall each other that
+long) keeps its average rate; after a longer idle spell the schedule restarts."""
+
 
 class BurstPacer:
     def __init__(self, burst_size: int, interval: float) -> None:
@@ -16,11 +21,11 @@ class BurstPacer:
     def allowance(self, now: float) -> int:
         """How many packets may go at ``now``; starts a new burst when one is due.
 
-        A burst that is late by less than one interval keeps the schedule; after an idle
-        spell the schedule restarts at ``now`` rather than bursting to catch up.
+        A burst that is late by less than :data:`CATCH_UP` intervals keeps the schedule;
+        after a longer idle spell the schedule restarts at ``now``.
         """
         if self.remaining == 0 and now >= self.next_burst:
-            start = self.next_burst if now - self.next_burst < self.interval else now
+            start = self.next_burst if now - self.next_burst < CATCH_UP * self.interval else now
             self.next_burst = start + self.interval
             self.remaining = self.burst_size
         return self.remaining

@@ -4,6 +4,9 @@ Each loopback case runs ``netblt recv`` and ``netblt send`` as separate processe
 ``netblt netem`` between them where named), repeats it, and prints the median goodput
 and the receiving process's CPU use. The last case reproduces RFC 1030's Wideband
 satellite setting in the virtual-time emulator.
+
+``make bench-rates`` (``--rates``): how closely each end's steady-state rate matches a
+rate requested at the sender (``send --rate``) or capped at the receiver (``recv --rate``).
 """
 
 from __future__ import annotations
@@ -55,12 +58,67 @@ def loopback(source: Path, out: Path, packet_size: int, loss: float, port: int) 
     return report
 
 
+RATES = [("1M", 1e6), ("10M", 10e6), ("100M", 100e6), ("500M", 500e6), ("default", 950e6)]
+RATE_SECONDS = 6.0
+"""Each rate case moves this many seconds' worth of data, in 20 buffers."""
+
+
+def rated(tmp: Path, where: str, requested: str, rate: float, port: int) -> tuple[dict, dict]:
+    """One transfer with the rate set at ``where`` (send or recv); both ends' reports."""
+    size = int(rate / 8 * RATE_SECONDS)
+    source = tmp / f"rate-{requested}.bin"
+    if not source.exists():
+        with open(source, "wb") as f:
+            f.write(os.urandom(size))
+    out = tmp / "out"
+    out.mkdir(exist_ok=True)
+    flag = [] if requested == "default" else ["--rate", requested]
+    recv = subprocess.Popen(NETBLT + ["recv", "--listen", f"127.0.0.1:{port}", "--out", str(out), "--json",
+                                      *(flag if where == "recv" else [])],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    recv.stderr.readline()
+    sent = subprocess.run(NETBLT + ["send", str(source), f"127.0.0.1:{port}", "--json", "--buffer-size",
+                                    str(max(1448, size // 20)), *(flag if where == "send" else [])],
+                          capture_output=True, text=True)
+    stdout, _ = recv.communicate(timeout=600)
+    (out / source.name).unlink(missing_ok=True)
+    if sent.returncode:
+        raise RuntimeError(f"transfer failed: {sent.stderr.strip()}")
+    return json.loads(sent.stdout), json.loads(stdout)
+
+
+def rates(runs: int, console: Console) -> None:
+    table = Table(title=f"netblt rates on loopback, {RATE_SECONDS:.0f} s of data in 20 buffers, median of {runs}")
+    for column in ("rate set at", "requested", "negotiated", "BS/BI", "sender steady", "receiver steady",
+                   "sender / requested", "receiver / requested"):
+        table.add_column(column, justify="right", no_wrap=True)
+    with tempfile.TemporaryDirectory(prefix="netblt-bench-") as tmp:
+        for where in ("send", "recv"):
+            for requested, rate in RATES:
+                if where == "recv" and requested == "default":
+                    continue  # a receiver without --rate caps nothing: the sender's default row
+                pairs = [rated(Path(tmp), where, requested, rate, 32000 + 10 * i) for i in range(runs)]
+                s = statistics.median(p[0]["steady_state_mbps"] for p in pairs)
+                r = statistics.median(p[1]["steady_state_mbps"] for p in pairs)
+                first = pairs[0][0]
+                negotiated = first["burst_size"] * first["packet_size"] * 8 / first["burst_interval_ms"] / 1e3
+                table.add_row(f"{where} --rate", requested, f"{negotiated:.2f} Mb/s",
+                              f"{first['burst_size']}/{first['burst_interval_ms']}", f"{s:.2f} Mb/s",
+                              f"{r:.2f} Mb/s", f"{100 * s / (rate / 1e6):.1f}%", f"{100 * r / (rate / 1e6):.1f}%")
+                console.print(f"  measured: {where} --rate {requested}", style="dim")
+    console.print(table)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--size", type=int, default=1 << 30, help="bytes per loopback transfer (1 GiB)")
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--rates", action="store_true", help="the rate table instead (make bench-rates)")
     args = parser.parse_args(argv)
     console = Console(width=160)
+    if args.rates:
+        rates(args.runs, console)
+        return 0
     table = Table(title=f"netblt software path, {args.size >> 20} MiB per transfer, median of {args.runs}")
     for column in ("case", "payload", "goodput (steady)", "goodput (real)", "receiver CPU",
                    "of which data path", "#RXM", "note"):

@@ -21,7 +21,7 @@ from netblt.driver.transport import DEFAULT_PORT, TransportError, parse_address
 from .auth import Secret, SecretError
 from .files import FileError
 from .params import MAX_PACKETS_PER_BUFFER, ParamError, Params, Timing, burst_for_rate
-from .transfer import Gate, Interrupted, Options, Output, Report, plan, send, serve
+from .transfer import Gate, Interrupted, Options, Output, Report, UsageError, plan, send, serve
 from .units import parse_rate, parse_size, positive
 
 # What a sender proposes by default: a modern gigabit LAN, not 1987's.
@@ -216,6 +216,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         where = parse_address(args.peer if args.command == "send" else args.listen)
     except TransportError as exc:
         parser.error(str(exc))
+    if args.command == "send" and where[1] == 0:
+        parser.error(f"port 0 in {args.peer!r} is no receiver's port")
     data_on_stdout = args.command == "recv" and args.out == "-"
     out = Console(file=sys.stderr if data_on_stdout else sys.stdout, width=max(Console().width, 120))
     err = Console(stderr=True)
@@ -232,7 +234,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except FileError as exc:
         err.print(f"netblt: error: {exc}", highlight=False, soft_wrap=True)
-        return 1 if args.command == "send" else 2
+        return 1 if args.command == "send" and not isinstance(exc, UsageError) else 2
     if threading.current_thread() is threading.main_thread() and \
             signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
         signal.signal(signal.SIGTERM, _terminate)

@@ -44,6 +44,10 @@ class TransferError(Exception):
     """A transfer that cannot start; the message is one line for the user."""
 
 
+class UsageError(FileError):
+    """The paths and options given do not fit together: a bad argument (exit status 2)."""
+
+
 class Interrupted(Exception):
     """A signal asked the program to stop; ``code`` is its exit status (130, 143)."""
 
@@ -175,7 +179,7 @@ def _report(endpoint: Endpoint, dp: SoftwareDataPath, role: str, **fields) -> Re
     report = Report(ok=bool(result and result.ok), reason=result.reason if result else "not finished",
                     role=role, established=started is not None, bytes=progress.bytes_done,
                     resumed_bytes=progress.resumed_bytes, peer=show(conn.peer) if conn.peer else "",
-                    dropped=dp.drop_counts(), duplicates=dp.rx.duplicates if dp.rx else 0, **fields)
+                    dropped=dp.drop_counts(), duplicates=dp.rx.duplicates if dp.rx is not None else 0, **fields)
     if started is not None:
         report.seconds = round(now - started, 3)
         report.cpu_seconds = round(time.process_time() - endpoint.cpu_start, 3)
@@ -187,7 +191,7 @@ def _report(endpoint: Endpoint, dp: SoftwareDataPath, role: str, **fields) -> Re
     report.packets_lost = conn.stats.packets_lost
     report.data_timeouts = conn.stats.data_timeouts
     report.packets_retransmitted = conn.stats.packets_resent if role == "receiver" else (
-        dp.tx.resent if dp.tx else 0)
+        dp.tx.resent if dp.tx is not None else 0)
     report.steady_state_mbps = round(progress.steady_state_bps() / 1e6, 3)
     if progress.done_at and started is not None:
         report.real_mbps = round(8 * progress.bytes_done / max(1e-9, now - started) / 1e6, 3)
@@ -214,7 +218,7 @@ def plan(paths: list[str], name: str | None = None) -> tuple[list[Outgoing], lis
     it are skipped and listed in the notes. A pipe (or ``-``, standard input) is a stream.
     """
     if name is not None and len(paths) > 1:
-        raise FileError("--name names one file; several were given")
+        raise UsageError("--name names one file; several were given")
     items: list[Outgoing] = []
     notes: list[str] = []
     for text in paths:
@@ -228,7 +232,7 @@ def plan(paths: list[str], name: str | None = None) -> tuple[list[Outgoing], lis
             raise FileError(f"cannot read {path}: {exc.strerror}") from None
         if stat.S_ISDIR(mode):
             if name is not None:
-                raise FileError("--name names a file, not a directory")
+                raise UsageError("--name names a file, not a directory")
             items += _walk(path, notes)
         elif stat.S_ISREG(mode) or stat.S_ISFIFO(mode) or stat.S_ISCHR(mode):
             items.append(Outgoing(path, name or path.resolve().name, stream=not stat.S_ISREG(mode)))

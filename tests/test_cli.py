@@ -65,7 +65,8 @@ def test_send_through_the_relay_with_loss_and_delay(tmp_path, payload):
     assert sent.returncode == 0, sent.stderr
     r = json.loads(stdout)
     assert r["ok"] and r["packets_lost"] > 0 and r["data_timeouts"] > 0
-    assert json.loads(sent.stdout)["packets_lost"] > 0  # the sender's view: packets asked for again
+    s = json.loads(sent.stdout)  # the sender's view: packets asked for again, and sent again
+    assert s["packets_lost"] > 0 and s["packets_retransmitted"] > 0
     assert (tmp_path / "copy.bin").read_bytes() == payload.read_bytes()
 
 
@@ -84,6 +85,13 @@ def test_no_receiver_is_one_clear_error_and_no_report(payload):
     (["send", "x", "127.0.0.1", "--packet-size", "70000"], "packet size 70000 is outside"),
     (["send", "x", "127.0.0.1", "--transport", "tcp"], "invalid choice"),
     (["recv", "--listen", "127.0.0.1:99999"], "port 99999 is outside"),
+    (["send", "x", "127.0.0.1:0"], "port 0 in '127.0.0.1:0' is no receiver's port"),
+    (["send", "x", "[::1"], "bad address '[::1': use [IPv6]:PORT"),
+    (["send", "x", "y", "127.0.0.1", "--name", "z"], "--name names one file; several were given"),
+    (["send", ".", "127.0.0.1", "--name", "z"], "--name names a file, not a directory"),
+    (["send", "x", "127.0.0.1", "--rate", "1"], "rate 1 b/s is below the slowest 1448-byte packets allow"),
+    (["recv", "--allow", "300.1.1.1"], "bad address or prefix '300.1.1.1'"),
+    (["send", "x", "127.0.0.1", "--secret-file", "/nonexistent"], "cannot read the secret file /nonexistent"),
 ])
 def test_bad_arguments_exit_2_with_one_line(args, message, tmp_path):
     result = subprocess.run(NETBLT + args, capture_output=True, text=True, cwd=tmp_path)

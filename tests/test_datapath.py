@@ -163,6 +163,11 @@ def test_pacer_bursts_on_schedule_and_restarts_after_idle():
     assert pacer.allowance(0.0405) == 3  # a late burst keeps the schedule
     pacer.sent(3)
     assert pacer.next_burst == pytest.approx(0.05)
+    # Held up 3.5 intervals: the missed bursts go back to back, and the average rate holds.
+    assert pacer.allowance(0.085) == 3
+    pacer.sent(3)
+    assert pacer.allowance(0.085) == 3 and pacer.next_burst == pytest.approx(0.07)
+    pacer.sent(3)
     assert pacer.allowance(1.0) == 3 and pacer.next_burst == pytest.approx(1.01)  # idle: restart
 
 
