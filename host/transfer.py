@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Protocol
 
 from netblt.driver.software import SoftwareDataPath
-from netblt.driver.transport import Address, Kind, Transport, TransportError, host_address, show
+from netblt.driver.transport import Address, Kind, Transport, host_address, show
 
 from . import announce
 from . import events as ev

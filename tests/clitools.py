@@ -9,6 +9,15 @@ import sys
 from pathlib import Path
 
 NETBLT = [sys.executable, "-m", "netblt.host.cli"]
+STARTED: list[subprocess.Popen] = []
+"""Processes the helpers started; tests/conftest.py ends any still running after each test."""
+
+
+def spawn(args: list[str], **popen) -> subprocess.Popen:
+    """``netblt ARGS`` in the background, ended after the test whatever happens."""
+    proc = subprocess.Popen(NETBLT + args, **popen)
+    STARTED.append(proc)
+    return proc
 
 
 def free_port(family: int = socket.AF_INET) -> int:
@@ -22,8 +31,8 @@ def start_recv(cwd: Path, *args: str, port: int | None = None, host: str = "127.
     """``netblt recv --json`` listening on loopback, once it says it is waiting."""
     port = port or free_port()
     where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-    proc = subprocess.Popen(NETBLT + ["recv", "--listen", where, "--json", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, cwd=cwd, **popen)
+    proc = spawn(["recv", "--listen", where, "--json", *args], stdout=subprocess.PIPE,
+                 stderr=subprocess.PIPE, text=True, cwd=cwd, **popen)
     line = proc.stderr.readline()
     assert "waiting for a sender" in line, line + proc.stderr.read()
     return proc, port

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from clitools import NETBLT, finish, free_port, reports, send, start_recv
+from clitools import NETBLT, finish, free_port, reports, send, spawn, start_recv
 from rich.progress import Progress
 
 from netblt.driver import transport
@@ -51,7 +51,7 @@ def test_send_and_receive_over_loopback(tmp_path, payload):
 def test_send_through_the_relay_with_loss_and_delay(tmp_path, payload):
     recv, port = start_recv(tmp_path, "--out", str(tmp_path / "copy.bin"))
     relay_port = free_port()
-    relay = subprocess.Popen(NETBLT + ["netem", "--listen", f"127.0.0.1:{relay_port}", "--forward",
+    relay = spawn(["netem", "--listen", f"127.0.0.1:{relay_port}", "--forward",
                                        f"127.0.0.1:{port}", "--delay", "20ms", "--loss", "0.05",
                                        "--duration", "90s"],
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -122,7 +122,7 @@ def test_a_sender_that_dies_leaves_no_output_file(tmp_path, payload):
     out = tmp_path / "out"
     out.mkdir()
     recv, port = start_recv(tmp_path, "--death-timer", "2", "--out", str(out))
-    sender = subprocess.Popen(NETBLT + ["send", str(payload), f"127.0.0.1:{port}", "--rate", "4M"],
+    sender = spawn(["send", str(payload), f"127.0.0.1:{port}", "--rate", "4M"],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     time.sleep(1.5)
     sender.kill()
@@ -156,7 +156,7 @@ def test_disk_full_fails_the_receive_and_quits_the_sender(tmp_path, payload, mon
 @pytest.mark.skipif(os.geteuid() != 0, reason="native IP needs root")
 def test_native_ip_protocol_30(tmp_path, payload):
     port = 30000 + os.getpid() % 20000
-    recv = subprocess.Popen(NETBLT + ["recv", "--transport", "ip", "--listen", f"127.0.0.1:{port}",
+    recv = spawn(["recv", "--transport", "ip", "--listen", f"127.0.0.1:{port}",
                                       "--json", "--out", "ip.bin"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
     assert "waiting" in recv.stderr.readline()
@@ -183,7 +183,7 @@ def test_native_ip_without_privilege_is_one_clear_error(monkeypatch, capsys):
 
 def test_a_receiver_that_dies_is_named_as_such_at_the_sender(tmp_path, payload):
     recv, port = start_recv(tmp_path, "--out", str(tmp_path / "copy.bin"))
-    sender = subprocess.Popen(NETBLT + ["send", str(payload), f"127.0.0.1:{port}", "--rate", "4M"],
+    sender = spawn(["send", str(payload), f"127.0.0.1:{port}", "--rate", "4M"],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     time.sleep(1.5)
     recv.kill()
@@ -197,7 +197,7 @@ def test_a_sender_without_an_answer_says_it_is_connecting(payload):
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as silent:
         silent.bind(("127.0.0.1", 0))
         port = silent.getsockname()[1]
-        sender = subprocess.Popen(NETBLT + ["send", str(payload), f"127.0.0.1:{port}"],
+        sender = spawn(["send", str(payload), f"127.0.0.1:{port}"],
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         time.sleep(2.5)
         sender.send_signal(signal.SIGINT)
@@ -211,7 +211,7 @@ def test_a_sender_without_an_answer_says_it_is_connecting(payload):
 
 def test_silence_from_the_peer_is_reported_within_seconds(tmp_path, payload):
     recv, port = start_recv(tmp_path, "--death-timer", "12", "--out", str(tmp_path / "copy.bin"))
-    sender = subprocess.Popen(NETBLT + ["send", str(payload), f"127.0.0.1:{port}", "--rate", "4M"],
+    sender = spawn(["send", str(payload), f"127.0.0.1:{port}", "--rate", "4M"],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert "receiving payload.bin" in recv.stderr.readline()
     sender.send_signal(signal.SIGSTOP)
@@ -232,7 +232,7 @@ def test_a_busy_receiver_refuses_a_second_sender_with_a_reason(tmp_path, payload
     other = tmp_path / "other.bin"
     other.write_bytes(b"second")
     recv, port = start_recv(tmp_path, "--out", str(out))
-    first = subprocess.Popen(NETBLT + ["send", str(payload), f"127.0.0.1:{port}", "--rate", "8M"],
+    first = spawn(["send", str(payload), f"127.0.0.1:{port}", "--rate", "8M"],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert "receiving payload.bin" in recv.stderr.readline()
     second = send(str(other), f"127.0.0.1:{port}", timeout=30)
@@ -246,10 +246,10 @@ def test_a_busy_receiver_refuses_a_second_sender_with_a_reason(tmp_path, payload
 def test_a_stream_from_standard_input_to_standard_output(tmp_path):
     data = os.urandom(2_000_003)
     port = free_port()
-    recv = subprocess.Popen(NETBLT + ["recv", "--listen", f"127.0.0.1:{port}", "--out", "-", "--json"],
+    recv = spawn(["recv", "--listen", f"127.0.0.1:{port}", "--out", "-", "--json"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path)
     assert b"waiting for a sender" in recv.stderr.readline()
-    sender = subprocess.Popen(NETBLT + ["send", "-", f"127.0.0.1:{port}", "--name", "piped.bin", "--json"],
+    sender = spawn(["send", "-", f"127.0.0.1:{port}", "--name", "piped.bin", "--json"],
                               stdin=_pipe_with(data), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     received, stderr = recv.communicate(timeout=60)  # read as it comes, as a consumer of the data would
     stdout, sender_stderr = sender.communicate(timeout=60)

@@ -7,7 +7,7 @@ import subprocess
 import time
 
 import pytest
-from clitools import NETBLT, finish, send, start_recv
+from clitools import finish, send, spawn, start_recv
 
 SIZE = 3_000_000
 SLOW = ["--rate", "8M", "--buffer-size", "64K"]  # about 3 s for the file, 46 buffers
@@ -25,7 +25,7 @@ def setup(tmp_path):
 def interrupted(tmp_path, source, out, who: str, how: signal.Signals) -> tuple[int, int, str, str]:
     """Start a slow transfer, signal one end 1.5 s in; exit codes and stderr of both ends."""
     recv, port = start_recv(tmp_path, "--out", str(out))
-    sender = subprocess.Popen(NETBLT + ["send", str(source), f"127.0.0.1:{port}", *SLOW],
+    sender = spawn(["send", str(source), f"127.0.0.1:{port}", *SLOW],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     time.sleep(1.5)
     (recv if who == "receiver" else sender).send_signal(how)
@@ -73,7 +73,7 @@ def test_a_signal_tells_the_peer_keeps_the_partial_file_and_the_same_send_resume
 def test_a_killed_receiver_leaves_what_it_synced_and_the_next_run_resumes(tmp_path, setup):
     source, out = setup
     recv, port = start_recv(tmp_path, "--out", str(out))
-    sender = subprocess.Popen(NETBLT + ["send", str(source), f"127.0.0.1:{port}", *SLOW],
+    sender = spawn(["send", str(source), f"127.0.0.1:{port}", *SLOW],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     time.sleep(2)
     recv.kill()

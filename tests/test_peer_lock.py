@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
-from clitools import NETBLT, finish, start_recv
+from clitools import finish, spawn, start_recv
 
 from netblt.host.announce import Announcement
 from netblt.host.codec import CodecError, decode, encode
@@ -105,7 +105,7 @@ def sprayed_transfer(tmp_path, seed: int, size: int, rate: str) -> tuple[subproc
     out = tmp_path / "out"
     out.mkdir()
     recv, port = start_recv(tmp_path, "--out", str(out))
-    sender = subprocess.Popen(NETBLT + ["send", str(source), f"127.0.0.1:{port}", "--rate", rate],
+    sender = spawn(["send", str(source), f"127.0.0.1:{port}", "--rate", rate],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     line = recv.stderr.readline()
     assert line.startswith("netblt: receiving payload.bin"), line

@@ -271,6 +271,33 @@ async def test_back_to_back_packets_are_all_taken(dut):
     await rx.feed(*(rx.data(3, n, length) for n in range(16)))
     assert rx.counts["accepted"] == 16 and sum(rx.counts[d.name] for d in Drop) == 0
     assert await rx.check(0, 3, length) == 0
+    assert await rx.download(0, length) == pattern_bytes(3, length)
+
+
+@cocotb.test()
+async def test_check_counts_exactly_the_beats_that_differ(dut):
+    """CHECK is trusted by other tests, so it is tested itself: one byte changed in one beat
+    counts one mismatch; another packet's data at a packet's place counts each of its beats;
+    the wrong buffer's pattern counts every beat."""
+    rx = await Rx.create(dut)  # no data checksum: a changed payload is accepted as data
+    length = 4 * PACKET
+    await rx.post(0, 3)
+    pattern = pattern_bytes(3, length)
+    changed = bytearray(pattern)
+    changed[2 * PACKET + 100] ^= 0xFF
+    await rx.feed(*(rx.data(3, n, length) for n in (0, 1, 3)),
+                  codec.encode(packets.Data(3, 2, 0, bytes(changed[2 * PACKET:3 * PACKET])), PEER, LOCAL))
+    assert rx.counts["accepted"] == 4
+    assert await rx.check(0, 3, length) == 1
+    assert await rx.download(0, length) == bytes(changed)
+    assert await rx.check(0, 4, length) == length // W
+
+    await rx.post(1, 5)
+    pattern = pattern_bytes(5, length)
+    await rx.feed(*(rx.data(5, n, length) for n in (0, 2, 3)),
+                  codec.encode(packets.Data(5, 1, 0, pattern[2 * PACKET:3 * PACKET]), PEER, LOCAL))
+    assert await rx.check(1, 5, length) == PACKET // W
+    assert await rx.check(1, 5, PACKET) == 0  # a shorter check stops where it is told
 
 
 @cocotb.test()
