@@ -131,14 +131,16 @@ class Report:
 
 
 def run(endpoint: Endpoint, dp: SoftwareDataPath, feedback: Feedback, total: Callable[[], int | None],
-        opening: str = "") -> Interrupted | None:
-    """Drive one endpoint until its connection finishes. A signal aborts it (telling the
-    peer) and is returned."""
+        opening: str = "", listen_until: float | None = None) -> Interrupted | None:
+    """Drive one endpoint until its connection finishes, or until ``listen_until`` while
+    it still listens. A signal aborts it (telling the peer) and is returned."""
     conn = endpoint.conn
     endpoint.start(time.monotonic())
     last_tick, warned, tries = 0.0, None, 1
     try:
         while not endpoint.finished:
+            if listen_until is not None and conn.state is State.LISTEN and time.monotonic() > listen_until:
+                break
             now = time.monotonic()
             deadline = conn.deadline
             wait = 0.1 if deadline is None else min(0.1, max(0.0, deadline - now))
@@ -477,7 +479,15 @@ def serve(listen: Address, output: Output, options: Options, feedback: Feedback 
                               client_string=b"netblt-recv")
             reception = Reception(output, gate, feedback, force=force, session=session, finished=finished)
             endpoint = Endpoint(conn, dp, sink=reception, admit=reception.admit)
-            stop = run(endpoint, dp, feedback, lambda: reception.announced.size if reception.announced else None)
+            waited = time.monotonic() + options.params.death_timer if session else None
+            stop = run(endpoint, dp, feedback, lambda: reception.announced.size if reception.announced else None,
+                       listen_until=waited)
+            if not endpoint.finished and stop is None:  # the session's next file never came
+                report = Report(False, f"the sender's next file did not come within {options.params.death_timer} s",
+                                "receiver")
+                reports.append(report)
+                feedback.report(report)
+                return reports, None
             report = _received(endpoint, dp, reception)
             if conn.peer is not None:
                 finished.append((conn.peer, conn.uid))

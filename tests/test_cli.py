@@ -65,6 +65,7 @@ def test_send_through_the_relay_with_loss_and_delay(tmp_path, payload):
     assert sent.returncode == 0, sent.stderr
     r = json.loads(stdout)
     assert r["ok"] and r["packets_lost"] > 0 and r["data_timeouts"] > 0
+    assert r["dropped"] == {}  # late copies of delivered buffers are duplicates, not bad packets
     s = json.loads(sent.stdout)  # the sender's view: packets asked for again, and sent again
     assert s["packets_lost"] > 0 and s["packets_retransmitted"] > 0
     assert (tmp_path / "copy.bin").read_bytes() == payload.read_bytes()
@@ -375,3 +376,19 @@ def test_netem_says_what_it_does_in_words():
     described = helped.split("options:", 1)[1]
     for option in ("--duplicate", "--seed", "--corrupt", "--queue"):
         assert "(default:" in described.split(f"  {option}", 1)[1].split("\n  --", 1)[0], option
+
+
+def test_a_receiver_waiting_for_the_rest_of_a_session_gives_up_after_its_death_timer(tmp_path):
+    (tmp_path / "first").write_bytes(b"one")
+    never = tmp_path / "never"
+    os.mkfifo(never)  # nobody writes to it: the sender stalls before its second OPEN
+    out = tmp_path / "out"
+    out.mkdir()
+    recv, port = start_recv(tmp_path, "--out", str(out), "--death-timer", "2")
+    sender = spawn(["send", str(tmp_path / "first"), str(never), f"127.0.0.1:{port}"],
+                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    got, stderr = finish(recv, timeout=30)
+    assert recv.returncode == 1
+    assert [r["ok"] for r in got] == [True, False]
+    assert got[1]["reason"] == "the sender's next file did not come within 2 s"
+    assert (out / "first").read_bytes() == b"one"
