@@ -17,21 +17,17 @@ from .packet_fifo import CONTROL_META
 from .parser import RX_SETTINGS
 from .pattern import PATTERN_COMMAND
 from .reassembly import MISSING, MISSING_QUERY, RX_COMMAND, RX_EVENT, SLOT_STATUS
-from .registers import ADDRESS, REGISTERS, Command, Event, RegisterBus
+from .registers import ADDRESS, COMMAND_WORD, EVENT_WORD, RECEIVED_FLAGS, REGISTERS, Command, Event, RegisterBus
 from .segmenter import TX_COMMAND, TX_SETTINGS
 from .transmitter import PACING
 
-QUEUED_COMMAND = data.StructLayout({"op": 4, "slot": 4, "flag": 1, "arg0": 32, "arg1": 32})
+QUEUED_COMMAND = data.StructLayout({"word": COMMAND_WORD.layout, "arg0": 32, "arg1": 32})
 
 FLAG_UDP, FLAG_DATA_CHECKSUM = 0, 1
 
 
-EVENT_WORD = data.StructLayout({"value": 16, "flags": 7, "slot": 4, "kind": 4, "valid": 1})
-"""The EVENT register's layout (registers.EVENT_FIELDS)."""
-
-
 def event_word(m: Module, kind, slot, flags=0, value=0) -> data.View:
-    word = Signal(EVENT_WORD)
+    word = Signal(EVENT_WORD.layout)
     m.d.comb += [word.kind.eq(kind), word.slot.eq(slot), word.flags.eq(flags),
                  word.value.eq(value), word.valid.eq(1)]
     return word
@@ -127,7 +123,7 @@ class ControlStatus(wiring.Component):
                         m.d.sync += reg.eq(bus.w_data)
                 with m.Case(ADDRESS["COMMAND"]):
                     m.d.comb += [commands.w_en.eq(1), commands.w_data.eq(Cat(
-                        bus.w_data[:9], rw["ARG0"], rw["ARG1"]))]
+                        bus.w_data[:COMMAND_WORD.layout.size], rw["ARG0"], rw["ARG1"]))]
                     m.d.comb += rejected.eq(~commands.w_rdy)
                 with m.Case(ADDRESS["UPLOAD_DATA"]):
                     m.d.sync += [self.upload.addr.eq(rw["UPLOAD_ADDRESS"]),
@@ -186,20 +182,21 @@ class ControlStatus(wiring.Component):
                                  rw["DOWNLOAD_ADDRESS"].eq(rw["DOWNLOAD_ADDRESS"] + 1)]
 
         # Dispatch the oldest command to the block it names.
-        head = data.View(QUEUED_COMMAND, commands.r_data)
+        queued = data.View(QUEUED_COMMAND, commands.r_data)
+        head = queued.word
         fill_slot, check_slot = Signal(4), Signal(4)
         tx_ok = head.slot < cfg.tx_slots
         rx_ok = head.slot < cfg.rx_slots
         targets = {
-            Command.SEND: (self.tx_command, tx_ok, {"slot": head.slot, "buffer": head.arg0,
-                                                     "length": head.arg1, "last_buffer": head.flag}),
+            Command.SEND: (self.tx_command, tx_ok, {"slot": head.slot, "buffer": queued.arg0,
+                                                     "length": queued.arg1, "last_buffer": head.flag}),
             Command.RESEND: (self.tx_command, tx_ok, {"resend": 1, "slot": head.slot,
-                                                       "packet": head.arg0}),
-            Command.POST: (self.rx_command, rx_ok, {"post": 1, "slot": head.slot, "buffer": head.arg0}),
+                                                       "packet": queued.arg0}),
+            Command.POST: (self.rx_command, rx_ok, {"post": 1, "slot": head.slot, "buffer": queued.arg0}),
             Command.RELEASE: (self.rx_command, rx_ok, {"slot": head.slot}),
-            Command.QUERY_MISSING: (self.query, rx_ok, {"slot": head.slot, "limit": head.arg0}),
-            Command.FILL: (self.fill, tx_ok, {"slot": head.slot, "buffer": head.arg0, "length": head.arg1}),
-            Command.CHECK: (self.check, rx_ok, {"slot": head.slot, "buffer": head.arg0, "length": head.arg1}),
+            Command.QUERY_MISSING: (self.query, rx_ok, {"slot": head.slot, "limit": queued.arg0}),
+            Command.FILL: (self.fill, tx_ok, {"slot": head.slot, "buffer": queued.arg0, "length": queued.arg1}),
+            Command.CHECK: (self.check, rx_ok, {"slot": head.slot, "buffer": queued.arg0, "length": queued.arg1}),
         }
         with m.If(commands.r_rdy):
             with m.Switch(head.op):
@@ -239,9 +236,11 @@ class ControlStatus(wiring.Component):
         missing = self.missing.payload
         m.d.comb += [self.rx_event.ready.eq(events.w_rdy)]
         with m.If(self.rx_event.valid):
-            m.d.comb += [events.w_en.eq(1), events.w_data.eq(event_word(
-                m, Event.RECEIVED, rx.slot, Cat(rx.first, rx.ldata, rx.complete, rx.last_buffer),
-                rx.count))]
+            received = Signal(RECEIVED_FLAGS.layout)
+            m.d.comb += [received.first.eq(rx.first), received.ldata.eq(rx.ldata),
+                         received.complete.eq(rx.complete), received.last_buffer.eq(rx.last_buffer)]
+            m.d.comb += [events.w_en.eq(1),
+                         events.w_data.eq(event_word(m, Event.RECEIVED, rx.slot, received, rx.count))]
         chain = ~self.rx_event.valid
         for kind in pending:
             with m.If(chain & flags[kind]):

@@ -11,7 +11,7 @@ import enum
 import sys
 from dataclasses import dataclass
 
-from amaranth.lib import wiring
+from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from .drops import Drop
@@ -30,6 +30,53 @@ class RegisterBus(wiring.Signature):
             "r_en": Out(1),
             "r_data": In(32),
         })
+
+
+@dataclass(frozen=True)
+class Word:
+    """A register word's bit fields, from bit 0 up: packed and unpacked by the host, laid
+    out for the gateware, described in the docs, all from this one definition."""
+
+    name: str
+    fields: tuple[tuple[str, int], ...]
+
+    @property
+    def layout(self) -> data.StructLayout:
+        return data.StructLayout(dict(self.fields))
+
+    def pack(self, **values: int) -> int:
+        word, at = 0, 0
+        for name, width in self.fields:
+            value = values.pop(name, 0)
+            if not 0 <= value < 1 << width:
+                raise ValueError(f"{self.name}.{name} = {value} does not fit {width} bits")
+            word |= value << at
+            at += width
+        if values:
+            raise ValueError(f"{self.name} has no field {', '.join(values)}")
+        return word
+
+    def unpack(self, word: int) -> dict[str, int]:
+        out, at = {}, 0
+        for name, width in self.fields:
+            out[name] = word >> at & ((1 << width) - 1)
+            at += width
+        return out
+
+    def describe(self) -> str:
+        parts, at = [], 0
+        for name, width in self.fields:
+            parts.append(f"{at + width - 1}:{at} {name}" if width > 1 else f"{at} {name}")
+            at += width
+        return "; ".join(reversed(parts))
+
+
+COMMAND_WORD = Word("COMMAND", (("op", 4), ("slot", 4), ("flag", 1)))
+"""What a write to COMMAND carries; ARG0 and ARG1 are taken with it."""
+EVENT_WORD = Word("EVENT", (("value", 16), ("flags", 7), ("slot", 4), ("kind", 4), ("valid", 1)))
+"""An EVENT word; ``valid`` is 0 in the word read when no event waits."""
+RECEIVED_FLAGS = Word("RECEIVED flags", (("first", 1), ("ldata", 1), ("complete", 1), ("last_buffer", 1)))
+"""The ``flags`` of a RECEIVED event."""
 
 
 @dataclass(frozen=True)
@@ -65,7 +112,7 @@ GROUPS = (
         "Commands and events",
         Register("ARG0", "rw", 32, "first argument of the next command"),
         Register("ARG1", "rw", 32, "second argument of the next command"),
-        Register("COMMAND", "w", 12, "queue a command: bits 3:0 opcode, 7:4 slot, 8 flag; "
+        Register("COMMAND", "w", 12, f"queue a command ({COMMAND_WORD.describe()}); "
                                      "ARG0/ARG1 are taken with it"),
         Register("COMMAND_LEVEL", "r", 16, "commands queued and not yet started"),
         Register("EVENT", "rp", 32, "pop the oldest event; 0 when there is none"),
@@ -166,8 +213,8 @@ class Event(enum.IntEnum):
 
 
 EVENT_DOCS = {
-    Event.RECEIVED: "a packet changed the slot: flag bits 16 first packet, 17 LDATA seen, "
-                    "18 buffer complete, 19 last-buffer flag; value: packets in the buffer once known",
+    Event.RECEIVED: f"a packet changed the slot: flags {RECEIVED_FLAGS.describe()}; "
+                    "value: packets in the buffer once known",
     Event.MISSING: "value: a missing packet number",
     Event.MISSING_END: "value: how many MISSING events the query listed",
     Event.SENT: "the slot's last new packet has left",
@@ -175,7 +222,6 @@ EVENT_DOCS = {
     Event.CHECKED: "the pattern check is done; value: mismatching beats (saturated)",
 }
 
-EVENT_FIELDS = "bit 31 valid; 30:27 kind; 26:23 slot; 22:16 flags; 15:0 value"
 
 
 def markdown() -> str:
@@ -195,12 +241,12 @@ def markdown() -> str:
         lines += [f"| 0x{ADDRESS[r.name]:02x} | {r.name} | {r.access} | {r.width} | {r.doc} |"
                   for r in group]
     lines += ["", "## Commands", "",
-              "Write ARG0 and ARG1, then COMMAND = opcode | slot << 4 | flag << 8. Commands run "
+              f"Write ARG0 and ARG1, then COMMAND ({COMMAND_WORD.describe()}). Commands run "
               "in order; one that names a slot, length or packet the engine does not have is "
               "counted in COMMANDS_REJECTED and skipped.", "",
               "| opcode | command | meaning |", "| --- | --- | --- |"]
     lines += [f"| {c.value} | {c.name} | {COMMAND_DOCS[c]} |" for c in Command]
-    lines += ["", "## Events", "", f"An EVENT word: {EVENT_FIELDS}.", "",
+    lines += ["", "## Events", "", f"An EVENT word: {EVENT_WORD.describe()}.", "",
               "| kind | event | meaning |", "| --- | --- | --- |"]
     lines += [f"| {e.value} | {e.name} | {EVENT_DOCS[e]} |" for e in Event]
     return "\n".join(lines) + "\n"

@@ -20,7 +20,7 @@ from scapy.layers.l2 import Ether
 from netblt.driver import management as M
 from netblt.gateware.control import FLAG_UDP
 from netblt.gateware.pattern import pattern_bytes
-from netblt.gateware.registers import ADDRESS, Command, Event
+from netblt.gateware.registers import ADDRESS, COMMAND_WORD, Command, Event
 from netblt.host import codec, packets
 from netblt.host import layout as L
 from netblt.hw.liteeth_core import IP_ADDRESS, MAC_ADDRESS
@@ -66,7 +66,7 @@ async def bench_transmit(dut):
         for slot in range(CONFIG.tx_slots):
             operations += [M.Operation(M.Opcode.WRITE, ADDRESS["ARG0"], slot),
                            M.Operation(M.Opcode.WRITE, ADDRESS["ARG1"], length),
-                           M.Operation(M.Opcode.WRITE, ADDRESS["COMMAND"], Command.SEND | slot << 4)]
+                           M.Operation(M.Opcode.WRITE, ADDRESS["COMMAND"], COMMAND_WORD.pack(op=Command.SEND, slot=slot))]
         await host.port.transact(operations)
         reply_at = host.port.answered_at
         ends = []

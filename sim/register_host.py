@@ -11,7 +11,7 @@ from typing import Protocol
 
 from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
 
-from netblt.gateware.registers import ADDRESS, Command, Event
+from netblt.gateware.registers import ADDRESS, COMMAND_WORD, EVENT_WORD, Command, Event
 
 
 class RegisterPort(Protocol):
@@ -67,12 +67,11 @@ class RegisterHost:
     async def command(self, op: Command, slot: int, arg0: int = 0, arg1: int = 0, flag: int = 0) -> None:
         await self.write("ARG0", arg0)
         await self.write("ARG1", arg1)
-        await self.write("COMMAND", op | slot << 4 | flag << 8)
+        await self.write("COMMAND", COMMAND_WORD.pack(op=op, slot=slot, flag=flag))
 
     async def poll(self) -> None:
-        while (word := await self.read("EVENT")) >> 31:
-            self.events.append((Event(word >> 27 & 0xF), word >> 23 & 0xF, word >> 16 & 0x7F,
-                                word & 0xFFFF))
+        while (event := EVENT_WORD.unpack(await self.read("EVENT")))["valid"]:
+            self.events.append((Event(event["kind"]), event["slot"], event["flags"], event["value"]))
 
     async def wait_for(self, kind: Event, limit: int = 100_000) -> tuple[Event, int, int, int]:
         for _ in range(limit):

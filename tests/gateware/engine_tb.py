@@ -14,7 +14,7 @@ from cocotb.triggers import ClockCycles, RisingEdge
 
 from netblt.gateware.config import EngineConfig
 from netblt.gateware.control import FLAG_DATA_CHECKSUM, FLAG_UDP
-from netblt.gateware.registers import Command, Event
+from netblt.gateware.registers import RECEIVED_FLAGS, Command, Event
 from netblt.gateware.streams import ip_payload
 from netblt.gateware.pattern import pattern_bytes
 from netblt.host import codec, packets
@@ -115,7 +115,7 @@ async def test_loop_through_a_lossy_path(dut):
         await host.command(Command.RESEND, 1, number)
     while True:
         event = await host.wait_for(Event.RECEIVED)
-        if event[2] & 0b100:
+        if RECEIVED_FLAGS.unpack(event[2])["complete"]:
             break
     resent = [codec.decode(beat_bytes(beats, W), data_checksum=True).packet
               for _, beats in path.sink.packets()[before:]]

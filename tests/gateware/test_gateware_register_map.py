@@ -2,6 +2,8 @@
 
 from pathlib import Path
 
+import pytest
+
 from netblt.gateware import registers
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "register-map.md"
@@ -17,3 +19,13 @@ def test_register_names_are_unique():
     shadow the first register in ADDRESS (the bus width is asserted where it is defined)."""
     names = [r.name for r in registers.REGISTERS]
     assert len(set(names)) == len(names), sorted(n for n in names if names.count(n) > 1)
+
+
+def test_words_put_each_field_where_the_register_map_says():
+    word = registers.EVENT_WORD.pack(valid=1, kind=5, slot=3, flags=0b0101, value=0xBEEF)
+    assert word == 0x8000_0000 | 5 << 27 | 3 << 23 | 0b0101 << 16 | 0xBEEF
+    assert registers.EVENT_WORD.unpack(word) == dict(value=0xBEEF, flags=5, slot=3, kind=5, valid=1)
+    assert registers.COMMAND_WORD.pack(op=7, slot=2, flag=1) == 7 | 2 << 4 | 1 << 8
+    assert registers.RECEIVED_FLAGS.unpack(0b0100) == dict(first=0, ldata=0, complete=1, last_buffer=0)
+    with pytest.raises(ValueError, match="COMMAND.slot = 16 does not fit 4 bits"):
+        registers.COMMAND_WORD.pack(op=1, slot=16)

@@ -20,7 +20,7 @@ from scapy.utils import checksum
 from netblt.driver import management as M
 from netblt.gateware.control import FLAG_DATA_CHECKSUM, FLAG_UDP
 from netblt.gateware.pattern import pattern_bytes
-from netblt.gateware.registers import ADDRESS, Command, Event
+from netblt.gateware.registers import ADDRESS, RECEIVED_FLAGS, Command, Event
 from netblt.host import codec, packets
 from netblt.hw.liteeth_core import IP_ADDRESS, MAC_ADDRESS
 from netblt.sim.ethernet_wire import (HOST_IP, HOST_MAC, ManagementPort, Wire, ip_checksum_holds,
@@ -120,7 +120,7 @@ async def test_frames_are_reassembled_into_their_slot(dut):
             carried = (UDP(sport=UDP_PEER_PORT, dport=UDP_LOCAL_PORT, chksum=0) / netblt if udp else netblt)
             await wire.send(Ether(dst=MAC_ADDRESS, src=HOST_MAC)
                             / IP(src=HOST_IP, dst=IP_ADDRESS, proto=17 if udp else 30) / carried)
-        while not (await host.wait_for(Event.RECEIVED))[2] & 0b100:
+        while not RECEIVED_FLAGS.unpack((await host.wait_for(Event.RECEIVED))[2])["complete"]:
             pass
         await host.command(Command.CHECK, slot, buffer, length)
         assert (await host.wait_for(Event.CHECKED))[1:4:2] == (slot, 0)
