@@ -100,7 +100,8 @@ class Layout:
         raise KeyError(name)
 
 
-def _layout(name: str, start: int, *spec: tuple[str, int]) -> Layout:
+def sequential(name: str, start: int, *spec: tuple[str, int]) -> Layout:
+    """A layout of ``(name, width)`` fields one after another from ``start``."""
     fields, at = [], start
     for field_name, width in spec:
         fields.append(Field(field_name, at, width))
@@ -108,14 +109,14 @@ def _layout(name: str, start: int, *spec: tuple[str, int]) -> Layout:
     return Layout(name, tuple(fields))
 
 
-HEADER = _layout(
+HEADER = sequential(
     "header", 0,
     ("checksum", 2), ("version", 1), ("type", 1), ("length", 2),
     ("local_port", 2), ("foreign_port", 2), ("pad", 2),
 )
 """The 12-byte common header of every packet."""
 
-OPEN = _layout(
+OPEN = sequential(
     "open", HEADER.end,
     ("uid", 4), ("buffer_size", 4), ("transfer_size", 4), ("packet_size", 2),
     ("burst_size", 2), ("burst_interval", 2), ("death_timer", 2), ("flags", 2),
@@ -123,26 +124,26 @@ OPEN = _layout(
 )
 """OPEN and RESPONSE after the header; a NUL-padded client string follows."""
 
-DATA = _layout(
+DATA = sequential(
     "data", HEADER.end,
     ("buffer", 4), ("high_ack", 2), ("packet", 2), ("data_checksum", 2), ("flags", 2),
 )
 """DATA and LDATA after the header; the data area follows."""
 
-NULL_ACK = _layout(
+NULL_ACK = sequential(
     "null_ack", HEADER.end,
     ("high_ack", 2), ("burst_size", 2), ("burst_interval", 2), ("pad", 2),
 )
 
-MESSAGE = _layout("message", 0, ("type", 1), ("pad", 1), ("seq", 2), ("buffer", 4))
+MESSAGE = sequential("message", 0, ("type", 1), ("pad", 1), ("seq", 2), ("buffer", 4))
 """The prefix of every control message; offsets are from the message start."""
 
-OK_BODY = _layout(
+OK_BODY = sequential(
     "ok", MESSAGE.end,
     ("burst_size", 2), ("burst_interval", 2), ("control_timer", 2), ("pad", 2),
 )
 
-RESEND_BODY = _layout("resend", MESSAGE.end, ("count", 2), ("pad", 2))
+RESEND_BODY = sequential("resend", MESSAGE.end, ("count", 2), ("pad", 2))
 """RESEND after the prefix; ``count`` 16-bit packet numbers follow, padded to 4 bytes."""
 
 DATA_HEADER_SIZE = DATA.end

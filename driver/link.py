@@ -1,0 +1,330 @@
+"""The host's side of the host link (docs/host-link.md): reliable, pipelined, exactly once.
+
+Guarantees, given a board that keeps the protocol:
+
+- every request is executed by the board exactly once, in the order submitted, however
+  many datagrams are lost, duplicated or reordered either way: a lost request is sent
+  again, a lost reply is asked for again (RESEND) and never re-executed, which matters
+  for FIFO pops, commands and uploads;
+- up to ``WINDOW`` requests are in flight at once;
+- every event and control packet the board pushes is delivered once, in order;
+- a board that does not answer for ``give_up`` seconds is an error naming its address,
+  and so is a board that lost the session (reset, reloaded or taken over): it is
+  reported, never silently resynchronised.
+
+:class:`LinkClient` has no sockets and no clock (time is passed in), so tests and the
+simulated board drive it exactly as :class:`BoardLink` does over a UDP socket.
+"""
+
+from __future__ import annotations
+
+import secrets
+import socket
+import time
+from collections import deque
+from dataclasses import dataclass, field
+
+from . import link_format as F
+
+ID_MODULUS = 1 << 16
+
+
+def before(a: int, b: int) -> bool:
+    """``a`` comes before ``b`` in 16-bit serial order."""
+    return 0 < (b - a) % ID_MODULUS < ID_MODULUS // 2
+
+
+class LinkError(Exception):
+    """The link cannot go on; the message is one line for the user."""
+
+
+@dataclass
+class Request:
+    id: int
+    type: F.Type
+    body: bytes = b""
+    value: int = 0
+    flags: int = 0
+    reply: tuple[F.Header, bytes] | None = None
+    """The board's answer, once it came."""
+
+
+@dataclass
+class Pushed:
+    """What the board pushed: EVENT words and control packets, in arrival order."""
+
+    events: list[int] = field(default_factory=list)
+    packets: list[F.ControlPacket] = field(default_factory=list)
+
+
+class LinkClient:
+    """One host-link session, sans I/O: :meth:`outgoing` says what to send, :meth:`receive`
+    takes what came, :meth:`timeout` is called at :attr:`deadline`."""
+
+    def __init__(self, *, retry: float = 0.05, give_up: float = 3.0, session: int | None = None) -> None:
+        self.session = session or secrets.randbits(32) | 1
+        self.retry, self.give_up = retry, give_up
+        self.next_id = 1
+        self.opening: Request | None = None
+        self.waiting: deque[Request] = deque()
+        """Submitted, not yet sent (the window is full)."""
+        self.in_flight: dict[int, Request] = {}
+        self.completed: dict[int, Request] = {}
+        self.pushed = Pushed()
+        self.held_push = 0
+        """The highest push number received with every one before it."""
+        self.ack_owed = False
+        self.sent_at: float | None = None
+        """When the oldest unanswered datagram went out."""
+        self.quiet_from: float | None = None
+        """When the board last went quiet: the first send since it was last heard."""
+        self.recovering = False
+        self.replays = 0
+        self.resent = 0
+        self._send: list[bytes] = []
+
+    # -- the caller's side ---------------------------------------------------------------------
+
+    def open(self, take_over: bool = False) -> Request:
+        self.opening = Request(0, F.Type.OPEN, flags=F.FLAG_TAKE_OVER if take_over else 0)
+        self._emit(self.opening)
+        return self.opening
+
+    @property
+    def opened(self) -> bool:
+        return self.opening is not None and self.opening.reply is not None
+
+    def submit(self, kind: F.Type, body: bytes = b"", value: int = 0) -> Request:
+        request = Request(self.next_id, kind, body, value)
+        self.next_id = (self.next_id + 1) % ID_MODULUS
+        self.waiting.append(request)
+        return request
+
+    @property
+    def idle(self) -> bool:
+        return not self.waiting and not self.in_flight and (self.opening is None or self.opened)
+
+    def take_pushed(self) -> Pushed:
+        out, self.pushed = self.pushed, Pushed()
+        return out
+
+    # -- the network's side -----------------------------------------------------------------------
+
+    def outgoing(self, now: float) -> list[bytes]:
+        """Datagrams to send now: new requests while the window has room, recovery, acks."""
+        while self.waiting and self._room() and self.opened and not self.recovering:
+            request = self.waiting.popleft()
+            self.in_flight[request.id] = request
+            self._emit(request)
+        if self.ack_owed:
+            self._send.append(F.encode(F.Header(F.Type.ACK, session=self.session, ack=self.held_push)))
+            self.ack_owed = False
+        out, self._send = self._send, []
+        if out and self.sent_at is None:
+            self.sent_at = now
+        if out and self.quiet_from is None:
+            self.quiet_from = now
+        return out
+
+    def _room(self) -> bool:
+        """The next ID is within WINDOW of the oldest unanswered one: the board still keeps
+        the replies to everything in flight."""
+        if not self.in_flight:
+            return True
+        oldest = min(self.in_flight, key=lambda i: (i - self.waiting[0].id) % ID_MODULUS)
+        return (self.waiting[0].id - oldest) % ID_MODULUS < F.WINDOW
+
+    @property
+    def deadline(self) -> float | None:
+        return None if self.sent_at is None else self.sent_at + self.retry
+
+    def timeout(self, now: float) -> None:
+        """Nothing came back in time: ask where the board is (STATUS), or give up."""
+        if self.sent_at is None or now < self.sent_at + self.retry:
+            return
+        if self.quiet_from is not None and now - self.quiet_from > self.give_up:
+            raise LinkError(f"no answer for {self.give_up:g} s")
+        self.sent_at = None
+        if self.opening is not None and not self.opened:
+            self._emit(self.opening)
+        else:
+            self.recovering = False
+            self._ask_status()
+
+    def receive(self, datagram: bytes, now: float) -> None:
+        """One datagram from the board; raises LinkError when the session cannot go on."""
+        try:
+            header, body = F.decode(datagram)
+        except F.FormatError:
+            return
+        self.quiet_from = None
+        if header.type == F.Type.EVENTS:
+            self._push(header, body)
+            return
+        kind = header.type & ~F.REPLY
+        if not header.type & F.REPLY:
+            return
+        if header.status == F.Status.NO_SESSION and kind != F.Type.STATUS:
+            raise LinkError("the board lost this session: it was reset or reloaded, or another host "
+                            "took it over")
+        if kind == F.Type.OPEN:
+            self._opened(header, bytes(body))
+        elif kind == F.Type.STATUS:
+            self._status(header)
+        elif header.id not in self.in_flight:
+            return  # a late copy: its request is answered already
+        elif header.status == F.Status.OUT_OF_WINDOW:
+            if kind == F.Type.RESEND and before(header.id, header.ack):
+                raise LinkError(f"the reply to request {header.id} was lost and the board no longer keeps it")
+            self._ask_status()
+        else:
+            if header.status == F.Status.NOT_OWNER:
+                raise LinkError("another host owns the board now")
+            request = self.in_flight.pop(header.id)
+            request.reply = (header, bytes(body))
+            self.completed[request.id] = request
+            self.sent_at = now if self.in_flight or self.recovering else None
+
+    # -- inside ------------------------------------------------------------------------------------
+
+    def _emit(self, request: Request) -> None:
+        self._send.append(F.encode(F.Header(request.type, id=request.id, session=self.session,
+                                            ack=self.held_push, value=request.value, flags=request.flags),
+                                   request.body))
+        self.ack_owed = False
+
+    def _ask_status(self) -> None:
+        """Where is the board? Its STATUS reply's ``ack`` is the next ID it expects."""
+        if not self.recovering:
+            self.recovering = True
+            self._send.append(F.encode(F.Header(F.Type.STATUS, session=self.session, ack=self.held_push)))
+            self.ack_owed = False
+
+    def _opened(self, header: F.Header, body: bytes) -> None:
+        if self.opening is None or self.opened:
+            return
+        if header.status != F.Status.OK:
+            owner = F.words(body[:12]) if len(body) >= 12 else [0, 0, 0]
+            raise LinkError(f"the board is in use by {_ipv4(owner[0])}:{owner[1]} (last heard {owner[2] / 1000:g} s "
+                            f"ago); --take-over takes it once that host has been silent long enough")
+        self.opening.reply = (header, body)
+        self.sent_at = None
+
+    def _status(self, header: F.Header) -> None:
+        if header.session != self.session and self.opened:
+            raise LinkError("the board lost this session: it was reset or reloaded, or another host "
+                            "took it over")
+        if self.recovering:
+            self.recovering = False
+            self.sent_at = None
+            self._recover(header.ack)
+
+    def _recover(self, expected: int) -> None:
+        """The board expects ``expected`` next: ask again for the replies to what it ran,
+        send again what it never saw."""
+        for request in sorted(self.in_flight.values(), key=lambda r: (r.id - expected) % ID_MODULUS):
+            if before(request.id, expected):
+                self.replays += 1
+                self._send.append(F.encode(F.Header(F.Type.RESEND, id=request.id, session=self.session,
+                                                    ack=self.held_push)))
+            else:
+                self.resent += 1
+                self._emit(request)
+
+    def _push(self, header: F.Header, body: memoryview) -> None:
+        self.ack_owed = True
+        if header.session != self.session or header.id != (self.held_push + 1) % ID_MODULUS:
+            return  # a copy of one already held (its ack was lost), or not ours
+        try:
+            events, packets = F.decode_events(body)
+        except F.FormatError:
+            return
+        self.held_push = header.id
+        self.pushed.events += events
+        self.pushed.packets += packets
+
+
+def _ipv4(value: int) -> str:
+    return socket.inet_ntoa(value.to_bytes(4, "big"))
+
+
+class BoardLink:
+    """A host-link session with the board at ``address``, over a UDP socket; synchronous."""
+
+    def __init__(self, address: tuple[str, int], *, give_up: float = 3.0, mtu: int = 1500) -> None:
+        self.address, self.mtu = address, mtu
+        self.shown = f"{address[0]}:{address[1]}"
+        self.client = LinkClient(give_up=give_up)
+        family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
+        self.sock = socket.socket(family, socket.SOCK_DGRAM)
+        self.sock.connect(address)
+
+    def open(self, take_over: bool = False) -> None:
+        self.client.open(take_over)
+        self._run(lambda: self.client.opened)
+
+    def run(self, kind: F.Type, body: bytes = b"", value: int = 0) -> tuple[F.Header, bytes]:
+        request = self.client.submit(kind, body, value)
+        self._run(lambda: request.reply is not None)
+        self.client.completed.pop(request.id, None)
+        return request.reply
+
+    def many(self, requests: list[tuple[F.Type, bytes, int]]) -> list[tuple[F.Header, bytes]]:
+        """Several requests pipelined (up to the window in flight); their replies in order."""
+        submitted = [self.client.submit(kind, body, value) for kind, body, value in requests]
+        self._run(lambda: all(r.reply is not None for r in submitted))
+        for r in submitted:
+            self.client.completed.pop(r.id, None)
+        return [r.reply for r in submitted]
+
+    def upload(self, word_address: int, data: bytes) -> None:
+        step = 4 * F.max_words(self.mtu)
+        data += bytes(-len(data) % 4)
+        self.many([(F.Type.UPLOAD, data[at:at + step], word_address + at // 4)
+                   for at in range(0, len(data), step)])
+
+    def download(self, word_address: int, size: int) -> bytes:
+        step = F.max_words(self.mtu)
+        count = -(-size // 4)
+        replies = self.many([(F.Type.DOWNLOAD, min(step, count - at).to_bytes(4, "big"), word_address + at)
+                             for at in range(0, count, step)])
+        return b"".join(body for _, body in replies)[:size]
+
+    def pushed(self, wait: float = 0.0) -> Pushed:
+        """What the board pushed, waiting up to ``wait`` seconds for something."""
+        end = time.monotonic() + wait
+        while True:
+            got = self.client.take_pushed()
+            if got.events or got.packets or time.monotonic() >= end:
+                self._flush()
+                return got
+            self._step(end)
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def _run(self, done) -> None:
+        while not done():
+            self._step(None)
+
+    def _flush(self) -> None:
+        for datagram in self.client.outgoing(time.monotonic()):
+            self.sock.send(datagram)
+
+    def _step(self, until: float | None) -> None:
+        client = self.client
+        try:
+            self._flush()
+            deadline = client.deadline
+            limit = min(x for x in (deadline, until, time.monotonic() + 0.5) if x is not None)
+            self.sock.settimeout(max(0.0, limit - time.monotonic()) or 1e-4)
+            try:
+                datagram = self.sock.recv(65536)
+            except TimeoutError:
+                client.timeout(time.monotonic())
+                return
+            client.receive(datagram, time.monotonic())
+        except ConnectionRefusedError:
+            raise LinkError(f"no board at {self.shown}: nothing listens on that port") from None
+        except LinkError as exc:
+            raise LinkError(f"board {self.shown}: {exc}") from None

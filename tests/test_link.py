@@ -1,0 +1,120 @@
+"""The host's link client against the board's rules (tests/link_board.py), through loss,
+duplication and reordering in virtual time."""
+
+import os
+
+import pytest
+from link_board import EVENT_REGISTER, BoardModel, LossyLink
+
+from netblt.driver import link_format as F
+from netblt.driver.link import LinkClient, LinkError
+
+IMPAIRED = dict(loss=0.2, duplicate=0.1, reorder=0.2)
+
+
+def opened(board: BoardModel, seed: int, **impairment) -> tuple[LinkClient, LossyLink]:
+    client, link = LinkClient(retry=0.002), LossyLink(board, seed, **impairment)
+    client.open()
+    link.run(client, lambda: client.opened)
+    return client, link
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_every_request_runs_exactly_once_in_order_through_a_bad_path(seed):
+    board = BoardModel()
+    board.fifo.extend(range(1000, 1200))
+    client, link = opened(board, seed, **IMPAIRED)
+    requests = []
+    for i in range(100):
+        ops = [F.Operation(F.Opcode.WRITE, 1, i), F.Operation(F.Opcode.READ, EVENT_REGISTER)]
+        requests.append(client.submit(F.Type.REGISTERS, F.encode_operations(ops)))
+    link.run(client, lambda: all(r.reply for r in requests))
+    assert [i for i, _ in board.executed] == [r.id for r in requests]  # once each, in order
+    popped = [F.decode_operations(r.reply[1])[1].value for r in requests]
+    assert popped == list(range(1000, 1100))  # no pop lost or repeated
+    assert board.registers[1] == 99
+    assert client.replays > 0 and board.counts["replayed"] > 0  # lost replies were asked for again
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_uploads_and_downloads_are_byte_exact_through_a_bad_path(seed):
+    board = BoardModel()
+    data = os.urandom(4 * 2000)
+    board.rx_memory[:len(data)] = data[::-1]
+    client, link = opened(board, seed, **IMPAIRED)
+    step = F.max_words(1500)
+    uploads = [client.submit(F.Type.UPLOAD, data[4 * at:4 * (at + step)], at) for at in range(0, 2000, step)]
+    downloads = [client.submit(F.Type.DOWNLOAD, min(step, 2000 - at).to_bytes(4, "big"), at)
+                 for at in range(0, 2000, step)]
+    link.run(client, lambda: all(r.reply for r in uploads + downloads))
+    assert bytes(board.tx_memory[:len(data)]) == data
+    assert b"".join(r.reply[1] for r in downloads) == data[::-1]
+    assert sorted(i for i, kind in board.executed if kind == F.Type.UPLOAD) == [r.id for r in uploads]
+    assert all(len(r.reply[1]) == 0 for r in uploads)  # acknowledged, not echoed
+
+
+def test_pushed_events_arrive_once_and_in_order_through_a_bad_path():
+    board = BoardModel()
+    client, link = opened(board, 3, **IMPAIRED)
+    sent = [[F.EVENT_BIT | n, F.EVENT_BIT | n + 1000] for n in range(50)]
+    packet = F.ControlPacket(0x0A000001, 2998, b"control packet")
+    for events in sent:
+        board.push(events, [packet])
+    received: list[int] = []
+    packets: list[F.ControlPacket] = []
+
+    def all_in() -> bool:
+        pushed = client.take_pushed()
+        received.extend(pushed.events)
+        packets.extend(pushed.packets)
+        return len(received) == 100
+
+    link.run(client, all_in)
+    assert received == [e for events in sent for e in events] and packets == [packet] * 50
+
+
+def test_a_board_that_was_reset_is_reported_not_resynchronised():
+    board = BoardModel()
+    client, link = opened(board, 1)
+    board.reset()
+    request = client.submit(F.Type.REGISTERS, F.encode_operations([F.Operation(F.Opcode.READ, 1)]))
+    with pytest.raises(LinkError, match="the board lost this session: it was reset or reloaded"):
+        link.run(client, lambda: request.reply is not None)
+    assert board.executed == []
+
+
+def test_a_board_that_never_answers_is_an_error_within_the_give_up_time():
+    board = BoardModel()
+    client = LinkClient(retry=0.01, give_up=1.0)
+    client.open()
+    link = LossyLink(board, 1, loss=1.0)
+    with pytest.raises(LinkError, match="no answer for 1 s"):
+        link.run(client, lambda: client.opened)
+    assert 1.0 < link.now < 1.1
+
+
+def test_another_host_is_refused_until_the_owner_has_been_silent_long_enough():
+    board = BoardModel(takeover_after=5.0)
+    owner, link = opened(board, 1)
+    intruder = LinkClient(retry=0.002)
+    intruder.open()
+    with pytest.raises(LinkError, match=r"the board is in use by 10\.0\.0\.2:40000"):
+        link.run(intruder, lambda: intruder.opened, source=("10.0.0.9", 5))
+    # It tries requests anyway: with its own session, and with the owner's (a forgery).
+    for session, message in ((intruder.session, "lost this session"), (owner.session, "another host owns")):
+        forger = LinkClient(retry=0.002, session=session)
+        forger.opening = forger.open()
+        forger.opening.reply = (F.Header(F.Type.OPEN | F.REPLY), b"")  # skip OPEN, as a forger would
+        request = forger.submit(F.Type.REGISTERS, F.encode_operations([F.Operation(F.Opcode.WRITE, 1, 7)]))
+        with pytest.raises(LinkError, match=message):
+            link.run(forger, lambda: request.reply is not None, source=("10.0.0.9", 5))
+    assert 1 not in board.registers and board.executed == []
+    assert (board.counts["refused"], board.counts["stale"]) == (4, 1)  # three OPENs, one request; one stale
+    taker = LinkClient(retry=0.002)
+    taker.open(take_over=True)
+    link.now += 6.0  # the owner has been silent
+    link.run(taker, lambda: taker.opened, source=("10.0.0.9", 6))
+    assert board.owner == ("10.0.0.9", 6)
+    with pytest.raises(LinkError, match="lost this session"):
+        stale = owner.submit(F.Type.REGISTERS, F.encode_operations([F.Operation(F.Opcode.READ, 1)]))
+        link.run(owner, lambda: stale.reply is not None)
