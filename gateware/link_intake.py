@@ -1,0 +1,102 @@
+"""The host link's way in: its datagrams taken out of the engine's stream, checked whole.
+
+UDP datagrams to the link port leave the stream on their first beat; every other packet
+passes to the engine untouched and is never held up. A datagram's payload goes into a
+packet FIFO as it arrives and is judged on its last beat: the UDP checksum is required
+(a short frame's Ethernet padding can take its frame-check error with it, so the FCS
+alone does not guard it) and must hold, the UDP length must equal the IP length, and
+the payload must be whole words, at least a link header. A datagram that fails, or
+does not fit, is rolled back and counted: nothing of it is ever executed.
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value
+from amaranth.lib import stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from netblt.driver import link_format as F
+
+from .headers import UDP, fold, halfwords, lanes
+from .packet_fifo import CONTROL_META, PacketFifo
+from .parser import control_beat
+from .segmenter import UDP_PROTOCOL
+from .streams import ip_stream
+
+UDP_WORDS = UDP.end // 4
+
+
+def big_endian(beat: Value) -> Value:
+    """A 32-bit beat's four bytes in wire order, read as one big-endian number."""
+    return Cat(*reversed(lanes(beat, 4)))
+
+
+def beat_sum(beat: Value) -> Value:
+    """The beat's two 16-bit words added, as the Internet checksum reads them."""
+    return sum(halfwords(lanes(beat, 4)))
+
+
+def pseudo_header(source: Value, destination: Value, udp_length: Value) -> Value:
+    """The UDP checksum's pseudo-header, summed (RFC 768)."""
+    return source[16:] + source[:16] + destination[16:] + destination[:16] + UDP_PROTOCOL + udp_length
+
+
+class LinkIntake(wiring.Component):
+    """``net_rx`` from LiteEth; ``engine_rx`` to the engine; ``payload``/``meta``: the
+    checked datagrams' payload words (wire order in each beat) and their length in bytes,
+    source address and source port."""
+
+    def __init__(self, address: int, port: int, depth: int, datagrams: int = 8) -> None:
+        self.address, self.port, self.depth, self.datagrams = address, port, depth, datagrams
+        super().__init__({
+            "net_rx": In(ip_stream(32)),
+            "engine_rx": Out(ip_stream(32)),
+            "payload": Out(stream.Signature(32)),
+            "meta": Out(stream.Signature(CONTROL_META)),
+            "dropped": Out(1),
+        })
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        m.submodules.fifo = fifo = PacketFifo(control_beat(32), 32, self.depth, self.datagrams)
+        wiring.connect(m, fifo.output, wiring.flipped(self.payload))
+        wiring.connect(m, fifo.meta, wiring.flipped(self.meta))
+
+        rx, beat = self.net_rx, self.net_rx.payload
+        word = big_endian(beat.data)
+        first, ours_now = Signal(init=1), Signal()
+        is_link = (beat.protocol == UDP_PROTOCOL) & (word[:16] == self.port)
+        ours = Mux(first, is_link, ours_now)
+        m.d.comb += [self.engine_rx.payload.eq(beat), self.engine_rx.valid.eq(rx.valid & ~ours),
+                     rx.ready.eq(Mux(ours, 1, self.engine_rx.ready))]
+        with m.If(rx.valid & rx.ready):
+            m.d.sync += [first.eq(beat.last), ours_now.eq(ours)]
+
+        # The datagram so far: its words, whether it still adds up, its checksum's sum.
+        words, broken, total = Signal(16), Signal(), Signal(32)
+        udp_length, source_port = Signal(16), Signal(16)
+        whole = beat.keep == 0b1111
+        running = Mux(first, pseudo_header(beat.address, Const(self.address, 32), beat.length), total) + \
+            Mux(whole, beat_sum(beat.data), 0)
+        into = fifo.input.payload
+        m.d.comb += [into.data.eq(beat.data), into.last.eq(beat.last), into.length.eq(udp_length - UDP.end),
+                     into.address.eq(beat.address), into.port.eq(source_port)]
+        with m.If(rx.valid & ours):
+            m.d.sync += [total.eq(running), words.eq(Mux(beat.last, 0, words + 1))]
+            with m.If(first):
+                m.d.sync += [broken.eq(~whole), source_port.eq(word[16:])]
+            with m.Elif(words == 1):
+                # The checksum is required: zero would mean none was sent.
+                m.d.sync += [udp_length.eq(word[16:]),
+                             broken.eq(broken | ~whole | (word[16:] != beat.length) | (word[:16] == 0))]
+            with m.Else():
+                m.d.comb += fifo.input.valid.eq(1)
+                with m.If(beat.last):
+                    good = (~broken & whole & ~beat.error & (fold(running) == 0xFFFF)
+                            & ((words + 1) * 4 == udp_length) & (udp_length >= UDP.end + F.HEADER.end))
+                    m.d.comb += [into.bad.eq(~good), self.dropped.eq(~good | fifo.overflow)]
+                with m.Else():
+                    m.d.sync += broken.eq(broken | ~whole)
+            with m.If(beat.last & (words < UDP_WORDS)):
+                m.d.comb += self.dropped.eq(1)  # not even a UDP header: nothing went into the FIFO
+        return m
