@@ -1,0 +1,90 @@
+"""The host link's way out: a stored datagram (a reply, or an event push) sent as UDP.
+
+The executor writes a datagram's payload into the store and hands the sender its place,
+its length and the ones'-complement sum of its words; the sender adds the UDP header
+with the checksum over the pseudo-header. A DOWNLOAD's reply takes its link header from
+the store and its body from ``body``, words read from slot memory as they leave, so it
+goes without a checksum (0, as IPv4 allows: the Ethernet FCS guards it on the wire and
+the transfer's SHA-256 end to end).
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Const, Module, Mux, Signal
+from amaranth.lib import data, memory, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from .headers import UDP, fold, header_bytes, to_beats
+from .link_intake import pseudo_header
+from .segmenter import UDP_PROTOCOL
+from .streams import ip_stream
+
+STORE_WORDS = 2048
+"""Reply slots and the push buffer, in 32-bit words."""
+STORE_ADDRESS_WIDTH = (STORE_WORDS - 1).bit_length()
+
+SEND_COMMAND = data.StructLayout({
+    "start": range(STORE_WORDS),
+    "stored": 12,  # payload words from the store, from ``start`` on
+    "words": 12,  # payload words in all; those past ``stored`` come from the body stream
+    "sum": 32,  # the stored words' 16-bit halves added, for the checksum (unused when streamed)
+    "address": 32,
+    "port": 16,
+})
+
+
+class LinkSender(wiring.Component):
+    def __init__(self, address: int, port: int) -> None:
+        self.address, self.port = address, port
+        super().__init__({
+            "command": In(stream.Signature(SEND_COMMAND)),
+            "store": In(memory.ReadPort.Signature(addr_width=STORE_ADDRESS_WIDTH, shape=32)),
+            "body": In(stream.Signature(32)),
+            "out": Out(ip_stream(32)),
+            "sent": Out(1),
+        })
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        c = Signal(SEND_COMMAND)
+        udp_length = Signal(16)
+        checksum = Signal(16)
+        streamed = c.words != c.stored
+        total = Const(self.port, 16) + c.port + udp_length + c.sum + \
+            pseudo_header(Const(self.address, 32), c.address, udp_length)
+        folded = ~fold(total)[:16]
+        m.d.comb += checksum.eq(Mux(streamed, 0, Mux(folded == 0, 0xFFFF, folded)))
+        udp = to_beats(header_bytes([UDP], {"source_port": self.port, "dest_port": c.port,
+                                            "length": udp_length, "checksum": checksum}), 4)
+        beat = Signal(13)
+        """Beats of this datagram already sent: two of UDP header, then payload words."""
+        word = beat - len(udp)
+        out = self.out.payload
+        m.d.comb += [out.address.eq(c.address), out.protocol.eq(UDP_PROTOCOL), out.length.eq(udp_length),
+                     out.keep.eq(0b1111), out.last.eq(beat + 1 == c.words + len(udp))]
+        # The store's read port runs a word ahead: it addresses the next beat's word.
+        take = self.out.valid & self.out.ready
+        following = Mux(take, beat + 1, beat) - len(udp)
+        m.d.comb += [self.store.addr.eq(c.start + Mux(following < c.stored, following, 0)),
+                     self.store.en.eq(1)]
+        with m.FSM():
+            with m.State("IDLE"):
+                m.d.comb += self.command.ready.eq(1)
+                with m.If(self.command.valid):
+                    m.d.sync += [c.eq(self.command.payload), beat.eq(0),
+                                 udp_length.eq(UDP.end + 4 * self.command.payload.words)]
+                    m.next = "SEND"
+            with m.State("SEND"):
+                with m.If(beat < len(udp)):
+                    m.d.comb += [self.out.valid.eq(1), out.data.eq(Mux(beat == 0, udp[0], udp[1]))]
+                with m.Elif(word < c.stored):
+                    m.d.comb += [self.out.valid.eq(1), out.data.eq(self.store.data)]
+                with m.Else():
+                    m.d.comb += [self.out.valid.eq(self.body.valid), out.data.eq(self.body.payload),
+                                 self.body.ready.eq(self.out.ready)]
+                with m.If(take):
+                    m.d.sync += beat.eq(beat + 1)
+                    with m.If(out.last):
+                        m.d.comb += self.sent.eq(1)
+                        m.next = "IDLE"
+        return m
