@@ -17,7 +17,7 @@ from .packet_fifo import CONTROL_META
 from .parser import RX_SETTINGS
 from .pattern import PATTERN_COMMAND
 from .reassembly import MISSING, MISSING_QUERY, RX_COMMAND, RX_EVENT, SLOT_STATUS
-from .registers import ADDRESS, COMMAND_WORD, EVENT_WORD, RECEIVED_FLAGS, REGISTERS, Command, Event, RegisterBus
+from .registers import ADDRESS, COMMAND_WORD, ENGINE_REGISTERS, EVENT_WORD, RECEIVED_FLAGS, Command, Event, RegisterBus
 from .segmenter import TX_COMMAND, TX_SETTINGS
 from .transmitter import PACING
 
@@ -58,6 +58,8 @@ class ControlStatus(wiring.Component):
             "missing": In(stream.Signature(MISSING)),
             "control": In(stream.Signature(config.data_width)),
             "control_meta": In(stream.Signature(CONTROL_META)),
+            "events_waiting": Out(1),
+            "control_waiting": Out(1),
             "send_word": Out(32),
             "send_push": Out(1),
             "send_length": Out(16),
@@ -86,7 +88,7 @@ class ControlStatus(wiring.Component):
         cfg = self.config
         m = Module()
         bus = self.bus
-        rw = {r.name: Signal(r.width, name=r.name.lower()) for r in REGISTERS if r.access == "rw"}
+        rw = {r.name: Signal(r.width, name=r.name.lower()) for r in ENGINE_REGISTERS if r.access == "rw"}
         counters = {name: Signal(32, name=name.lower()) for name in self.COUNTERS}
         cycles = Signal(32)
         m.d.sync += cycles.eq(cycles + 1)
@@ -110,6 +112,7 @@ class ControlStatus(wiring.Component):
         m.submodules.events = events = fifo.SyncFIFOBuffered(width=32, depth=cfg.fifo_depth)
         rejected = Signal()
         lost = Signal()
+        m.d.comb += [self.events_waiting.eq(events.r_rdy), self.control_waiting.eq(self.control_meta.valid)]
 
         # Writes.
         control_from, control_port = Signal(32), Signal(16)

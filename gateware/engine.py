@@ -28,6 +28,8 @@ class Engine(wiring.Component):
             "bus": In(RegisterBus()),
             "net_tx": Out(ip_stream(self.config.data_width)),
             "net_rx": In(ip_stream(self.config.data_width)),
+            "events_waiting": Out(1),
+            "control_waiting": Out(1),
         })
 
     def elaborate(self, platform) -> Module:
@@ -71,5 +73,6 @@ class Engine(wiring.Component):
             ctl.rx_control.eq(rx.control_queued),
             ctl.rejected.eq(tx.rejected | out.rejected),
             ctl.events_lost.eq(rx.events_lost), ctl.drops.eq(rx.drops),
+            self.events_waiting.eq(ctl.events_waiting), self.control_waiting.eq(ctl.control_waiting),
         ]
         return m

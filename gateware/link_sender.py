@@ -42,6 +42,8 @@ class LinkSender(wiring.Component):
             "body": In(stream.Signature(32)),
             "out": Out(ip_stream(32)),
             "sent": Out(1),
+            "busy": Out(1),
+            "start": Out(STORE_ADDRESS_WIDTH),
         })
 
     def elaborate(self, platform) -> Module:
@@ -56,6 +58,7 @@ class LinkSender(wiring.Component):
         m.d.comb += checksum.eq(Mux(streamed, 0, Mux(folded == 0, 0xFFFF, folded)))
         udp = to_beats(header_bytes([UDP], {"source_port": self.port, "dest_port": c.port,
                                             "length": udp_length, "checksum": checksum}), 4)
+        m.d.comb += self.start.eq(c.start)
         beat = Signal(13)
         """Beats of this datagram already sent: two of UDP header, then payload words."""
         word = beat - len(udp)
@@ -75,6 +78,7 @@ class LinkSender(wiring.Component):
                                  udp_length.eq(UDP.end + 4 * self.command.payload.words)]
                     m.next = "SEND"
             with m.State("SEND"):
+                m.d.comb += self.busy.eq(1)
                 with m.If(beat < len(udp)):
                     m.d.comb += [self.out.valid.eq(1), out.data.eq(Mux(beat == 0, udp[0], udp[1]))]
                 with m.Elif(word < c.stored):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import enum
 import sys
+import zlib
 from dataclasses import dataclass
 
 from amaranth.lib import data, wiring
@@ -171,9 +172,53 @@ GROUPS = (
     ),
 )
 
-REGISTERS = tuple(r for _, group in GROUPS for r in group)
-ADDRESS = {r.name: i for i, r in enumerate(REGISTERS)}
-assert len(REGISTERS) <= 1 << ADDRESS_WIDTH
+ENGINE_REGISTERS = tuple(r for _, group in GROUPS for r in group)
+
+LINK_BASE = 0x80
+"""The host link's own registers start here; the engine's are below."""
+LINK_GROUPS = (
+    _group(
+        "Host link (the board's side of docs/host-link.md)",
+        Register("LINK_SESSION", "r", 32, "the open session's number; 0: none (after power-up or reset)"),
+        Register("LINK_OWNER_ADDRESS", "r", 32, "the IPv4 address of the session's owner"),
+        Register("LINK_OWNER_PORT", "r", 16, "the owner's UDP port"),
+        Register("LINK_OWNER_SILENT", "r", 32, "milliseconds since the owner was last heard (saturates)"),
+        Register("LINK_NEXT_ID", "r", 16, "the request ID the board expects next"),
+        Register("LINK_PUSH_NUMBER", "r", 16, "the number of the latest event push"),
+        Register("PUSH_TIMEOUT", "rw", 32, "cycles before an unacknowledged event push is sent again"),
+        Register("TAKEOVER_AFTER", "rw", 32, "milliseconds an owner must have been silent before an "
+                                             "OPEN with TAKE_OVER replaces it"),
+        Register("REGISTER_MAP", "r", 32, "a checksum of this table's names: a host built from other "
+                                          "sources sees a different value"),
+    ),
+    _group(
+        "The board (fixed when the bitstream is built, apart from NETMASK and GATEWAY)",
+        Register("BOARD", "r", 8, "which board: 0 simulation, 1 Colorlight 5A-75B, 2 ECP5 Versa"),
+        Register("IP_ADDRESS", "r", 32, "the board's IPv4 address"),
+        Register("MAC_HIGH", "r", 16, "the board's MAC address, first two bytes"),
+        Register("MAC_LOW", "r", 32, "the board's MAC address, last four bytes"),
+        Register("NETMASK", "rw", 32, "the board's subnet: other destinations go through GATEWAY"),
+        Register("GATEWAY", "rw", 32, "the router for destinations beyond the subnet"),
+        Register("LINK_UP", "r", 1, "the PHY reports a link (always 1 in simulation)"),
+    ),
+    _group(
+        "Host link counters (32 bits, wrap)",
+        Register("LINK_EXECUTED", "r", 32, "requests executed"),
+        Register("LINK_REPLAYED", "r", 32, "stored replies sent again (a RESEND, or a request repeated)"),
+        Register("LINK_REFUSED", "r", 32, "requests and OPENs from a host that does not own the session"),
+        Register("LINK_STALE", "r", 32, "requests naming another session, or an ID out of the window"),
+        Register("LINK_DROPPED", "r", 32, "datagrams dropped: checksum, lengths, malformed, no room"),
+        Register("LINK_PUSHES", "r", 32, "event pushes sent"),
+        Register("LINK_PUSH_RETRIES", "r", 32, "event pushes sent again for want of an acknowledgement"),
+    ),
+)
+LINK_REGISTERS = tuple(r for _, group in LINK_GROUPS for r in group)
+REGISTERS = ENGINE_REGISTERS + LINK_REGISTERS
+ADDRESS = {r.name: i for i, r in enumerate(ENGINE_REGISTERS)} | \
+    {r.name: LINK_BASE + i for i, r in enumerate(LINK_REGISTERS)}
+assert len(ENGINE_REGISTERS) <= LINK_BASE and LINK_BASE + len(LINK_REGISTERS) <= 1 << ADDRESS_WIDTH
+REGISTER_MAP = zlib.crc32(" ".join(r.name for r in REGISTERS).encode())
+"""What REGISTER_MAP reads: host and board agree on the table when they agree on this."""
 
 
 class Command(enum.IntEnum):
@@ -235,7 +280,7 @@ def markdown() -> str:
         "addresses (`RegisterBus`: `addr`, `w_en`/`w_data`, `r_en`, and `r_data` one cycle "
         "after `r_en`). Access: rw read/write; r read only; w write strobe; rp read pops.",
     ]
-    for title, group in GROUPS:
+    for title, group in GROUPS + LINK_GROUPS:
         lines += ["", f"## {title}", "", "| address | name | access | bits | meaning |",
                   "| --- | --- | --- | --- | --- |"]
         lines += [f"| 0x{ADDRESS[r.name]:02x} | {r.name} | {r.access} | {r.width} | {r.doc} |"

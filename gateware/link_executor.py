@@ -1,0 +1,577 @@
+"""The host link's executor: docs/host-link.md's rules, as the engine's register-bus master.
+
+One request at a time from the intake's FIFO. Its header decides (owner, session, ID
+window); an executed request's reply is written into the store at the place its ID
+names, with the sum its checksum needs, and kept there for replay; the sender sends it.
+Bulk data moves over the engine's own memory registers a word a cycle (UPLOAD_DATA
+writes and DOWNLOAD_DATA reads step their addresses). Between requests the executor
+builds event pushes for the owner: EVENT words and received control packets, popped
+over the bus once and kept in the store until the owner's ``ack`` covers the push.
+
+The bus is driven from registers (the engine's register block is far away on the
+chip), so a read's value arrives two cycles after it is decided; reads are pipelined,
+one a cycle, where many are wanted (a status snapshot, a push, a download).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, Value
+from amaranth.lib import fifo, memory, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from netblt.driver import link_format as F
+
+from .headers import header_bytes, header_fields, lanes, to_beats
+from .link_intake import big_endian
+from .link_sender import SEND_COMMAND, STORE_ADDRESS_WIDTH
+from .packet_fifo import CONTROL_META
+from .registers import ADDRESS, ENGINE_REGISTERS, LINK_BASE, LINK_REGISTERS, REGISTER_MAP, RegisterBus
+
+AREA_WORDS = 128
+"""One stored reply with its link header: up to 62 operations, or a status snapshot."""
+SCRATCH, STATUS_AREA, PUSH_AREA = 4 * AREA_WORDS, 5 * AREA_WORDS, 8 * AREA_WORDS
+"""Replies not kept (refusals, OPEN), status snapshots, and the event push."""
+PUSH_WORDS = 1024
+HEADER_WORDS = F.HEADER.end // 4
+EVENTS_PER_PUSH = 256
+"""EVENT words in one push; room is left for one control packet after them."""
+DOWNLOAD_QUEUE = 8
+"""Words read from slot memory and not yet taken by the sender."""
+SNAPSHOT = [ADDRESS[r.name] if r.access in ("r", "rw") else None for r in ENGINE_REGISTERS]
+"""What a status snapshot reads of the engine: registers that neither pop nor strobe."""
+COUNTERS = ("LINK_EXECUTED", "LINK_REPLAYED", "LINK_REFUSED", "LINK_STALE", "LINK_DROPPED", "LINK_PUSHES",
+            "LINK_PUSH_RETRIES")
+
+
+@dataclass(frozen=True)
+class BoardIdentity:
+    """What the board tells a host about itself, fixed when the bitstream is built."""
+
+    ip_address: int
+    mac_address: int
+    board: int = 0
+    netmask: int = 0xFFFF_FF00
+    gateway: int = 0
+    clock_hz: int = 50_000_000
+
+
+def wire(value: Value) -> Value:
+    """A number of up to 32 bits as the store keeps it: its four bytes in wire order, big-endian."""
+    return big_endian(Cat(value, Const(0, 32))[:32])
+
+
+class LinkExecutor(wiring.Component):
+    def __init__(self, identity: BoardIdentity) -> None:
+        self.identity = identity
+        super().__init__({
+            "payload": In(stream.Signature(32)),
+            "meta": In(stream.Signature(CONTROL_META)),
+            "bus": Out(RegisterBus()),
+            "store": In(memory.WritePort.Signature(addr_width=STORE_ADDRESS_WIDTH, shape=32)),
+            "send": Out(stream.Signature(SEND_COMMAND)),
+            "body": Out(stream.Signature(32)),
+            "sender_busy": In(1),
+            "sender_start": In(STORE_ADDRESS_WIDTH),
+            "events_waiting": In(1),
+            "control_waiting": In(1),
+            "dropped": In(1),
+            "link_up": In(1),
+            "netmask": Out(32),
+            "gateway": Out(32),
+        })
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        self.m = m
+        ident = self.identity
+        defaults = {"NETMASK": ident.netmask, "GATEWAY": ident.gateway,
+                    "PUSH_TIMEOUT": ident.clock_hz // 1000, "TAKEOVER_AFTER": 10_000}
+        self.regs = regs = {r.name: Signal(r.width, name=r.name.lower(), init=defaults.get(r.name, 0))
+                            for r in LINK_REGISTERS}
+        m.d.comb += [self.netmask.eq(regs["NETMASK"]), self.gateway.eq(regs["GATEWAY"])]
+        self._constants()
+        self._clocks()
+        self._bus()
+        self._state()
+        with m.FSM():
+            self._receive()
+            self._decide()
+            self._registers()
+            self._upload()
+            self._download()
+            self._snapshot()
+            self._open()
+            self._push()
+            self._reply()
+        return m
+
+    # -- what lives beside the FSM -------------------------------------------------------------
+
+    def _constants(self) -> None:
+        m, regs, ident = self.m, self.regs, self.identity
+        for name, value in {"BOARD": ident.board, "IP_ADDRESS": ident.ip_address,
+                            "MAC_HIGH": ident.mac_address >> 32, "MAC_LOW": ident.mac_address & 0xFFFF_FFFF,
+                            "REGISTER_MAP": REGISTER_MAP}.items():
+            m.d.comb += regs[name].eq(value)
+        m.d.comb += regs["LINK_UP"].eq(self.link_up)
+        self.strobes = {r.name: Signal(name=f"{r.name.lower()}_strobe") for r in LINK_REGISTERS
+                        if r.name.startswith("LINK_") and r.name in COUNTERS}
+        for name, strobe in self.strobes.items():
+            extra = self.dropped if name == "LINK_DROPPED" else 0
+            m.d.sync += regs[name].eq(regs[name] + strobe + extra)
+
+    def _clocks(self) -> None:
+        """Cycles, for the push timer; milliseconds, for the owner's silence."""
+        m, regs = self.m, self.regs
+        self.cycles = Signal(32)
+        m.d.sync += self.cycles.eq(self.cycles + 1)
+        per_ms = self.identity.clock_hz // 1000
+        tick = Signal(range(per_ms))
+        m.d.sync += tick.eq(Mux(tick == per_ms - 1, 0, tick + 1))
+        self.heard = Signal()
+        """The owner was heard this cycle: its silence starts again."""
+        silent = regs["LINK_OWNER_SILENT"]
+        with m.If(self.heard):
+            m.d.sync += silent.eq(0)
+        with m.Elif((tick == 0) & (silent != 0xFFFF_FFFF)):
+            m.d.sync += silent.eq(silent + 1)
+
+    def _count(self, name: str) -> None:
+        self.m.d.comb += self.strobes[name].eq(1)
+
+    def _bus(self) -> None:
+        """The bus from registers; ``read(address)`` returns two cycles later as ``returned``."""
+        m, bus = self.m, self.bus
+        m.d.sync += [bus.w_en.eq(0), bus.r_en.eq(0)]
+        self.read_issued = [Signal(name=f"read_issued{i}") for i in range(2)]
+        m.d.sync += [self.read_issued[0].eq(0), self.read_issued[1].eq(self.read_issued[0])]
+        self.returned = Signal()
+        m.d.comb += self.returned.eq(self.read_issued[1])
+
+    def bus_read(self, address) -> None:
+        self.m.d.sync += [self.bus.addr.eq(address), self.bus.r_en.eq(1), self.read_issued[0].eq(1)]
+
+    def bus_write(self, address, value) -> None:
+        self.m.d.sync += [self.bus.addr.eq(address), self.bus.w_data.eq(value), self.bus.w_en.eq(1)]
+
+    def _state(self) -> None:
+        m = self.m
+        # The request in hand.
+        self.source, self.source_port, self.left = Signal(32), Signal(16), Signal(12)
+        self.head = [Signal(32, name=f"head{i}") for i in range(HEADER_WORDS)]
+        self.fields = header_fields([F.HEADER], [b for w in self.head for b in lanes(w, 4)])
+        # Replies kept for replay, by ID modulo the window.
+        n = F.WINDOW
+        self.kept = Array(Signal(name=f"kept{i}") for i in range(n))
+        self.kept_words = Array(Signal(12, name=f"kept_words{i}") for i in range(n))
+        self.kept_sum = Array(Signal(32, name=f"kept_sum{i}") for i in range(n))
+        self.kept_count = Array(Signal(12, name=f"kept_count{i}") for i in range(n))
+        """A kept DOWNLOAD's word count (0: none): its data is read again on replay."""
+        self.kept_value = Array(Signal(32, name=f"kept_value{i}") for i in range(n))
+        # The reply being built: its area of the store, its body words so far and their sum.
+        self.area, self.at, self.sum = Signal(STORE_ADDRESS_WIDTH), Signal(12), Signal(32)
+        self.status, self.reply_type, self.reply_id = Signal(8), Signal(8), Signal(16)
+        self.streamed = Signal(12)
+        """Words the sender takes from ``body`` after the stored ones."""
+        self.keep = Signal()
+        """The reply is kept for replay at the request ID's place."""
+        # The event push.
+        self.push_pending, self.push_sent_at = Signal(), Signal(32)
+        self.push_words, self.push_sum = Signal(12), Signal(32)
+        # The store is written only where the sender is not reading.
+        self.writable = Signal()
+        m.d.comb += self.writable.eq(~(self.sender_busy & (self.sender_start == self.area)))
+        with m.If(self.payload.valid & self.payload.ready):
+            m.d.sync += self.left.eq(self.left - 1)
+        # DOWNLOAD data on its way to the sender.
+        m.submodules.queue = self.queue = fifo.SyncFIFOBuffered(width=32, depth=DOWNLOAD_QUEUE)
+        m.d.comb += [self.body.payload.eq(self.queue.r_data), self.body.valid.eq(self.queue.r_rdy),
+                     self.queue.r_en.eq(self.body.ready)]
+
+    def store_word(self, index, word) -> None:
+        """Write ``word`` (wire order) at ``index`` of the reply's area; it counts in the sum."""
+        value = big_endian(word)
+        self.m.d.comb += [self.store.addr.eq(self.area + index), self.store.data.eq(word), self.store.en.eq(1)]
+        self.m.d.sync += self.sum.eq(self.sum + value[16:] + value[:16])
+
+    def append(self, word) -> None:
+        """The body's next word."""
+        self.store_word(HEADER_WORDS + self.at, word)
+        self.m.d.sync += self.at.eq(self.at + 1)
+
+    def take(self, when: Value | int = 1) -> Value:
+        """Consume the request's next word now (if it is there and ``when``): true when taken.
+        Call it before an If chain, not inside one's condition."""
+        ready = (self.left != 0) & when
+        self.m.d.comb += self.payload.ready.eq(ready)
+        return self.payload.valid & ready
+
+    def begin(self, area, reply_type, status=F.Status.OK, keep=False) -> None:
+        """Start building a reply in ``area``."""
+        self.m.d.sync += [self.area.eq(area), self.at.eq(0), self.sum.eq(0), self.status.eq(status),
+                          self.reply_type.eq(reply_type), self.keep.eq(keep), self.streamed.eq(0),
+                          self.reply_id.eq(self.fields["id"])]
+
+    # -- a request comes in and is judged -------------------------------------------------------------
+
+    def _receive(self) -> None:
+        m, regs = self.m, self.regs
+        push_due = regs["LINK_SESSION"].any() & Mux(
+            self.push_pending, (self.cycles - self.push_sent_at) > regs["PUSH_TIMEOUT"],
+            self.events_waiting | self.control_waiting)
+        with m.State("IDLE"):
+            m.d.sync += self.at.eq(0)
+            with m.If(self.meta.valid):
+                m.d.comb += self.meta.ready.eq(1)
+                m.d.sync += [self.source.eq(self.meta.payload.address), self.source_port.eq(self.meta.payload.port),
+                             self.left.eq(self.meta.payload.length >> 2)]
+                m.next = "HEADER"
+            with m.Elif(push_due):
+                self.begin(PUSH_AREA, F.Type.EVENTS)
+                m.next = "PUSH"
+        with m.State("HEADER"):
+            taken = self.take()
+            with m.If(taken):
+                m.d.sync += [self.head[i].eq(self.head[i + 1]) for i in range(HEADER_WORDS - 1)]
+                m.d.sync += [self.head[-1].eq(self.payload.payload), self.at.eq(self.at + 1)]
+                with m.If(self.at == HEADER_WORDS - 1):
+                    m.next = "DECIDE"
+        with m.State("DRAIN"):
+            self.take()
+            with m.If(self.left == 0):
+                m.next = "IDLE"
+
+    def _decide(self) -> None:
+        m, regs, f = self.m, self.regs, self.fields
+        behind = (regs["LINK_NEXT_ID"] - f["id"])[:16]
+        kept = (behind >= 1) & (behind <= F.WINDOW) & self.kept[f["id"] % F.WINDOW]
+        owner = (self.source == regs["LINK_OWNER_ADDRESS"]) & (self.source_port == regs["LINK_OWNER_PORT"])
+        in_session = regs["LINK_SESSION"].any() & (f["session"] == regs["LINK_SESSION"])
+        words = self.left
+        with m.State("DECIDE"):
+            with m.If(f["version"] != F.VERSION):
+                self._count("LINK_DROPPED")
+                m.next = "DRAIN"
+            with m.Elif(f["type"] == F.Type.STATUS):
+                self.begin(STATUS_AREA, F.Type.STATUS | F.REPLY)
+                m.next = "STATUS"
+            with m.Elif(f["type"] == F.Type.OPEN):
+                self.begin(SCRATCH, F.Type.OPEN | F.REPLY)
+                m.next = "OPEN"
+            with m.Elif(~in_session):
+                self._count("LINK_STALE")
+                self._refuse(F.Status.NO_SESSION)
+            with m.Elif(~owner):
+                self._count("LINK_REFUSED")
+                self._refuse(F.Status.NOT_OWNER)
+            with m.Else():
+                m.d.comb += self.heard.eq(1)
+                with m.If(self.push_pending & (f["ack"] == regs["LINK_PUSH_NUMBER"])):
+                    m.d.sync += self.push_pending.eq(0)
+                with m.If(f["type"] == F.Type.ACK):
+                    m.next = "DRAIN"
+                with m.Elif((f["type"] == F.Type.RESEND) | (behind != 0)):
+                    with m.If(kept):
+                        self._count("LINK_REPLAYED")
+                        m.next = "REPLAY"
+                    with m.Else():
+                        self._count("LINK_STALE")
+                        self._refuse(F.Status.OUT_OF_WINDOW)
+                with m.Elif((f["type"] == F.Type.REGISTERS) & (words != 0) & ~words[0]
+                            & (words <= 2 * F.MAX_OPERATIONS)):
+                    self._execute(m, "REGISTERS")
+                with m.Elif(f["type"] == F.Type.UPLOAD):
+                    self._execute(m, "UPLOAD")
+                with m.Elif((f["type"] == F.Type.DOWNLOAD) & (words == 1)):
+                    self._execute(m, "DOWNLOAD")
+                with m.Else():
+                    self._count("LINK_DROPPED")
+                    self._refuse(F.Status.MALFORMED)
+
+    def _execute(self, m: Module, state: str) -> None:
+        f, regs = self.fields, self.regs
+        self.begin(f["id"] % F.WINDOW * AREA_WORDS, f["type"] | F.REPLY, keep=True)
+        m.d.sync += [regs["LINK_NEXT_ID"].eq(regs["LINK_NEXT_ID"] + 1),
+                     self.kept[f["id"] % F.WINDOW].eq(0), self.kept_count[f["id"] % F.WINDOW].eq(0)]
+        self._count("LINK_EXECUTED")
+        m.next = state
+
+    def _refuse(self, status: F.Status) -> None:
+        self.begin(SCRATCH, self.fields["type"] | F.REPLY, status)
+        self.m.next = "HEAD"
+
+    # -- the requests ---------------------------------------------------------------------------------
+
+    def _registers(self) -> None:
+        """Each operation: its two words, the access (engine registers on the bus, the link's
+        here), then the two words of its reply."""
+        m, regs = self.m, self.regs
+        op_words = [Signal(32, name="op_word"), Signal(32, name="op_value")]
+        result = Signal(32)
+        op = header_fields([F.OPERATION], [*lanes(op_words[0], 4), *lanes(op_words[1], 4)])
+        register, opcode, op_value = op["register"], op["opcode"], op["value"]
+        local = register >= LINK_BASE
+        known = (opcode == F.Opcode.WRITE) | (opcode == F.Opcode.READ)
+        offset = (register - LINK_BASE)[:8]
+        link_value = Mux(offset < len(LINK_REGISTERS), Array(regs[r.name] for r in LINK_REGISTERS)[offset], 0)
+        with m.State("REGISTERS"):
+            taken = self.take(self.writable)
+            with m.If(self.left == 0):
+                m.next = "HEAD"
+            with m.Elif(taken):
+                m.d.sync += op_words[0].eq(self.payload.payload)
+                m.next = "OP_VALUE"
+        with m.State("OP_VALUE"):
+            taken = self.take()
+            with m.If(taken):
+                m.d.sync += op_words[1].eq(self.payload.payload)
+                m.next = "OP_ACCESS"
+        with m.State("OP_ACCESS"):
+            m.d.sync += result.eq(op_value)
+            with m.If(opcode == F.Opcode.WRITE):
+                with m.If(local):
+                    with m.Switch(register):
+                        for r in LINK_REGISTERS:
+                            if r.access == "rw":
+                                with m.Case(ADDRESS[r.name]):
+                                    m.d.sync += regs[r.name].eq(op_value)
+                with m.Else():
+                    self.bus_write(register, op_value)
+            with m.Elif(opcode == F.Opcode.READ):
+                with m.If(local):
+                    m.d.sync += result.eq(link_value)
+                with m.Else():
+                    self.bus_read(register)
+            m.next = "OP_WAIT"
+        with m.State("OP_WAIT"):
+            m.next = "OP_RESULT"
+        with m.State("OP_RESULT"):
+            with m.If(self.returned):
+                m.d.sync += result.eq(self.bus.r_data)
+            m.next = "OP_REPLY"
+        with m.State("OP_REPLY"):
+            done = Mux(known, opcode | F.DONE, opcode)
+            self.append(to_beats(header_bytes([F.OPERATION], {"opcode": done, "register": register}), 4)[0])
+            m.next = "OP_REPLY_VALUE"
+        with m.State("OP_REPLY_VALUE"):
+            self.append(wire(result))
+            m.next = "REGISTERS"
+
+    def _upload(self) -> None:
+        """The words go to transmit slot memory as they come, a word a cycle."""
+        m = self.m
+        with m.State("UPLOAD"):
+            self.bus_write(ADDRESS["UPLOAD_ADDRESS"], self.fields["value"])
+            m.next = "UPLOAD_WORDS"
+        with m.State("UPLOAD_WORDS"):
+            taken = self.take()
+            with m.If(self.left == 0):
+                m.next = "HEAD"
+            with m.Elif(taken):
+                self.bus_write(ADDRESS["UPLOAD_DATA"], self.payload.payload)
+
+    def _download(self) -> None:
+        """The reply's link header is stored (and kept, with where the data lies); its words
+        are read from receive slot memory as the sender takes them, again on a replay."""
+        m, f = self.m, self.fields
+        count, value = Signal(12), Signal(32)
+        issued, in_flight = Signal(12), Signal(range(3))
+        slot = f["id"] % F.WINDOW
+        with m.State("DOWNLOAD"):
+            taken = self.take()
+            with m.If(taken):
+                words = big_endian(self.payload.payload)
+                m.d.sync += [count.eq(words), self.streamed.eq(words), value.eq(f["value"]),
+                             self.kept_count[slot].eq(words), self.kept_value[slot].eq(f["value"])]
+                m.next = "HEAD"
+        with m.State("REPLAY"):
+            m.d.sync += [self.area.eq(slot * AREA_WORDS), self.at.eq(self.kept_words[slot] - HEADER_WORDS),
+                         self.sum.eq(self.kept_sum[slot]), self.streamed.eq(self.kept_count[slot]),
+                         count.eq(self.kept_count[slot]), value.eq(self.kept_value[slot]), self.keep.eq(0)]
+            m.next = "SEND"
+        with m.State("STREAM"):
+            self.bus_write(ADDRESS["DOWNLOAD_ADDRESS"], value)
+            m.d.sync += [issued.eq(0), in_flight.eq(0)]
+            m.next = "STREAM_WORDS"
+        with m.State("STREAM_WORDS"):
+            room = self.queue.level + in_flight + 1 < DOWNLOAD_QUEUE
+            issue = (issued != count) & room
+            with m.If(issue):
+                self.bus_read(ADDRESS["DOWNLOAD_DATA"])
+                m.d.sync += issued.eq(issued + 1)
+            m.d.sync += in_flight.eq(in_flight + issue - self.returned)
+            m.d.comb += [self.queue.w_data.eq(self.bus.r_data), self.queue.w_en.eq(self.returned)]
+            with m.If((issued == count) & (in_flight == 0) & ~self.returned):
+                m.next = "DRAIN"
+
+    def _snapshot(self) -> None:
+        """STATUS: REGISTER_MAP, every engine register that does not pop, every link register."""
+        m, regs = self.m, self.regs
+        readable = Const(sum(1 << i for i, a in enumerate(SNAPSHOT) if a is not None), len(SNAPSHOT))
+        index, written = Signal(range(len(SNAPSHOT) + 1)), Signal(range(len(SNAPSHOT) + 1))
+        was_read = [Signal(name=f"was_read{i}") for i in range(2)]
+        link = Array(regs[r.name] for r in LINK_REGISTERS)
+        with m.State("STATUS"):
+            with m.If(self.writable):
+                self.append(wire(regs["REGISTER_MAP"]))
+                m.d.sync += [index.eq(0), written.eq(0), was_read[0].eq(0), was_read[1].eq(0)]
+                m.next = "STATUS_ENGINE"
+        with m.State("STATUS_ENGINE"):
+            with m.If(index < len(SNAPSHOT)):
+                with m.If(readable.bit_select(index, 1)):
+                    self.bus_read(index)
+                m.d.sync += [index.eq(index + 1), was_read[0].eq(readable.bit_select(index, 1))]
+            with m.Else():
+                m.d.sync += was_read[0].eq(0)
+            m.d.sync += was_read[1].eq(was_read[0])
+            # Two cycles behind the reads: their values (0 where nothing was read), in order.
+            with m.If(index >= 2):
+                self.append(wire(Mux(was_read[1], self.bus.r_data, 0)))
+                m.d.sync += written.eq(written + 1)
+            with m.If(written == len(SNAPSHOT) - 1):
+                m.d.sync += index.eq(0)
+                m.next = "STATUS_LINK"
+        with m.State("STATUS_LINK"):
+            self.append(wire(link[index]))
+            m.d.sync += index.eq(index + 1)
+            with m.If(index == len(LINK_REGISTERS) - 1):
+                m.next = "HEAD"
+
+    def _open(self) -> None:
+        """OPEN: a new owner when there is none, the owner again, or a take-over of a silent one."""
+        m, regs, f = self.m, self.regs, self.fields
+        owner = (self.source == regs["LINK_OWNER_ADDRESS"]) & (self.source_port == regs["LINK_OWNER_PORT"])
+        silent_long = regs["LINK_OWNER_SILENT"] > regs["TAKEOVER_AFTER"]
+        taking_over = f["flags"][0] & silent_long
+        with m.State("OPEN"):
+            with m.If(~regs["LINK_SESSION"].any() | owner | taking_over):
+                with m.If(f["session"] != regs["LINK_SESSION"]):
+                    m.d.sync += [regs["LINK_SESSION"].eq(f["session"]), regs["LINK_NEXT_ID"].eq(1),
+                                 regs["LINK_PUSH_NUMBER"].eq(0), self.push_pending.eq(0),
+                                 *(k.eq(0) for k in self.kept)]
+                m.d.sync += [regs["LINK_OWNER_ADDRESS"].eq(self.source), regs["LINK_OWNER_PORT"].eq(self.source_port)]
+                m.d.comb += self.heard.eq(1)
+            with m.Else():
+                m.d.sync += self.status.eq(F.Status.NOT_OWNER)
+                self._count("LINK_REFUSED")
+            m.next = "OPEN_OWNER"
+        with m.State("OPEN_OWNER"):
+            with m.If(self.writable):
+                self.append(wire(regs["LINK_OWNER_ADDRESS"]))
+                m.next = "OPEN_PORT"
+        with m.State("OPEN_PORT"):
+            self.append(wire(regs["LINK_OWNER_PORT"]))
+            m.next = "OPEN_SILENT"
+        with m.State("OPEN_SILENT"):
+            self.append(wire(regs["LINK_OWNER_SILENT"]))
+            m.next = "HEAD"
+
+    def _push(self) -> None:
+        """An unacknowledged push again; else a new one of waiting events and at most one
+        control packet, each popped over the bus exactly once."""
+        m, regs = self.m, self.regs
+        issued, in_flight, left = Signal(12), Signal(range(3)), Signal(12)
+        with m.State("PUSH"):
+            with m.If(self.push_pending):
+                m.d.sync += [self.at.eq(self.push_words - HEADER_WORDS), self.sum.eq(self.push_sum),
+                             self.reply_id.eq(regs["LINK_PUSH_NUMBER"])]
+                self._count("LINK_PUSH_RETRIES")
+                m.next = "SEND"
+            with m.Elif(self.writable):
+                m.d.sync += [issued.eq(0), in_flight.eq(0), self.reply_id.eq(regs["LINK_PUSH_NUMBER"] + 1)]
+                m.next = "PUSH_EVENTS"
+        with m.State("PUSH_EVENTS"):
+            # EVENT reads one a cycle while events wait; reading past the last one pops nothing
+            # and reads 0 (its valid bit, bit 31, clear), so a read or two too many is harmless.
+            issue = (issued != EVENTS_PER_PUSH) & self.events_waiting
+            with m.If(issue):
+                self.bus_read(ADDRESS["EVENT"])
+                m.d.sync += issued.eq(issued + 1)
+            m.d.sync += in_flight.eq(in_flight + issue - self.returned)
+            with m.If(self.returned & self.bus.r_data[31]):
+                self.append(wire(self.bus.r_data))
+            with m.If((~issue) & (in_flight == 0) & ~self.returned):
+                m.next = "PUSH_CONTROL"
+        with m.State("PUSH_CONTROL"):
+            with m.If(self.control_waiting):
+                self.bus_read(ADDRESS["CONTROL_LENGTH"])
+                m.next = "PUSH_LENGTH"
+            with m.Else():
+                m.next = "PUSH_DONE"
+        with m.State("PUSH_LENGTH"):
+            with m.If(self.returned & (self.bus.r_data == 0)):
+                m.next = "PUSH_DONE"  # the packet was not there after all
+            with m.Elif(self.returned):
+                m.d.sync += left.eq((self.bus.r_data + 3) >> 2)
+                self.append(wire(self.bus.r_data))
+                self.bus_read(ADDRESS["CONTROL_FROM"])
+                m.next = "PUSH_FROM"
+        with m.State("PUSH_FROM"):
+            with m.If(self.returned):
+                self.append(wire(self.bus.r_data))
+                self.bus_read(ADDRESS["CONTROL_PORT"])
+                m.next = "PUSH_PORT"
+        with m.State("PUSH_PORT"):
+            with m.If(self.returned):
+                self.append(wire(self.bus.r_data))
+                m.d.sync += [issued.eq(0), in_flight.eq(0)]
+                m.next = "PUSH_PACKET"
+        with m.State("PUSH_PACKET"):
+            issue = issued != left
+            with m.If(issue):
+                self.bus_read(ADDRESS["CONTROL_DATA"])
+                m.d.sync += issued.eq(issued + 1)
+            m.d.sync += in_flight.eq(in_flight + issue - self.returned)
+            with m.If(self.returned):
+                self.append(self.bus.r_data)  # packet words are kept in wire order already
+            with m.If(~issue & (in_flight == 0) & ~self.returned):
+                m.next = "PUSH_DONE"
+        with m.State("PUSH_DONE"):
+            with m.If(self.at == 0):
+                m.next = "IDLE"  # nothing was waiting after all
+            with m.Else():
+                m.d.sync += [regs["LINK_PUSH_NUMBER"].eq(self.reply_id), self.push_pending.eq(1)]
+                self._count("LINK_PUSHES")
+                m.next = "HEAD"
+
+    # -- the reply goes out ---------------------------------------------------------------------------
+
+    def _reply(self) -> None:
+        m, regs, f = self.m, self.regs, self.fields
+        header = to_beats(header_bytes([F.HEADER], {
+            "version": F.VERSION, "type": self.reply_type, "status": self.status, "id": self.reply_id,
+            "ack": regs["LINK_NEXT_ID"], "session": regs["LINK_SESSION"], "value": f["value"]}), 4)
+        word = Signal(range(HEADER_WORDS + 1))
+        slot = f["id"] % F.WINDOW
+        with m.State("HEAD"):
+            with m.If(self.writable):
+                m.d.sync += word.eq(0)
+                m.next = "HEAD_WORDS"
+        with m.State("HEAD_WORDS"):
+            with m.Switch(word):
+                for i, beat in enumerate(header):
+                    with m.Case(i):
+                        self.store_word(i, beat)
+            m.d.sync += word.eq(word + 1)
+            with m.If(word == HEADER_WORDS - 1):
+                m.next = "SEND"
+        with m.State("SEND"):
+            command = self.send.payload
+            stored = self.at + HEADER_WORDS
+            m.d.comb += [self.send.valid.eq(1), command.start.eq(self.area), command.stored.eq(stored),
+                         command.words.eq(stored + self.streamed), command.sum.eq(self.sum),
+                         command.address.eq(Mux(self.area == PUSH_AREA, regs["LINK_OWNER_ADDRESS"], self.source)),
+                         command.port.eq(Mux(self.area == PUSH_AREA, regs["LINK_OWNER_PORT"], self.source_port))]
+            with m.If(self.send.ready):
+                with m.If(self.keep):
+                    m.d.sync += [self.kept[slot].eq(1), self.kept_words[slot].eq(stored),
+                                 self.kept_sum[slot].eq(self.sum)]
+                with m.If(self.area == PUSH_AREA):
+                    m.d.sync += [self.push_words.eq(stored), self.push_sum.eq(self.sum),
+                                 self.push_sent_at.eq(self.cycles)]
+                with m.If(self.streamed != 0):
+                    m.next = "STREAM"
+                with m.Else():
+                    m.next = "DRAIN"
