@@ -15,8 +15,9 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/python -m netblt.host.demo
 
+# Two workers: the bitstream build takes one for most of the run, everything else the other.
 test: $(STAMP)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n 2 --dist loadgroup
 
 bench: $(STAMP)
 	$(BIN)/python -m netblt.host.bench
@@ -34,11 +35,12 @@ bench-ethernet: $(STAMP)
 	$(BIN)/python -m netblt.sim.ethernet_bench
 
 # A board's bitstream: build/$(BOARD)/netblt.bit and report.txt; fails when timing is not met.
-# Optional: MAC=02:.. IP=192.168.1.50 MANAGEMENT_PORT=2990.
+# Optional: MAC=02:.. IP=192.168.1.50 LINK_PORT=2990 NETMASK=255.255.255.0 GATEWAY=192.168.1.1.
 BOARD ?= colorlight_5a75b
 bitstream: $(STAMP)
 	$(BIN)/python -m netblt.hw.build --board $(BOARD) $(if $(MAC),--mac $(MAC)) $(if $(IP),--ip $(IP)) \
-		$(if $(MANAGEMENT_PORT),--management-port $(MANAGEMENT_PORT))
+		$(if $(LINK_PORT),--link-port $(LINK_PORT)) $(if $(NETMASK),--netmask $(NETMASK)) \
+		$(if $(GATEWAY),--gateway $(GATEWAY))
 
 # Programs the board (SRAM) with openFPGALoader, installed from Debian if missing; CABLE= overrides.
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)

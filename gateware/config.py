@@ -24,6 +24,10 @@ class EngineConfig:
     """Packets per slot the bitmaps track; with ``slot_bytes`` it sets the smallest packet."""
     fifo_depth: int = 512
     """Words in each control-packet FIFO and entries in the event FIFO."""
+    pattern: bool = True
+    """The FILL and CHECK commands (a pattern source and checker in the slot memories),
+    which tests and benchmarks use to move data without the host; without them, as on
+    the Colorlight whose 25F is nearly full, both commands are rejected and counted."""
 
     def __post_init__(self) -> None:
         problems = [

@@ -198,9 +198,12 @@ class ControlStatus(wiring.Component):
             Command.POST: (self.rx_command, rx_ok, {"post": 1, "slot": head.slot, "buffer": queued.arg0}),
             Command.RELEASE: (self.rx_command, rx_ok, {"slot": head.slot}),
             Command.QUERY_MISSING: (self.query, rx_ok, {"slot": head.slot, "limit": queued.arg0}),
-            Command.FILL: (self.fill, tx_ok, {"slot": head.slot, "buffer": queued.arg0, "length": queued.arg1}),
-            Command.CHECK: (self.check, rx_ok, {"slot": head.slot, "buffer": queued.arg0, "length": queued.arg1}),
         }
+        if cfg.pattern:
+            targets[Command.FILL] = (self.fill, tx_ok, {"slot": head.slot, "buffer": queued.arg0,
+                                                        "length": queued.arg1})
+            targets[Command.CHECK] = (self.check, rx_ok, {"slot": head.slot, "buffer": queued.arg0,
+                                                          "length": queued.arg1})
         with m.If(commands.r_rdy):
             with m.Switch(head.op):
                 for op, (target, ok, fields) in targets.items():

@@ -1,7 +1,7 @@
 """The NETBLT engine: registers on the host's side, IP payloads on the network's.
 
 Board-independent: hw/node.py puts LiteEth's IPv4 layer under ``net_tx``
-and ``net_rx`` and the management link on ``bus``. docs/architecture.md draws it.
+and ``net_rx`` and the host link on ``bus``. docs/architecture.md draws it.
 """
 
 from __future__ import annotations

@@ -76,7 +76,7 @@ class LinkExecutor(wiring.Component):
             "sender_start": In(STORE_ADDRESS_WIDTH),
             "events_waiting": In(1),
             "control_waiting": In(1),
-            "dropped": In(1),
+            "dropped": In(2),
             "link_up": In(1),
             "netmask": Out(32),
             "gateway": Out(32),
@@ -95,6 +95,8 @@ class LinkExecutor(wiring.Component):
         self._clocks()
         self._bus()
         self._state()
+        self._store()
+        self._link_read()
         with m.FSM():
             self._receive()
             self._decide()
@@ -119,7 +121,7 @@ class LinkExecutor(wiring.Component):
         self.strobes = {r.name: Signal(name=f"{r.name.lower()}_strobe") for r in LINK_REGISTERS
                         if r.name.startswith("LINK_") and r.name in COUNTERS}
         for name, strobe in self.strobes.items():
-            extra = self.dropped if name == "LINK_DROPPED" else 0
+            extra = self.dropped[0] + self.dropped[1] if name == "LINK_DROPPED" else 0
             m.d.sync += regs[name].eq(regs[name] + strobe + extra)
 
     def _clocks(self) -> None:
@@ -137,6 +139,13 @@ class LinkExecutor(wiring.Component):
             m.d.sync += silent.eq(0)
         with m.Elif((tick == 0) & (silent != 0xFFFF_FFFF)):
             m.d.sync += silent.eq(silent + 1)
+
+    def _link_read(self) -> None:
+        """The link registers' one read mux: ``link_value`` is the one ``link_index`` names
+        (0 past the last)."""
+        self.link_index = Signal(8)
+        self.link_value = Mux(self.link_index < len(LINK_REGISTERS),
+                              Array(self.regs[r.name] for r in LINK_REGISTERS)[self.link_index], 0)
 
     def _count(self, name: str) -> None:
         self.m.d.comb += self.strobes[name].eq(1)
@@ -190,16 +199,28 @@ class LinkExecutor(wiring.Component):
         m.d.comb += [self.body.payload.eq(self.queue.r_data), self.body.valid.eq(self.queue.r_rdy),
                      self.queue.r_en.eq(self.body.ready)]
 
+    def _store(self) -> None:
+        """One write port into the reply's area and one adder for its sum, whichever state
+        writes (a state only names the word and where it goes)."""
+        m = self.m
+        self.store_index, self.store_data, self.store_en = Signal(12), Signal(32), Signal()
+        self.appending = Signal()
+        value = big_endian(self.store_data)
+        m.d.comb += [self.store.addr.eq(self.area + self.store_index), self.store.data.eq(self.store_data),
+                     self.store.en.eq(self.store_en)]
+        with m.If(self.store_en):
+            m.d.sync += self.sum.eq(self.sum + value[16:] + value[:16])
+        with m.If(self.appending):
+            m.d.sync += self.at.eq(self.at + 1)
+
     def store_word(self, index, word) -> None:
         """Write ``word`` (wire order) at ``index`` of the reply's area; it counts in the sum."""
-        value = big_endian(word)
-        self.m.d.comb += [self.store.addr.eq(self.area + index), self.store.data.eq(word), self.store.en.eq(1)]
-        self.m.d.sync += self.sum.eq(self.sum + value[16:] + value[:16])
+        self.m.d.comb += [self.store_index.eq(index), self.store_data.eq(word), self.store_en.eq(1)]
 
     def append(self, word) -> None:
         """The body's next word."""
         self.store_word(HEADER_WORDS + self.at, word)
-        self.m.d.sync += self.at.eq(self.at + 1)
+        self.m.d.comb += self.appending.eq(1)
 
     def take(self, when: Value | int = 1) -> Value:
         """Consume the request's next word now (if it is there and ``when``): true when taken.
@@ -314,8 +335,6 @@ class LinkExecutor(wiring.Component):
         register, opcode, op_value = op["register"], op["opcode"], op["value"]
         local = register >= LINK_BASE
         known = (opcode == F.Opcode.WRITE) | (opcode == F.Opcode.READ)
-        offset = (register - LINK_BASE)[:8]
-        link_value = Mux(offset < len(LINK_REGISTERS), Array(regs[r.name] for r in LINK_REGISTERS)[offset], 0)
         with m.State("REGISTERS"):
             taken = self.take(self.writable)
             with m.If(self.left == 0):
@@ -329,6 +348,7 @@ class LinkExecutor(wiring.Component):
                 m.d.sync += op_words[1].eq(self.payload.payload)
                 m.next = "OP_ACCESS"
         with m.State("OP_ACCESS"):
+            m.d.comb += self.link_index.eq((register - LINK_BASE)[:8])
             m.d.sync += result.eq(op_value)
             with m.If(opcode == F.Opcode.WRITE):
                 with m.If(local):
@@ -341,7 +361,7 @@ class LinkExecutor(wiring.Component):
                     self.bus_write(register, op_value)
             with m.Elif(opcode == F.Opcode.READ):
                 with m.If(local):
-                    m.d.sync += result.eq(link_value)
+                    m.d.sync += result.eq(self.link_value)
                 with m.Else():
                     self.bus_read(register)
             m.next = "OP_WAIT"
@@ -412,7 +432,6 @@ class LinkExecutor(wiring.Component):
         readable = Const(sum(1 << i for i, a in enumerate(SNAPSHOT) if a is not None), len(SNAPSHOT))
         index, written = Signal(range(len(SNAPSHOT) + 1)), Signal(range(len(SNAPSHOT) + 1))
         was_read = [Signal(name=f"was_read{i}") for i in range(2)]
-        link = Array(regs[r.name] for r in LINK_REGISTERS)
         with m.State("STATUS"):
             with m.If(self.writable):
                 self.append(wire(regs["REGISTER_MAP"]))
@@ -434,7 +453,8 @@ class LinkExecutor(wiring.Component):
                 m.d.sync += index.eq(0)
                 m.next = "STATUS_LINK"
         with m.State("STATUS_LINK"):
-            self.append(wire(link[index]))
+            m.d.comb += self.link_index.eq(index)
+            self.append(wire(self.link_value))
             m.d.sync += index.eq(index + 1)
             with m.If(index == len(LINK_REGISTERS) - 1):
                 m.next = "HEAD"

@@ -5,8 +5,9 @@ passes to the engine untouched and is never held up. A datagram's payload goes i
 packet FIFO as it arrives and is judged on its last beat: the UDP checksum is required
 (a short frame's Ethernet padding can take its frame-check error with it, so the FCS
 alone does not guard it) and must hold, the UDP length must equal the IP length, and
-the payload must be whole words, at least a link header. A datagram that fails, or
-does not fit, is rolled back and counted: nothing of it is ever executed.
+the payload must be whole words, at least a link header. A short frame may end on a
+beat that is all padding (LiteEth's wrapper trims it to keep nothing). A datagram that
+fails, or does not fit, is rolled back and counted: nothing of it is ever executed.
 """
 
 from __future__ import annotations
@@ -44,7 +45,8 @@ def pseudo_header(source: Value, destination: Value, udp_length: Value) -> Value
 class LinkIntake(wiring.Component):
     """``net_rx`` from LiteEth; ``engine_rx`` to the engine; ``payload``/``meta``: the
     checked datagrams' payload words (wire order in each beat) and their length in bytes,
-    source address and source port."""
+    source address and source port. ``dropped`` strobes for each datagram dropped (two
+    can end in one cycle: one cut short, one judged a cycle late)."""
 
     def __init__(self, address: int, port: int, depth: int, datagrams: int = 8) -> None:
         self.address, self.port, self.depth, self.datagrams = address, port, depth, datagrams
@@ -53,7 +55,7 @@ class LinkIntake(wiring.Component):
             "engine_rx": Out(ip_stream(32)),
             "payload": Out(stream.Signature(32)),
             "meta": Out(stream.Signature(CONTROL_META)),
-            "dropped": Out(1),
+            "dropped": Out(2),
         })
 
     def elaborate(self, platform) -> Module:
@@ -78,9 +80,12 @@ class LinkIntake(wiring.Component):
         whole = beat.keep == 0b1111
         running = Mux(first, pseudo_header(beat.address, Const(self.address, 32), beat.length), total) + \
             Mux(whole, beat_sum(beat.data), 0)
-        into = fifo.input.payload
-        m.d.comb += [into.data.eq(beat.data), into.last.eq(beat.last), into.length.eq(udp_length - UDP.end),
-                     into.address.eq(beat.address), into.port.eq(source_port)]
+        # Payload beats reach the FIFO a cycle late, so the last one is judged from the
+        # finished sum (the verdict is a long path otherwise, into the FIFO's commit).
+        held = Signal.like(fifo.input.payload)
+        held_valid, fits = Signal(), Signal()
+        """A payload beat waiting for the FIFO; and, on the last, all but the checksum is right."""
+        m.d.sync += held_valid.eq(0)
         with m.If(rx.valid & ours):
             m.d.sync += [total.eq(running), words.eq(Mux(beat.last, 0, words + 1))]
             with m.If(first):
@@ -90,13 +95,20 @@ class LinkIntake(wiring.Component):
                 m.d.sync += [udp_length.eq(word[16:]),
                              broken.eq(broken | ~whole | (word[16:] != beat.length) | (word[:16] == 0))]
             with m.Else():
-                m.d.comb += fifo.input.valid.eq(1)
-                with m.If(beat.last):
-                    good = (~broken & whole & ~beat.error & (fold(running) == 0xFFFF)
-                            & ((words + 1) * 4 == udp_length) & (udp_length >= UDP.end + F.HEADER.end))
-                    m.d.comb += [into.bad.eq(~good), self.dropped.eq(~good | fifo.overflow)]
-                with m.Else():
+                m.d.sync += [held_valid.eq(1), held.data.eq(beat.data), held.keep.eq(beat.keep),
+                             held.last.eq(beat.last), held.address.eq(beat.address)]
+                # A short frame can end on a beat that is all Ethernet padding (keep 0).
+                ends_right = Mux(whole, (words + 1) * 4 == udp_length, (beat.keep == 0) & (words * 4 == udp_length))
+                m.d.sync += fits.eq(~broken & ends_right & ~beat.error & (udp_length >= UDP.end + F.HEADER.end))
+                with m.If(~beat.last):
                     m.d.sync += broken.eq(broken | ~whole)
             with m.If(beat.last & (words < UDP_WORDS)):
-                m.d.comb += self.dropped.eq(1)  # not even a UDP header: nothing went into the FIFO
+                m.d.comb += self.dropped[0].eq(1)  # not even a UDP header: nothing went into the FIFO
+        into = fifo.input.payload
+        m.d.comb += [fifo.input.valid.eq(held_valid), into.data.eq(held.data), into.keep.eq(held.keep),
+                     into.last.eq(held.last), into.address.eq(held.address),
+                     into.length.eq(udp_length - UDP.end), into.port.eq(source_port)]
+        with m.If(held_valid & held.last):
+            good = fits & (fold(total) == 0xFFFF)
+            m.d.comb += [into.bad.eq(~good), self.dropped[1].eq(~good | fifo.overflow)]
         return m

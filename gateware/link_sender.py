@@ -59,35 +59,46 @@ class LinkSender(wiring.Component):
         udp = to_beats(header_bytes([UDP], {"source_port": self.port, "dest_port": c.port,
                                             "length": udp_length, "checksum": checksum}), 4)
         m.d.comb += self.start.eq(c.start)
-        beat = Signal(13)
-        """Beats of this datagram already sent: two of UDP header, then payload words."""
-        word = beat - len(udp)
+        # Where the datagram is, all in registers: the ready path from LiteEth meets no adder.
+        header_beat = Signal(range(len(udp) + 1))
+        """The UDP header's beat being sent; ``len(udp)`` once into the payload."""
+        stored_left, remaining = Signal(12), Signal(13)
+        """Stored payload words not yet sent; beats after this one."""
+        here, after = Signal(STORE_ADDRESS_WIDTH), Signal(STORE_ADDRESS_WIDTH)
+        """The store's address of this beat's word, and of the next one."""
         out = self.out.payload
+        in_header, from_store = header_beat != len(udp), stored_left != 0
         m.d.comb += [out.address.eq(c.address), out.protocol.eq(UDP_PROTOCOL), out.length.eq(udp_length),
-                     out.keep.eq(0b1111), out.last.eq(beat + 1 == c.words + len(udp))]
+                     out.keep.eq(0b1111), out.last.eq(remaining == 0)]
         # The store's read port runs a word ahead: it addresses the next beat's word.
         take = self.out.valid & self.out.ready
-        following = Mux(take, beat + 1, beat) - len(udp)
-        m.d.comb += [self.store.addr.eq(c.start + Mux(following < c.stored, following, 0)),
-                     self.store.en.eq(1)]
+        m.d.comb += [self.store.addr.eq(Mux(take & ~in_header, after, here)), self.store.en.eq(1)]
         with m.FSM():
             with m.State("IDLE"):
                 m.d.comb += self.command.ready.eq(1)
+                command = self.command.payload
                 with m.If(self.command.valid):
-                    m.d.sync += [c.eq(self.command.payload), beat.eq(0),
-                                 udp_length.eq(UDP.end + 4 * self.command.payload.words)]
+                    m.d.sync += [c.eq(command), header_beat.eq(0), stored_left.eq(command.stored),
+                                 remaining.eq(command.words + len(udp) - 1), here.eq(command.start),
+                                 after.eq(command.start + 1), udp_length.eq(UDP.end + 4 * command.words)]
                     m.next = "SEND"
             with m.State("SEND"):
                 m.d.comb += self.busy.eq(1)
-                with m.If(beat < len(udp)):
-                    m.d.comb += [self.out.valid.eq(1), out.data.eq(Mux(beat == 0, udp[0], udp[1]))]
-                with m.Elif(word < c.stored):
+                with m.If(in_header):
+                    m.d.comb += [self.out.valid.eq(1), out.data.eq(Mux(header_beat == 0, udp[0], udp[1]))]
+                with m.Elif(from_store):
                     m.d.comb += [self.out.valid.eq(1), out.data.eq(self.store.data)]
                 with m.Else():
                     m.d.comb += [self.out.valid.eq(self.body.valid), out.data.eq(self.body.payload),
                                  self.body.ready.eq(self.out.ready)]
                 with m.If(take):
-                    m.d.sync += beat.eq(beat + 1)
+                    m.d.sync += remaining.eq(remaining - 1)
+                    with m.If(in_header):
+                        m.d.sync += header_beat.eq(header_beat + 1)
+                    with m.Else():
+                        m.d.sync += [here.eq(after), after.eq(after + 1)]
+                        with m.If(from_store):
+                            m.d.sync += stored_left.eq(stored_left - 1)
                     with m.If(out.last):
                         m.d.comb += self.sent.eq(1)
                         m.next = "IDLE"

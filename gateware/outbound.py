@@ -48,6 +48,7 @@ class Outbound(wiring.Component):
         held, holding = Signal(32), Signal()
         words = Signal(16)
         beat = fifo.input.payload
+        m.d.comb += beat.keep.eq(0b1111)  # whole words, as the host writes them
         whole = (self.length >= L.HEADER.end) & holding & (words == (self.length + 3) >> 2)
         with m.If(self.commit):
             m.d.comb += [fifo.input.valid.eq(holding), beat.data.eq(held), beat.last.eq(1),

@@ -2,7 +2,8 @@
 
 Control packets reach the host through this: the parser judges a packet only on its
 last beat, so the write pointer is committed only then, and the host sees a packet's
-metadata (length, sender) only once all of it is readable.
+metadata (length, sender) only once all of it is readable. A beat that keeps no byte
+(a short frame's last beat, all Ethernet padding) stores nothing and only ends the packet.
 """
 
 from __future__ import annotations
@@ -43,12 +44,13 @@ class PacketFifo(wiring.Component):
         """head: next write; committed: end of the last whole packet; tail: next read."""
         overflowed = Signal()
         beat = self.input.payload
+        stores = beat.keep.any()
         room = (head - tail)[:bits] < depth
 
         with m.If(self.input.valid):
-            with m.If(room):
+            with m.If(room & stores):
                 m.d.comb += [write.addr.eq(head[:bits - 1]), write.data.eq(beat.data), write.en.eq(1)]
-            written_head = (head + room)[:bits]
+            written_head = (head + (room & stores))[:bits]
             fits = room & ~overflowed
             with m.If(beat.last):
                 with m.If(~beat.bad & fits & metas.w_rdy):
@@ -60,7 +62,7 @@ class PacketFifo(wiring.Component):
                     m.d.sync += head.eq(committed)
                 m.d.sync += overflowed.eq(0)
             with m.Else():
-                m.d.sync += [head.eq(written_head), overflowed.eq(overflowed | ~room)]
+                m.d.sync += [head.eq(written_head), overflowed.eq(overflowed | ~room & stores)]
 
         m.d.comb += [self.committed.eq(metas.w_en), self.meta.payload.eq(metas.r_data), self.meta.valid.eq(metas.r_rdy),
                      metas.r_en.eq(self.meta.ready)]

@@ -18,8 +18,8 @@ from .streams import ip_stream
 class Receiver(wiring.Component):
     """IP payloads in; buffers in block RAM, control packets and events out.
 
-    The slot memory's one read port serves the pattern checker while it runs and the
-    host's download port otherwise.
+    The slot memory's one read port serves the pattern checker while it runs (where the
+    configuration has one) and the host's download port otherwise.
     """
 
     def __init__(self, config: EngineConfig) -> None:
@@ -60,7 +60,6 @@ class Receiver(wiring.Component):
         m.submodules.reassembly = reassembly = Reassembly(cfg)
         m.submodules.control_fifo = control_fifo = PacketFifo(
             control_beat(cfg.data_width), cfg.data_width, cfg.fifo_depth)
-        m.submodules.checker = checker = PatternChecker(cfg)
 
         wiring.connect(m, wiring.flipped(self.input), parser.input)
         wiring.connect(m, parser.data, reassembly.input)
@@ -71,7 +70,6 @@ class Receiver(wiring.Component):
         wiring.connect(m, wiring.flipped(self.query), reassembly.query)
         wiring.connect(m, reassembly.missing, wiring.flipped(self.missing))
         wiring.connect(m, reassembly.event, wiring.flipped(self.event))
-        wiring.connect(m, wiring.flipped(self.check), checker.command)
         m.d.comb += [
             parser.settings.eq(self.settings), reassembly.packet_size.eq(self.packet_size),
             write.addr.eq(reassembly.memory.addr), write.data.eq(reassembly.memory.data),
@@ -83,11 +81,14 @@ class Receiver(wiring.Component):
             self.accepted.eq(reassembly.accepted), self.duplicate.eq(reassembly.duplicate),
             self.events_lost.eq(reassembly.events_lost),
             self.control_queued.eq(control_fifo.committed),
-            self.checked.eq(checker.done), self.mismatches.eq(checker.mismatches),
-            checker.memory.data.eq(read.data), self.download.data.eq(read.data),
+            self.download.data.eq(read.data),
         ]
-        with m.If(checker.busy):
-            m.d.comb += read.addr.eq(checker.memory.addr)
-        with m.Else():
-            m.d.comb += read.addr.eq(self.download.addr)
+        m.d.comb += read.addr.eq(self.download.addr)
+        if cfg.pattern:
+            m.submodules.checker = checker = PatternChecker(cfg)
+            wiring.connect(m, wiring.flipped(self.check), checker.command)
+            m.d.comb += [self.checked.eq(checker.done), self.mismatches.eq(checker.mismatches),
+                         checker.memory.data.eq(read.data)]
+            with m.If(checker.busy):  # the port is the checker's while it runs
+                m.d.comb += read.addr.eq(checker.memory.addr)
         return m

@@ -1,6 +1,6 @@
 """A stream cut into two timing paths: valid and ready are both registered across it.
 
-Where LiteEth's streams meet the management block and the engine, valid, ready and the
+Where LiteEth's streams meet the host link and the engine, valid, ready and the
 payload checks would otherwise form one long path through both; this costs a few
 cycles of latency and nothing in throughput.
 """

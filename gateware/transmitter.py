@@ -19,8 +19,8 @@ PACING = data.StructLayout({"mode": 2, "burst_size": 16, "interval": 32})
 class Transmitter(wiring.Component):
     """Buffers in block RAM, sent as paced DATA/LDATA packets.
 
-    The slot memory has one write port, shared by the pattern source (while it fills)
-    and the host's upload port, and one read port, the segmenter's. The checksum table
+    The slot memory has one write port, shared by the pattern source (while it fills;
+    where the configuration has one) and the host's upload port, and one read port, the segmenter's. The checksum table
     watches the write port, so data checksums cost no second read of a packet.
     """
 
@@ -51,7 +51,6 @@ class Transmitter(wiring.Component):
         read = mem.read_port()
         m.submodules.pacer = pacer = Pacer()
         m.submodules.segmenter = segmenter = Segmenter(cfg)
-        m.submodules.source = source = PatternSource(cfg)
         m.submodules.checksums = checksums = ChecksumTable(cfg)
 
         m.d.comb += [
@@ -62,18 +61,18 @@ class Transmitter(wiring.Component):
             read.addr.eq(segmenter.memory.addr), segmenter.memory.data.eq(read.data),
             self.sent.eq(segmenter.sent), self.sent_slot.eq(segmenter.sent_slot),
             self.rejected.eq(segmenter.rejected), self.idle.eq(segmenter.idle),
-            self.filled.eq(source.done),
         ]
         wiring.connect(m, wiring.flipped(self.command), segmenter.command)
-        wiring.connect(m, wiring.flipped(self.fill), source.command)
         wiring.connect(m, segmenter.out, wiring.flipped(self.out))
         wiring.connect(m, segmenter.checksums, checksums.lookup)
         m.d.comb += [checksums.packet_size.eq(self.settings.packet_size), checksums.write.addr.eq(write.addr),
                      checksums.write.data.eq(write.data), checksums.write.en.eq(write.en)]
-        with m.If(source.busy):
-            m.d.comb += [write.addr.eq(source.memory.addr), write.data.eq(source.memory.data),
-                         write.en.eq(source.memory.en)]
-        with m.Else():
-            m.d.comb += [write.addr.eq(self.upload.addr), write.data.eq(self.upload.data),
-                         write.en.eq(self.upload.en)]
+        m.d.comb += [write.addr.eq(self.upload.addr), write.data.eq(self.upload.data), write.en.eq(self.upload.en)]
+        if cfg.pattern:
+            m.submodules.source = source = PatternSource(cfg)
+            wiring.connect(m, wiring.flipped(self.fill), source.command)
+            m.d.comb += self.filled.eq(source.done)
+            with m.If(source.busy):  # the port is the pattern source's while it fills
+                m.d.comb += [write.addr.eq(source.memory.addr), write.data.eq(source.memory.data),
+                             write.en.eq(source.memory.en)]
         return m

@@ -1,6 +1,7 @@
 """Builds a board's bitstream and says whether it meets timing.
 
-    python -m netblt.hw.build --board colorlight_5a75b [--mac ...] [--ip ...] [--management-port ...]
+    python -m netblt.hw.build --board colorlight_5a75b [--mac ...] [--ip ...] [--link-port ...]
+        [--netmask ...] [--gateway ...]
 
 Generates the LiteEth core for the board's address, runs Yosys, nextpnr-ecp5 and
 ecppack (the yowasp builds from PyPI) through the amaranth-boards platform, and writes
@@ -18,16 +19,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-from netblt.driver.management import MANAGEMENT_PORT
+from netblt.driver.link_format import LINK_PORT
 
 from . import liteeth_core
 from .boards import BOARDS, Board, BoardTop
 from .nextpnr import Report, read_report
 
 ROOT = Path(__file__).resolve().parent.parent
-SEEDS = (1, 2, 3, 4)
-"""nextpnr placement seeds to try, in order: LiteEth's own paths on the Colorlight's -6
-part land anywhere from 44.0 to 51.1 MHz depending on placement alone."""
 CONSTRAINTS = ROOT / "constraints"
 NAME = "netblt"
 CELLS = (("TRELLIS_COMB", "LUT4"), ("TRELLIS_FF", "FF"), ("DP16KD", "EBR"), ("TRELLIS_RAMW", "LUT RAM"),
@@ -44,10 +42,11 @@ def tools_environment() -> dict[str, str]:
             "XDG_CACHE_HOME": str(ROOT / "build" / "cache")}
 
 
-def build(board: Board, mac: str, ip: str, management_port: int, build_dir: Path) -> tuple[Report, int]:
+def build(board: Board, mac: str, ip: str, link_port: int, build_dir: Path, netmask: str = liteeth_core.NETMASK,
+          gateway: str = liteeth_core.GATEWAY) -> tuple[Report, int]:
     """The bitstream, its report and the placement seed that made it.
 
-    Synthesis runs once; place and route tries the seeds in ``SEEDS`` and keeps the
+    Synthesis runs once; place and route tries the seeds in the board's ``seeds`` and keeps the
     first whose every clock meets its constraint (or the last). Every input is
     reproducible (liteeth_core.generate), so the same seed wins on every machine.
     """
@@ -58,16 +57,16 @@ def build(board: Board, mac: str, ip: str, management_port: int, build_dir: Path
     os.environ.update(tools_environment())
     # No source locations in the netlist: they hold this checkout's path, and the
     # placement should not depend on where the project was checked out.
-    platform.build(BoardTop(board, ip, management_port), name=NAME, build_dir=str(build_dir), do_program=False,
+    platform.build(BoardTop(board, ip, link_port, mac, netmask, gateway), name=NAME, build_dir=str(build_dir), do_program=False,
                    emit_src=False, add_preferences=(CONSTRAINTS / f"{board.name}.lpf").read_text(),
-                   nextpnr_opts=f"--seed {SEEDS[0]} --report {NAME}-report.json --timing-allow-fail")
-    report, used = read_report(build_dir / f"{NAME}-report.json"), SEEDS[0]
+                   nextpnr_opts=f"--seed {board.seeds[0]} --report {NAME}-report.json --timing-allow-fail")
+    report, used = read_report(build_dir / f"{NAME}-report.json"), board.seeds[0]
     script = (build_dir / f"build_{NAME}.sh").read_text().splitlines()
     place_and_pack = [line for line in script if line.startswith(('"$NEXTPNR_ECP5"', '"$ECPPACK"'))]
-    for seed in SEEDS[1:]:
+    for seed in board.seeds[1:]:
         if all(clock.met for clock in report.clocks):
             break
-        commands = "\n".join(place_and_pack).replace(f"--seed {SEEDS[0]} ", f"--seed {seed} ")
+        commands = "\n".join(place_and_pack).replace(f"--seed {board.seeds[0]} ", f"--seed {seed} ")
         subprocess.run(["sh", "-e", "-c", commands], cwd=build_dir, check=True)
         report, used = read_report(build_dir / f"{NAME}-report.json"), seed
     return report, used
@@ -92,19 +91,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--board", choices=sorted(BOARDS), required=True)
     parser.add_argument("--mac", default=liteeth_core.MAC_ADDRESS, help="the board's MAC address")
     parser.add_argument("--ip", default=liteeth_core.IP_ADDRESS, help="the board's IPv4 address")
-    parser.add_argument("--management-port", type=int, default=MANAGEMENT_PORT, help="UDP port for the host")
+    parser.add_argument("--link-port", type=int, default=LINK_PORT, help="the host link's UDP port")
+    parser.add_argument("--netmask", default=liteeth_core.NETMASK, help="the board's subnet (NETMASK after reset)")
+    parser.add_argument("--gateway", default=liteeth_core.GATEWAY,
+                        help="the router for peers beyond the subnet (GATEWAY after reset; 0.0.0.0: none)")
     parser.add_argument("--output", type=Path, help="build folder (default build/<board>)")
     args = parser.parse_args(argv)
     try:
         liteeth_core.parse_mac(args.mac)
         ipaddress.IPv4Address(args.ip)
+        ipaddress.IPv4Address(args.gateway)
+        ipaddress.IPv4Network(f"0.0.0.0/{args.netmask}")
     except ValueError as error:
         parser.error(str(error))
-    if not 0 < args.management_port < 1 << 16:
-        parser.error(f"management port {args.management_port} is not a UDP port (1..65535)")
+    if not 0 < args.link_port < 1 << 16:
+        parser.error(f"host link port {args.link_port} is not a UDP port (1..65535)")
     board = BOARDS[args.board]
     build_dir = args.output or ROOT / "build" / board.name
-    report, seed = build(board, args.mac, args.ip, args.management_port, build_dir)
+    report, seed = build(board, args.mac, args.ip, args.link_port, build_dir, args.netmask, args.gateway)
     text = summary(board, report, seed)
     (build_dir / "report.txt").write_text(text + "\n")
     print(text)

@@ -33,7 +33,8 @@ class LiteEthCore(wiring.Component):
     ``phy="gmii"`` puts the GMII wires in the signature (simulation); ``phy="rgmii"``
     takes the board's RGMII pins, requested with ``dir="-"`` so that LiteEth's own
     DDR and delay primitives sit on them. A packet with a protocol LiteEth has no port
-    for is consumed and dropped (nothing in the design sends one).
+    for is consumed and dropped (nothing in the design sends one). ``netmask`` and
+    ``gateway`` route destinations beyond the subnet (hw/liteeth_core.py's Router).
     """
 
     def __init__(self, phy: str, rgmii=None) -> None:
@@ -41,14 +42,16 @@ class LiteEthCore(wiring.Component):
             raise ValueError("LiteEthCore: phy is 'gmii', or 'rgmii' with the board's RGMII pins")
         self.phy = phy
         self._rgmii = rgmii
-        members = {"tx": In(ip_stream(DATA_WIDTH)), "rx": Out(ip_stream(DATA_WIDTH))}
+        members = {"tx": In(ip_stream(DATA_WIDTH)), "rx": Out(ip_stream(DATA_WIDTH)),
+                   "netmask": In(32), "gateway": In(32)}
         if phy == "gmii":
             members["gmii"] = Out(wiring.Signature(GMII))
         super().__init__(members)
 
     def elaborate(self, platform) -> Module:
         m = Module()
-        ports: dict[str, object] = {"i_sys_clock": ClockSignal(), "i_sys_reset": ResetSignal()}
+        ports: dict[str, object] = {"i_sys_clock": ClockSignal(), "i_sys_reset": ResetSignal(),
+                                    "i_route_netmask": self.netmask, "i_route_gateway": self.gateway}
         ports.update(self._phy_ports())
         sources = []
         for protocol in PROTOCOLS:

@@ -4,8 +4,8 @@
 
 LiteEth's own generator (liteeth_gen) offers wishbone, AXI-lite and UDP cores only; the
 engine speaks IP payloads, so this composes the same LiteEth classes into a core with one
-raw IP port per protocol: 30 (native NETBLT) and 17 (NETBLT-in-UDP and the management
-link, whose UDP headers the engine builds and checks itself). ``--phy rgmii`` is the
+raw IP port per protocol: 30 (native NETBLT) and 17 (NETBLT-in-UDP and the host
+link, whose UDP headers the engine and the link build and check themselves). ``--phy rgmii`` is the
 ECP5 RGMII PHY the boards use; ``--phy gmii`` is LiteEth's GMII PHY without vendor
 primitives, for Verilator and cocotbext-eth. The core is generated at build time into
 build/, never committed. Ports are ``sys_clock``/``sys_reset``, the PHY pins, and per
@@ -25,10 +25,14 @@ from litex.build.generic_platform import Pins, Subsignal
 from litex.build.io import CRG
 from litex.build.lattice.platform import LatticePlatform
 from litex.gen import LiteXModule
-from liteeth.core import LiteEthIPCore
+from liteeth.common import convert_ip, stream
+from liteeth.core.arp import LiteEthARP
+from liteeth.core.icmp import LiteEthICMP
+from liteeth.core.ip import LiteEthIP
+from liteeth.mac import LiteEthMAC
 from liteeth.phy.ecp5rgmii import LiteEthPHYRGMII
 from liteeth.phy.gmii import LiteEthPHYGMIIRX, LiteEthPHYGMIITX
-from migen import ClockDomain, ClockDomainsRenamer
+from migen import ClockDomain, ClockDomainsRenamer, Mux
 
 from netblt.gateware.config import EngineConfig
 from netblt.gateware.segmenter import UDP_PROTOCOL
@@ -43,6 +47,8 @@ STREAM_WIRES = (("valid", 1), ("ready", 1), ("last", 1), ("data", DATA_WIDTH), (
 MAC_ADDRESS = "02:6e:62:6c:74:01"
 """Locally administered (bit 1 of the first byte): a board's address until one is set."""
 IP_ADDRESS = "192.168.1.50"
+NETMASK, GATEWAY = "255.255.255.0", "0.0.0.0"
+"""The routing registers' values after reset (the host link can change both)."""
 DEVICE = "LFE5U-25F-6BG256C"
 """Only the family matters here (which primitives the PHY's specials lower to)."""
 
@@ -54,7 +60,8 @@ def port_pins(protocol: int) -> tuple:
     return (f"ip{protocol}", 0, *stream("sink"), *stream("source"))
 
 
-COMMON_PINS = [("sys_clock", 0, Pins(1)), ("sys_reset", 0, Pins(1))]
+COMMON_PINS = [("sys_clock", 0, Pins(1)), ("sys_reset", 0, Pins(1)),
+               ("route", 0, Subsignal("netmask", Pins(32)), Subsignal("gateway", Pins(32)))]
 RGMII_PINS = [
     ("rgmii_clocks", 0, Subsignal("tx", Pins(1)), Subsignal("rx", Pins(1))),
     ("rgmii", 0, Subsignal("rx_ctl", Pins(1)), Subsignal("rx_data", Pins(4)),
@@ -89,6 +96,21 @@ class SimulationGMII(LiteXModule):
         self.sink, self.source = self.tx.sink, self.rx.source
 
 
+class Router(LiteXModule):
+    """LiteEth's IPv4 transmitter as it asks the ARP table, with routing added: a destination
+    beyond the board's subnet (``netmask``) is looked up as ``gateway`` instead, so its
+    frames go to the router. LiteEth 2024.12 ARPs every destination directly, which
+    reaches nothing past the subnet. With no gateway (0) every destination is asked for."""
+
+    def __init__(self, table, ip_address: int, netmask, gateway) -> None:
+        self.request = stream.Endpoint([("ip_address", 32)])
+        self.response = table.response
+        destination = self.request.ip_address
+        nearby = (destination & netmask) == (ip_address & netmask)
+        self.comb += [self.request.connect(table.request, omit={"ip_address"}),
+                      table.request.ip_address.eq(Mux(nearby | (gateway == 0), destination, gateway))]
+
+
 class Core(LiteXModule):
     def __init__(self, platform, phy: str, mac_address: int, ip_address: str, clock_hz: float) -> None:
         self.crg = CRG(platform.request("sys_clock"), platform.request("sys_reset"))
@@ -98,10 +120,17 @@ class Core(LiteXModule):
                                           with_hw_init_reset=False)
         else:
             self.ethphy = SimulationGMII(platform.request("gmii_clocks"), platform.request("gmii"))
-        self.ip = LiteEthIPCore(self.ethphy, mac_address=mac_address, ip_address=ip_address,
-                                clk_freq=int(clock_hz), dw=DATA_WIDTH, with_sys_datapath=True)
+        # LiteEthIPCore's parts, with the Router between the IP transmitter and the ARP table.
+        address = convert_ip(ip_address)
+        self.mac = LiteEthMAC(self.ethphy, dw=DATA_WIDTH, interface="crossbar", hw_mac=mac_address,
+                              with_sys_datapath=True)
+        self.arp = LiteEthARP(self.mac, mac_address, address, int(clock_hz), dw=DATA_WIDTH)
+        route = platform.request("route")
+        self.router = Router(self.arp.table, address, route.netmask, route.gateway)
+        self.ip = LiteEthIP(self.mac, mac_address, address, self.router, dw=DATA_WIDTH)
+        self.icmp = LiteEthICMP(self.ip, address, dw=DATA_WIDTH)
         for protocol in PROTOCOLS:
-            port = self.ip.ip.crossbar.get_port(protocol, dw=DATA_WIDTH)
+            port = self.ip.crossbar.get_port(protocol, dw=DATA_WIDTH)
             pins = platform.request(f"ip{protocol}")
             sink, source = port.sink, port.source
             self.comb += [

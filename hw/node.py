@@ -1,8 +1,8 @@
-"""Everything a board runs, less its clocks and pins: engine, management link, LiteEth.
+"""Everything a board runs, less its clocks and pins: engine, host link, LiteEth.
 
 The board tops (hw/boards.py) put this on RGMII pins; Verilator runs it on GMII
 (``phy="gmii"``) so the integrated tests exchange real Ethernet frames with the very
-logic a board runs, the host reaching the registers only through management datagrams.
+logic a board runs, the host reaching the engine only over the host link.
 """
 
 from __future__ import annotations
@@ -11,29 +11,36 @@ import ipaddress
 
 from amaranth.hdl import Cat, Module
 from amaranth.lib import wiring
-from amaranth.lib.wiring import Out
+from amaranth.lib.wiring import In, Out
 
-from netblt.driver.management import MANAGEMENT_PORT
+from netblt.driver.link_format import LINK_PORT
 from netblt.gateware.config import EngineConfig
 from netblt.gateware.engine import Engine
-from netblt.gateware.management import Management
+from netblt.gateware.host_link import HostLink
+from netblt.gateware.link_executor import BoardIdentity
 from netblt.gateware.stream_buffer import StreamBuffer
 from netblt.gateware.streams import ip_payload
 
 from .liteeth import GMII, LiteEthCore
-from .liteeth_core import DATA_WIDTH, IP_ADDRESS
+from .liteeth_core import DATA_WIDTH, GATEWAY, IP_ADDRESS, MAC_ADDRESS, NETMASK, parse_mac
 
 
 class NetbltNode(wiring.Component):
-    """``activity`` pulses for each packet in or out; ``gmii`` exists for ``phy="gmii"``."""
+    """``activity`` pulses for each packet in or out; ``link_up`` is the PHY's link (tied
+    high in simulation); ``gmii`` exists for ``phy="gmii"``. ``board`` is the number
+    the BOARD register shows (0: simulation). ``netmask`` and ``gateway`` are the
+    routing registers' values after reset (gateway 0.0.0.0: every destination is ARPed)."""
 
     def __init__(self, config: EngineConfig | None = None, phy: str = "gmii", rgmii=None,
-                 ip_address: str = IP_ADDRESS, management_port: int = MANAGEMENT_PORT) -> None:
+                 ip_address: str = IP_ADDRESS, link_port: int = LINK_PORT, mac_address: str = MAC_ADDRESS,
+                 board: int = 0, netmask: str = NETMASK, gateway: str = GATEWAY) -> None:
         self.config = config or EngineConfig()
         self.ethernet = LiteEthCore(phy, rgmii)
-        self.ip_address = int(ipaddress.IPv4Address(ip_address))
-        self.management_port = management_port
-        members = {"activity": Out(1)}
+        self.identity = BoardIdentity(int(ipaddress.IPv4Address(ip_address)), parse_mac(mac_address), board,
+                                      int(ipaddress.IPv4Address(netmask)), int(ipaddress.IPv4Address(gateway)),
+                                      self.config.clock_hz)
+        self.link_port = link_port
+        members = {"activity": Out(1), "link_up": In(1, init=1)}
         if phy == "gmii":
             members["gmii"] = Out(wiring.Signature(GMII))
         super().__init__(members)
@@ -41,18 +48,21 @@ class NetbltNode(wiring.Component):
     def elaborate(self, platform) -> Module:
         m = Module()
         m.submodules.engine = engine = Engine(self.config)
-        m.submodules.management = management = Management(self.ip_address, self.management_port)
+        m.submodules.link = link = HostLink(self.identity, self.link_port)
         m.submodules.ethernet = ethernet = self.ethernet
-        wiring.connect(m, management.bus, engine.bus)
-        wiring.connect(m, engine.net_tx, management.engine_tx)
+        wiring.connect(m, link.bus, engine.bus)
+        wiring.connect(m, engine.net_tx, link.engine_tx)
+        m.d.comb += [link.events_waiting.eq(engine.events_waiting), link.control_waiting.eq(engine.control_waiting),
+                     link.link_up.eq(self.link_up),
+                     ethernet.netmask.eq(link.netmask), ethernet.gateway.eq(link.gateway)]
         # LiteEth's handshakes are combinational deep inside it: cut them at its edge.
         m.submodules.to_network = to_network = StreamBuffer(ip_payload(DATA_WIDTH))
         m.submodules.from_network = from_network = StreamBuffer(ip_payload(DATA_WIDTH))
-        wiring.connect(m, management.net_tx, to_network.input)
+        wiring.connect(m, link.net_tx, to_network.input)
         wiring.connect(m, to_network.output, ethernet.tx)
         wiring.connect(m, ethernet.rx, from_network.input)
-        wiring.connect(m, from_network.output, management.net_rx)
-        wiring.connect(m, management.engine_rx, engine.net_rx)
+        wiring.connect(m, from_network.output, link.net_rx)
+        wiring.connect(m, link.engine_rx, engine.net_rx)
         if hasattr(self, "gmii"):
             wiring.connect(m, wiring.flipped(self.gmii), ethernet.gmii)
         # Counted on this side of the buffers: LiteEth's ready is a long path of its own.

@@ -36,7 +36,7 @@ def simulate(board: Board, results: Path, cases: str) -> dict:
     runner = hdl.build(NetbltNode(config), name, [liteeth_core.simulation_core(hdl.BUILD / "liteeth", config.clock_hz)])
     env = {"NETBLT_BENCH_RESULTS": str(results), "NETBLT_BENCH_CASES": cases,
            "NETBLT_TB_CLOCK_HZ": str(config.clock_hz), "NETBLT_TB_SLOT_BYTES": str(config.slot_bytes)}
-    for case in ("bench_transmit", "bench_receive"):
+    for case in ("bench_transmit", "bench_receive", "bench_link"):
         hdl.run(runner, name, MODULE, Path(__file__).parent, testcase=case, env=env)
     return json.loads(results.read_text())
 
@@ -60,6 +60,19 @@ def report(board: Board, results: dict, console: Console) -> None:
         table.add_row(str(row["payload"]), "UDP" if row["udp"] else "IP 30", str(row["gap_bytes"]),
                       str(row["frames"]), str(row["accepted"]), drops)
     console.print(table)
+    table = Table(title=f"Host link at a 1500-byte MTU (requests pipelined, 4 in flight); {clock}")
+    for column in ("case", "bytes", "goodput Mb/s", "theoretical Mb/s", "of theoretical", "DATA meanwhile Mb/s",
+                   "latency"):
+        table.add_column(column, justify="right")
+    for row in results["link"]:
+        if "latency_ns" in row:
+            table.add_row(row["case"], "", "", "", "", "", f"{row['latency_ns'] / 1e3:.2f} us "
+                          f"({row['latency_cycles']} cycles)")
+            continue
+        table.add_row(row["case"], str(row["bytes"]), f"{row['goodput_mbps']:.1f}", f"{row['theoretical_mbps']:.1f}",
+                      f"{row['goodput_mbps'] / row['theoretical_mbps']:.2%}",
+                      f"{row['data_mbps']:.1f}" if "data_mbps" in row else "", "")
+    console.print(table)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -76,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_boards:
         for board in BOARDS.values():
             placed, seed = build.build(board, liteeth_core.MAC_ADDRESS, liteeth_core.IP_ADDRESS,
-                                       build.MANAGEMENT_PORT, build.ROOT / "build" / board.name)
+                                       build.LINK_PORT, build.ROOT / "build" / board.name)
             console.print(build.summary(board, placed, seed))
     return 0
 

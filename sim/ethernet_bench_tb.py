@@ -1,7 +1,6 @@
 """cocotb side of the Ethernet benchmark (sim/ethernet_bench.py runs it; results as JSON).
 
-The integrated top (hw/node.py) on GMII at 125 MHz, its registers reached by management
-datagrams. Times are simulation times of frames on the GMII wires, exact and
+The integrated top (hw/node.py) on GMII at 125 MHz, reached over the host link. Times are simulation times of frames on the GMII wires, exact and
 independent of the host machine.
 """
 
@@ -13,18 +12,19 @@ import statistics
 
 import cocotb
 from cocotb.triggers import ClockCycles, with_timeout
+from cocotb.utils import get_sim_time
 from cocotbext.eth import GmiiFrame
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
-from netblt.driver import management as M
+from netblt.driver import link_format as F
 from netblt.gateware.control import FLAG_UDP
 from netblt.gateware.pattern import pattern_bytes
 from netblt.gateware.registers import ADDRESS, COMMAND_WORD, Command, Event
 from netblt.host import codec, packets
 from netblt.host import layout as L
 from netblt.hw.liteeth_core import IP_ADDRESS, MAC_ADDRESS
-from netblt.sim.ethernet_wire import HOST_IP, HOST_MAC, ManagementPort, Wire
+from netblt.sim.ethernet_wire import HOST_IP, HOST_MAC, LinkPort, Wire
 from netblt.sim.register_host import RegisterHost
 from netblt.sim.testbench import CONFIG, record
 from netblt.sim.wire import UDP_HEADER, wire_bytes
@@ -36,7 +36,7 @@ LOCAL_PORT, PEER_PORT, UDP_PORT = 2998, 40001, 2999
 
 
 async def connect(dut, wire: Wire, size: int, udp: bool) -> RegisterHost:
-    host = RegisterHost(dut, ManagementPort(wire))
+    host = RegisterHost(dut, LinkPort(wire))
     await host.configure(PACKET_SIZE=size, LOCAL_PORT=LOCAL_PORT, PEER_PORT=PEER_PORT,
                          PEER_ADDRESS=int(ipaddress.IPv4Address(HOST_IP)), UDP_LOCAL_PORT=UDP_PORT,
                          UDP_PEER_PORT=UDP_PORT, FLAGS=udp << FLAG_UDP, PACING_MODE=0)
@@ -47,9 +47,21 @@ def buffer_packets(size: int) -> int:
     return min(CONFIG.slot_bytes // size, CONFIG.max_packets)
 
 
+async def upload_slots(port: LinkPort, length: int) -> None:
+    """Each transmit slot's first ``length`` bytes, a pattern, over the host link (the
+    Colorlight's build has no FILL)."""
+    step = 4 * F.max_words(1500)
+    requests = []
+    for slot in range(CONFIG.tx_slots):
+        data = pattern_bytes(slot, length)
+        requests += [(F.Type.UPLOAD, data[at:at + step], (slot * CONFIG.slot_bytes + at) // 4)
+                     for at in range(0, length, step)]
+    await port.many(requests)
+
+
 @cocotb.test()
 async def bench_transmit(dut):
-    """Unpaced: a SEND of every transmit slot in one management request, then the
+    """Unpaced: every transmit slot uploaded, a SEND of each in one host-link request, then the
     frames timed at the wire. (A SEND replaces what its slot was sending, so each slot
     goes once: timing in simulation is exact, and a few dozen frames measure it.)"""
     wire = await Wire.create(dut, "bench_transmit")
@@ -58,15 +70,12 @@ async def bench_transmit(dut):
         host = await connect(dut, wire, size, udp)
         per_buffer = buffer_packets(size)
         length = per_buffer * size
-        for slot in range(CONFIG.tx_slots):
-            await host.command(Command.FILL, slot, slot, length)
-        for _ in range(CONFIG.tx_slots):
-            await host.wait_for(Event.FILLED)
+        await upload_slots(host.port, length)
         operations = []
         for slot in range(CONFIG.tx_slots):
-            operations += [M.Operation(M.Opcode.WRITE, ADDRESS["ARG0"], slot),
-                           M.Operation(M.Opcode.WRITE, ADDRESS["ARG1"], length),
-                           M.Operation(M.Opcode.WRITE, ADDRESS["COMMAND"], COMMAND_WORD.pack(op=Command.SEND, slot=slot))]
+            operations += [F.Operation(F.Opcode.WRITE, ADDRESS["ARG0"], slot),
+                           F.Operation(F.Opcode.WRITE, ADDRESS["ARG1"], length),
+                           F.Operation(F.Opcode.WRITE, ADDRESS["COMMAND"], COMMAND_WORD.pack(op=Command.SEND, slot=slot))]
         await host.port.transact(operations)
         reply_at = host.port.answered_at
         ends = []
@@ -113,3 +122,60 @@ async def bench_receive(dut):
         rows.append({"payload": size, "udp": udp, "frames": len(frames), "gap_bytes": wire.source.ifg,
                      "accepted": accepted, "drops": drops})
     record("receive", rows)
+
+
+def link_goodput(data_bytes: int, started_ns: float, ended_ns: float) -> float:
+    return data_bytes * 8 / (ended_ns - started_ns) * 1e3
+
+
+@cocotb.test()
+async def bench_link(dut):
+    """Host-link bulk data at a 1500-byte MTU: every transmit slot uploaded and every
+    receive slot downloaded, requests pipelined through the client's window, timed from
+    the first request to the last reply's end on the wire; an upload while the engine
+    sends a slot unpaced; and how soon an event reaches the host as a push."""
+    wire = await Wire.create(dut, "bench_link")
+    host = await connect(dut, wire, 1456, False)
+    port = host.port
+    step = 4 * F.max_words(1500)
+    per_frame = wire_bytes(UDP_HEADER + F.HEADER.end + step)
+    theoretical = step * 8 / (per_frame * 8) * 1e3
+    slots = CONFIG.slot_bytes
+    data = pattern_bytes(3, CONFIG.tx_slots * slots)
+    rows = []
+
+    async def upload(first_word: int, payload: bytes) -> tuple[float, float]:
+        started = get_sim_time("ns")
+        await port.many([(F.Type.UPLOAD, payload[at:at + step], first_word + at // 4)
+                         for at in range(0, len(payload), step)])
+        return started, port.answered_at
+
+    started, ended = await upload(0, data)
+    rows.append({"case": "upload, every transmit slot", "bytes": len(data),
+                 "goodput_mbps": link_goodput(len(data), started, ended), "theoretical_mbps": theoretical})
+    words = CONFIG.rx_slots * slots // 4
+    started = get_sim_time("ns")
+    replies = await port.many([(F.Type.DOWNLOAD, min(step // 4, words - at).to_bytes(4, "big"), at)
+                               for at in range(0, words, step // 4)])
+    ended = port.answered_at
+    assert sum(len(body) for _, body in replies) == 4 * words
+    rows.append({"case": "download, every receive slot", "bytes": 4 * words,
+                 "goodput_mbps": link_goodput(4 * words, started, ended), "theoretical_mbps": theoretical})
+    # Slot 0 leaves unpaced while slot 1 is uploaded again.
+    await host.command(Command.SEND, 0, 1, slots)
+    started, ended = await upload(slots // 4, data[slots:])
+    data_ends = []
+    while True:
+        frame = await wire.receive(timeout_us=2000)
+        data_ends.append(frame.time * 1e9)
+        if len(data_ends) == slots // 1456:
+            break
+    rows.append({"case": "upload while the engine sends", "bytes": slots,
+                 "goodput_mbps": link_goodput(slots, started, ended), "theoretical_mbps": theoretical,
+                 "data_mbps": link_goodput(1456 * (len(data_ends) - 1), data_ends[0], data_ends[-1])})
+    # Event latency: SENT's push after the buffer's last DATA frame left.
+    await host.wait_for(Event.SENT)
+    pushed_at = port.pushed_at
+    rows.append({"case": "event push after the last DATA frame", "latency_ns": pushed_at - data_ends[-1],
+                 "latency_cycles": round((pushed_at - data_ends[-1]) * CONFIG.clock_hz / 1e9)})
+    record("link", rows)

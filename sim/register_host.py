@@ -1,8 +1,9 @@
 """The host's side of the engine's registers, from cocotb: reads, writes, commands, events.
 
 What the host driver does; the testbenches share it. A ``RegisterPort`` carries each
-access: ``BusPort`` drives the engine's register bus cycle by cycle, the integrated
-top's testbench sends management datagrams over Ethernet instead.
+access: ``BusPort`` drives the engine's register bus cycle by cycle (and pops EVENT for
+events), the integrated top's testbench is a host on the host link instead
+(sim/ethernet_wire.py ``LinkPort``, whose events the board pushes).
 """
 
 from __future__ import annotations
@@ -18,6 +19,9 @@ class RegisterPort(Protocol):
     async def write(self, address: int, value: int) -> None: ...
 
     async def read(self, address: int) -> int: ...
+
+    async def events(self) -> list[int]:
+        """EVENT words that have come since the last call."""
 
 
 class BusPort:
@@ -45,6 +49,12 @@ class BusPort:
         await RisingEdge(self.dut.clk)
         return value
 
+    async def events(self) -> list[int]:
+        out = []
+        while EVENT_WORD.unpack(word := await self.read(ADDRESS["EVENT"]))["valid"]:
+            out.append(word)
+        return out
+
 
 class RegisterHost:
     """Registers by name over ``port`` (by default the bus of ``dut``)."""
@@ -70,7 +80,8 @@ class RegisterHost:
         await self.write("COMMAND", COMMAND_WORD.pack(op=op, slot=slot, flag=flag))
 
     async def poll(self) -> None:
-        while (event := EVENT_WORD.unpack(await self.read("EVENT")))["valid"]:
+        for word in await self.port.events():
+            event = EVENT_WORD.unpack(word)
             self.events.append((Event(event["kind"]), event["slot"], event["flags"], event["value"]))
 
     async def wait_for(self, kind: Event, limit: int = 100_000) -> tuple[Event, int, int, int]:

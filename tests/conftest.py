@@ -20,3 +20,8 @@ def no_process_outlives_its_test():
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def pytest_collection_modifyitems(items):
+    """The bitstream build first: it takes a worker for most of the run (make test's -n 2)."""
+    items.sort(key=lambda item: "test_bitstream" not in item.nodeid)

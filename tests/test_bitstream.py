@@ -18,6 +18,7 @@ from netblt.hw.nextpnr import read_report
 BOARD = BOARDS["colorlight_5a75b"]
 
 
+@pytest.mark.xdist_group("bitstream")  # about one worker's whole run: it starts first (tests/conftest.py)
 @pytest.mark.timeout(1800)  # synthesis, up to four placements, and yowasp's first compile on a fresh machine
 def test_colorlight_bitstream_builds_with_timing_met():
     out = ROOT / "build" / "ci" / BOARD.name

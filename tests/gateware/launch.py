@@ -31,6 +31,7 @@ def cocotb_test(component_factory, name: str, module: str, data_width: int = 32,
     build = functools.cache(lambda: hdl.build(component_factory(EngineConfig(data_width=data_width)), name,
                                               sources()))
 
+    @pytest.mark.xdist_group(name)  # one worker builds and runs it: no two builds in one folder
     @pytest.mark.parametrize("case", cases(module))
     def test(case):
         hdl.run(build(), name, module, HERE, testcase=case, env={"NETBLT_TB_DATA_WIDTH": str(data_width)})

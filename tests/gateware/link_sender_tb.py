@@ -15,7 +15,7 @@ from netblt.gateware.streams import ip_payload
 from netblt.sim.beats import Sink, Source, beat_bytes
 from netblt.sim.testbench import start
 
-from link_intake_tb import BOARD, BOARD_INT, HOST, HOST_INT, HOST_PORT
+from link_intake_tb import BOARD, HOST, HOST_INT, HOST_PORT
 
 
 def sum_of(words: bytes) -> int:

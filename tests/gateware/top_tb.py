@@ -2,30 +2,31 @@
 
 cocotbext-eth's GMII models stand on the wire; scapy builds and parses the frames as an
 independent implementation would, and every frame of a test goes to a pcap under
-build/gateware/pcap/ for Wireshark. The testbench reaches the engine's registers as a
-host does, in management datagrams (driver/management.py).
+build/gateware/pcap/ for Wireshark. The testbench reaches the engine as a host does,
+over the host link with driver/link.py's own client (sim/ethernet_wire.py LinkPort).
 """
 
 from __future__ import annotations
 
 import ipaddress
+import random
 
 import cocotb
-from cocotb.triggers import ClockCycles, with_timeout
+from cocotb.triggers import ClockCycles
 from cocotbext.eth import GmiiFrame
 from scapy.layers.inet import ICMP, IP, UDP
 from scapy.layers.l2 import ARP, Ether
 from scapy.utils import checksum
 
-from netblt.driver import management as M
+from netblt.driver import link_format as F
 from netblt.gateware.control import FLAG_DATA_CHECKSUM, FLAG_UDP
 from netblt.gateware.pattern import pattern_bytes
-from netblt.gateware.registers import ADDRESS, RECEIVED_FLAGS, Command, Event
+from netblt.gateware.registers import ADDRESS, RECEIVED_FLAGS, REGISTER_MAP, Command, Event
 from netblt.host import codec, packets
 from netblt.hw.liteeth_core import IP_ADDRESS, MAC_ADDRESS
-from netblt.sim.ethernet_wire import (HOST_IP, HOST_MAC, ManagementPort, Wire, ip_checksum_holds,
-                                      udp_payload)
+from netblt.sim.ethernet_wire import HOST_IP, HOST_LINK_PORT, HOST_MAC, LinkPort, Wire, ip_checksum_holds
 from netblt.sim.register_host import RegisterHost
+from netblt.sim.testbench import CONFIG
 
 
 @cocotb.test()
@@ -62,7 +63,7 @@ PACKET = 1024
 
 async def connect(dut, wire: Wire, *, udp: bool) -> RegisterHost:
     """The engine's connection registers, as the host driver sets them, peer = the wire."""
-    host = RegisterHost(dut, ManagementPort(wire))
+    host = RegisterHost(dut, LinkPort(wire))
     await host.configure(PACKET_SIZE=PACKET, LOCAL_PORT=LOCAL_PORT, PEER_PORT=PEER_PORT,
                          PEER_ADDRESS=int(ipaddress.IPv4Address(HOST_IP)),
                          UDP_LOCAL_PORT=UDP_LOCAL_PORT, UDP_PEER_PORT=UDP_PEER_PORT,
@@ -102,6 +103,43 @@ async def test_sent_buffer_arrives_as_valid_frames(dut):
         assert received == pattern_bytes(buffer, length)
 
 
+ROUTER_IP, ROUTER_MAC, FAR_PEER = "192.168.1.1", "02:00:00:00:00:01", "10.9.8.7"
+
+
+class RoutedWire(Wire):
+    """A LAN with a router on it: ARP requests for the router are answered, and every
+    address the board asks for is noted."""
+
+    asked: list[str]
+
+    async def arrived(self, packet: Ether) -> None:
+        if ARP in packet and packet[ARP].op == 1:
+            self.asked.append(packet[ARP].pdst)
+            if packet[ARP].pdst == ROUTER_IP:
+                await self.send(Ether(dst=packet.src, src=ROUTER_MAC) / ARP(
+                    op=2, hwsrc=ROUTER_MAC, psrc=ROUTER_IP, hwdst=packet.src, pdst=packet[ARP].psrc))
+                return
+        await super().arrived(packet)
+
+
+@cocotb.test()
+async def test_a_peer_beyond_the_subnet_is_reached_through_the_gateway(dut):
+    """DATA to a peer outside NETMASK goes to GATEWAY's MAC address (LiteEth alone would
+    ARP for the peer itself and never reach it); the host on the subnet is still ARPed."""
+    wire = await RoutedWire.create(dut, "gateway")
+    wire.asked = []
+    host = await connect(dut, wire, udp=True)
+    await host.configure(PEER_ADDRESS=int(ipaddress.IPv4Address(FAR_PEER)),
+                         GATEWAY=int(ipaddress.IPv4Address(ROUTER_IP)))
+    assert await host.read("NETMASK") == 0xFFFF_FF00
+    await host.command(Command.FILL, 0, 5, PACKET)
+    await host.wait_for(Event.FILLED)
+    await host.command(Command.SEND, 0, 5, PACKET)
+    frame = await wire.receive()
+    assert (frame.dst, frame[IP].dst, frame[UDP].dport) == (ROUTER_MAC, FAR_PEER, UDP_PEER_PORT)
+    assert FAR_PEER not in wire.asked and ROUTER_IP in wire.asked and HOST_IP in wire.asked
+
+
 @cocotb.test()
 async def test_frames_are_reassembled_into_their_slot(dut):
     """DATA frames from the wire, out of order with a duplicate, fill the posted slot."""
@@ -139,10 +177,10 @@ async def test_short_control_packet_reaches_the_host(dut):
     frame = Ether(dst=MAC_ADDRESS, src=HOST_MAC) / IP(src=HOST_IP, dst=IP_ADDRESS, proto=30) / message
     assert len(bytes(frame)) < 60, "the frame must need padding"
     await wire.send(frame)
-    await ClockCycles(dut.clk, 200)
-    assert await host.read("CONTROL_LENGTH") == len(message)
-    words = [await host.read("CONTROL_DATA") for _ in range(len(message) // 4)]
-    assert b"".join(w.to_bytes(4, "little") for w in words) == message
+    port = host.port
+    await port.until(lambda: port.packets)  # pushed to the host, not fetched
+    (pushed,) = port.packets
+    assert (pushed.packet, pushed.address) == (message, int(ipaddress.IPv4Address(HOST_IP)))
 
 
 @cocotb.test()
@@ -168,44 +206,135 @@ async def test_frame_with_bad_fcs_is_dropped(dut):
 
 
 @cocotb.test()
-async def test_management_request_runs_whole(dut):
-    """One datagram of several operations: writes land, reads return, and an unknown
-    opcode comes back not done; the reply is the request's mirror (scapy checks it)."""
-    wire = await Wire.create(dut, "management")
-    port = ManagementPort(wire)
-    ops = [M.Operation(M.Opcode.WRITE, ADDRESS["PEER_PORT"], 1234),
-           M.Operation(M.Opcode.WRITE, ADDRESS["PEER_ADDRESS"], 0xC0A8_0102),
-           M.Operation(M.Opcode.READ, ADDRESS["PEER_PORT"]),
-           M.Operation(M.Opcode.READ, ADDRESS["PEER_ADDRESS"]),
-           M.Operation(M.Opcode.DROPPED, 0)]
-    assert await port.transact(ops) == [1234, 0xC0A8_0102, 1234, 0xC0A8_0102, 0]
-    request = M.encode_request(77, [M.Operation(9, ADDRESS["PEER_PORT"], 5)])
-    await wire.send(port.frame(request))
-    reply = udp_payload(await with_timeout(wire.replies.get(), 200, "us"))
-    assert reply == request, "an unknown opcode is returned untouched, without DONE"
-    largest = [M.Operation(M.Opcode.READ, ADDRESS["PEER_PORT"])] * M.MAX_OPERATIONS
-    assert await port.transact(largest) == [1234] * M.MAX_OPERATIONS
+async def test_link_request_runs_whole(dut):
+    """One request of many operations: writes land, reads return, an unknown opcode comes
+    back not done, and the largest request fits."""
+    wire = await Wire.create(dut, "link_request")
+    port = LinkPort(wire)
+    ops = [F.Operation(F.Opcode.WRITE, ADDRESS["PEER_PORT"], 1234),
+           F.Operation(F.Opcode.WRITE, ADDRESS["PEER_ADDRESS"], 0xC0A8_0102),
+           F.Operation(F.Opcode.READ, ADDRESS["PEER_PORT"]),
+           F.Operation(F.Opcode.READ, ADDRESS["PEER_ADDRESS"]),
+           F.Operation(F.Opcode.READ, ADDRESS["REGISTER_MAP"]),
+           F.Operation(9, ADDRESS["PEER_PORT"], 5)]
+    await port.open()
+    request = port.client.submit(F.Type.REGISTERS, F.encode_operations(ops))
+    await port.until(lambda: request.reply is not None)
+    done = F.decode_operations(request.reply[1])
+    assert [op.value for op in done] == [1234, 0xC0A8_0102, 1234, 0xC0A8_0102, REGISTER_MAP, 5]
+    assert [op.opcode for op in done] == [0x81, 0x81, 0x82, 0x82, 0x82, 9]
+    largest = [F.Operation(F.Opcode.READ, ADDRESS["PEER_PORT"])] * F.MAX_OPERATIONS
+    assert await port.transact(largest) == [1234] * F.MAX_OPERATIONS
 
 
 @cocotb.test()
-async def test_management_drops_bad_requests(dut):
-    """A request that is malformed, too long or fails its frame check changes nothing
-    and is counted; the count is readable, and a good request still works after."""
-    wire = await Wire.create(dut, "management_bad")
-    port = ManagementPort(wire)
-    write = M.encode_request(1, [M.Operation(M.Opcode.WRITE, ADDRESS["PEER_PORT"], 7)])
-    too_long = M.encode_request(2, [M.Operation(M.Opcode.WRITE, ADDRESS["PEER_PORT"], 8)] * M.MAX_OPERATIONS)
-    bad = [write[:-1], write + b"\0\0\0\0", too_long + write[4:]]
-    for payload in bad:
+async def test_hostile_datagrams_change_nothing(dut):
+    """Garbage, a datagram cut short, one damaged where only the UDP checksum can tell, a
+    replayed ID with other content, a forgery from another host: counted, none executed,
+    and the owner's session goes on."""
+    wire = await Wire.create(dut, "link_hostile")
+    port = LinkPort(wire)
+    await port.write(ADDRESS["PEER_PORT"], 7)
+    first = port.client.session, 1  # the session and the ID of that write
+    garbage = bytes(range(40))
+    cut = F.encode(F.Header(F.Type.REGISTERS, id=2, session=first[0]))[:10]
+    for payload in (garbage, cut):
         await wire.send(port.frame(payload))
-    # The written value damaged on the wire: the FCS fails, and the frame is short
-    # enough to be padded, where LiteEth can lose the FCS error; the UDP checksum holds.
+    write = F.encode(F.Header(F.Type.REGISTERS, id=2, session=first[0]),
+                     F.encode_operations([F.Operation(F.Opcode.WRITE, ADDRESS["PEER_PORT"], 8)]))
     intact = GmiiFrame.from_payload(bytes(port.frame(write)))
     damaged = bytearray(intact.data[8:])
-    damaged[14 + 20 + 8 + len(write) - 1] ^= 0x01
+    damaged[14 + 20 + 8 + len(write) - 1] ^= 0x01  # the FCS fails too, but the frame is padded
     await wire.source.send(GmiiFrame.from_raw_payload(bytes(damaged)))
-    await ClockCycles(dut.clk, 400)
-    counted = await port.transact([M.Operation(M.Opcode.DROPPED, 0),
-                                   M.Operation(M.Opcode.READ, ADDRESS["PEER_PORT"])])
-    assert counted == [len(bad) + 1, 0]
-    assert wire.replies.empty() and wire.frames.empty(), "nothing answered a bad request"
+    replayed = F.encode(F.Header(F.Type.REGISTERS, id=first[1], session=first[0]),
+                        F.encode_operations([F.Operation(F.Opcode.WRITE, ADDRESS["PEER_PORT"], 9)]))
+    await wire.send(port.frame(replayed))
+    intruder = LinkPort(wire, port=HOST_LINK_PORT + 1)
+    await wire.send(intruder.frame(F.encode(F.Header(F.Type.REGISTERS, id=2, session=first[0]),
+                                            F.encode_operations([F.Operation(F.Opcode.WRITE, ADDRESS["PEER_PORT"], 10)]))))
+    await ClockCycles(dut.clk, 600)
+    counted = await port.transact([F.Operation(F.Opcode.READ, ADDRESS[name]) for name in
+                                   ("PEER_PORT", "LINK_DROPPED", "LINK_REPLAYED", "LINK_REFUSED", "LINK_EXECUTED")])
+    assert counted == [7, 3, 1, 1, 2]  # garbage (version), cut short, damaged; the replay; the forgery
+
+
+async def whole_slots(dut, wire: Wire, loss: float, seed: int, duplicate: float = 0.0, reorder: float = 0.0) -> None:
+    """A whole transmit slot uploaded and sent to the wire, a whole receive slot filled
+    from the wire and downloaded: byte-exact; each command once, each event once."""
+    port = LinkPort(wire, loss=loss, duplicate=duplicate, reorder=reorder, seed=seed)
+    host = RegisterHost(dut, port)
+    await host.configure(PACKET_SIZE=PACKET, LOCAL_PORT=LOCAL_PORT, PEER_PORT=PEER_PORT,
+                         PEER_ADDRESS=int(ipaddress.IPv4Address(HOST_IP)), FLAGS=1 << FLAG_DATA_CHECKSUM,
+                         COUNTERS_CLEAR=1)
+    rng = random.Random(seed)
+    slot_bytes = CONFIG.slot_bytes
+    data = bytes(rng.randrange(256) for _ in range(slot_bytes))
+    step = 4 * F.max_words(1500)
+    await port.many([(F.Type.UPLOAD, data[at:at + step], (slot_bytes + at) // 4) for at in range(0, slot_bytes, step)])
+    await host.command(Command.SEND, 1, 77, slot_bytes)
+    received = b""
+    for number in range(slot_bytes // PACKET):
+        frame = await wire.receive(timeout_us=5000)
+        packet = codec.decode(bytes(frame[IP].payload), data_checksum=True).packet
+        assert (packet.buffer, packet.packet) == (77, number)
+        received += packet.payload
+    assert received == data
+    assert (await host.wait_for(Event.SENT))[1] == 1
+    body = pattern_bytes(9, slot_bytes)
+    await host.command(Command.POST, 0, 9)
+    for number in range(slot_bytes // PACKET):
+        netblt = codec.encode(packets.Data(9, number, 0, body[number * PACKET:(number + 1) * PACKET],
+                                           number == slot_bytes // PACKET - 1), PEER_PORT, LOCAL_PORT, data_checksum=True)
+        await wire.send(Ether(dst=MAC_ADDRESS, src=HOST_MAC) / IP(src=HOST_IP, dst=IP_ADDRESS, proto=30) / netblt)
+    while not RECEIVED_FLAGS.unpack((await host.wait_for(Event.RECEIVED))[2])["complete"]:
+        pass
+    step_words = F.max_words(1500)
+    replies = await port.many([(F.Type.DOWNLOAD, min(step_words, slot_bytes // 4 - at).to_bytes(4, "big"), at)
+                               for at in range(0, slot_bytes // 4, step_words)])
+    assert b"".join(reply for _, reply in replies) == body
+    assert await host.read("TX_PACKETS") == slot_bytes // PACKET  # the SEND ran once
+    await host.poll()
+    assert not [e for e in host.events if e[0] == Event.SENT]  # and said so once
+    assert await host.read("EVENTS_LOST") == 0
+
+
+@cocotb.test()
+async def test_whole_slots_up_and_down(dut):
+    await whole_slots(dut, await Wire.create(dut, "link_slots"), 0.0, 1)
+
+
+@cocotb.test()
+async def test_whole_slots_up_and_down_with_5_percent_loss_duplicates_and_reordering(dut):
+    await whole_slots(dut, await Wire.create(dut, "link_slots_5"), 0.05, 2, duplicate=0.1, reorder=0.1)
+
+
+@cocotb.test()
+async def test_whole_slots_up_and_down_with_20_percent_loss(dut):
+    await whole_slots(dut, await Wire.create(dut, "link_slots_20"), 0.2, 3)
+
+
+@cocotb.test()
+async def test_an_upload_runs_while_the_engine_sends(dut):
+    """Slot 1 uploaded while slot 0's pattern leaves at line rate: both byte-exact."""
+    wire = await Wire.create(dut, "link_upload_while_sending")
+    host = await connect(dut, wire, udp=False)
+    port = host.port
+    length = CONFIG.slot_bytes
+    await host.command(Command.FILL, 0, 5, length)
+    await host.wait_for(Event.FILLED)
+    await host.write("PACING_MODE", 0)
+    await host.command(Command.SEND, 0, 5, length)
+    data = bytes(random.Random(4).randrange(256) for _ in range(length))
+    step = 4 * F.max_words(1500)
+    await port.many([(F.Type.UPLOAD, data[at:at + step], (length + at) // 4) for at in range(0, length, step)])
+    received = b""
+    for number in range(length // PACKET):
+        frame = await wire.receive(timeout_us=5000)
+        received += codec.decode(bytes(frame[IP].payload), data_checksum=True).packet.payload
+    assert received == pattern_bytes(5, length)
+    await host.command(Command.SEND, 1, 6, length)
+    received = b""
+    for number in range(length // PACKET):
+        frame = await wire.receive(timeout_us=5000)
+        received += codec.decode(bytes(frame[IP].payload), data_checksum=True).packet.payload
+    assert received == data

@@ -1,0 +1,60 @@
+"""Build options of the engine, in Amaranth's simulator: an engine built without the
+pattern source and checker (the Colorlight's) rejects FILL and CHECK and counts them,
+and one built with them runs both."""
+
+import pytest
+from amaranth.sim import Simulator
+
+from netblt.gateware.config import EngineConfig
+from netblt.gateware.engine import Engine
+from netblt.gateware.registers import ADDRESS, COMMAND_WORD, EVENT_WORD, Command, Event
+
+
+def run_commands(config: EngineConfig, commands: list[Command]) -> tuple[int, list[int]]:
+    """COMMANDS_REJECTED and the events' kinds after ``commands`` on slot 0, each with an
+    argument of buffer 1 and 64 bytes."""
+    dut = Engine(config)
+    result = {}
+
+    async def bench(ctx):
+        async def write(name: str, value: int) -> None:
+            ctx.set(dut.bus.addr, ADDRESS[name])
+            ctx.set(dut.bus.w_data, value)
+            ctx.set(dut.bus.w_en, 1)
+            await ctx.tick()
+            ctx.set(dut.bus.w_en, 0)
+
+        async def read(name: str) -> int:
+            ctx.set(dut.bus.addr, ADDRESS[name])
+            ctx.set(dut.bus.r_en, 1)
+            await ctx.tick()
+            ctx.set(dut.bus.r_en, 0)
+            await ctx.tick()
+            return ctx.get(dut.bus.r_data)
+
+        for op in commands:
+            await write("ARG0", 1)
+            await write("ARG1", 64)
+            await write("COMMAND", COMMAND_WORD.pack(op=op, slot=0))
+            await ctx.tick().repeat(200)
+        result["rejected"] = await read("COMMANDS_REJECTED")
+        kinds = []
+        while word := await read("EVENT"):
+            kinds.append(EVENT_WORD.unpack(word)["kind"])
+        result["events"] = kinds
+
+    sim = Simulator(dut)
+    sim.add_clock(1 / config.clock_hz)
+    sim.add_testbench(bench)
+    sim.run()
+    return result["rejected"], result["events"]
+
+
+@pytest.mark.parametrize("pattern", [False, True])
+def test_fill_and_check_exist_only_where_the_build_has_the_pattern_blocks(pattern):
+    config = EngineConfig(slot_bytes=1024, max_packets=32, fifo_depth=16, pattern=pattern)
+    rejected, events = run_commands(config, [Command.FILL, Command.CHECK])
+    if pattern:
+        assert rejected == 0 and events == [Event.FILLED, Event.CHECKED]
+    else:
+        assert rejected == 2 and events == []
