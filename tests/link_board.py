@@ -13,6 +13,7 @@ from collections import deque
 from collections.abc import Callable
 
 from netblt.driver import link_format as F
+from netblt.gateware.registers import ENGINE_REGISTERS, LINK_REGISTERS, REGISTER_MAP
 
 EVENT_REGISTER = 0x10
 """Reads pop ``fifo`` here, as the engine's EVENT register does."""
@@ -125,7 +126,11 @@ class BoardModel:
         return F.Status.MALFORMED, b""
 
     def _snapshot(self) -> bytes:
-        return struct.pack(">II", self.expected, len(self.registers))
+        """REGISTER_MAP, the engine registers that do not pop (by address), the link's."""
+        engine = [self.registers.get(i, 0) if r.access in ("r", "rw") else 0 for i, r in enumerate(ENGINE_REGISTERS)]
+        link = {"LINK_SESSION": self.session, "LINK_NEXT_ID": self.expected, "REGISTER_MAP": REGISTER_MAP}
+        values = [REGISTER_MAP, *engine, *(link.get(r.name, 0) for r in LINK_REGISTERS)]
+        return struct.pack(f">{len(values)}I", *values)
 
     # -- pushes -------------------------------------------------------------------------------
 

@@ -7,7 +7,8 @@ import pytest
 from link_board import EVENT_REGISTER, BoardModel, LossyLink
 
 from netblt.driver import link_format as F
-from netblt.driver.link import LinkClient, LinkError
+from netblt.driver.link import LinkClient, LinkError, decode_snapshot
+from netblt.gateware.registers import ADDRESS, ENGINE_REGISTERS, LINK_REGISTERS
 
 IMPAIRED = dict(loss=0.2, duplicate=0.1, reorder=0.2)
 
@@ -118,3 +119,25 @@ def test_another_host_is_refused_until_the_owner_has_been_silent_long_enough():
     with pytest.raises(LinkError, match="lost this session"):
         stale = owner.submit(F.Type.REGISTERS, F.encode_operations([F.Operation(F.Opcode.READ, 1)]))
         link.run(owner, lambda: stale.reply is not None)
+
+
+def test_a_status_snapshot_needs_no_session_and_names_every_register():
+    board = BoardModel()
+    board.registers[ADDRESS["PEER_PORT"]] = 1998
+    owner, link = opened(board, 2)
+    stranger = LinkClient(retry=0.002)
+    stranger.ask_status()
+    LossyLink(board, 3, **IMPAIRED).run(stranger, lambda: stranger.snapshot is not None)
+    snapshot = stranger.snapshot
+    assert list(snapshot) == [r.name for r in ENGINE_REGISTERS + LINK_REGISTERS]
+    assert snapshot["PEER_PORT"] == 1998 and snapshot["LINK_SESSION"] == owner.session
+    assert board.executed == [] and not stranger.opened
+
+
+def test_a_board_with_another_register_table_is_named_as_such():
+    body = bytearray(BoardModel()._snapshot())
+    body[0] ^= 1
+    with pytest.raises(LinkError, match="register table is not this netblt's"):
+        decode_snapshot(body)
+    with pytest.raises(LinkError, match="malformed STATUS reply: 3 bytes"):
+        decode_snapshot(body[:3])

@@ -1,0 +1,92 @@
+"""``netblt board status``: what a board says about itself, over the host link.
+
+A STATUS request needs no session, so this never takes the board from the host that
+drives it: it shows the board, its address, who owns it, and every register that
+reading does not change (docs/register-map.md says what each one means).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import json
+
+from rich.console import Console
+from rich.table import Table
+
+from netblt.driver.link_format import LINK_PORT
+from netblt.driver.transport import TransportError, parse_address
+
+ADDRESSES = {"PEER_ADDRESS", "CONTROL_FROM", "LINK_OWNER_ADDRESS", "IP_ADDRESS", "NETMASK", "GATEWAY"}
+"""Registers that hold an IPv4 address."""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="board_command", required=True)
+    status = sub.add_parser("status", help="show a board's identity, owner and registers",
+                            description="Ask a board (or netblt sim-board) for a snapshot of its "
+                                        "registers. Needs no session: the host driving it is not disturbed.")
+    status.add_argument("board", metavar="ADDR[:PORT]", help=f"the board's host link (port {LINK_PORT})")
+    status.add_argument("--json", action="store_true", help="print the registers as one JSON object")
+    status.add_argument("--timeout", type=float, default=3.0, metavar="S",
+                        help="seconds to wait for an answer (default: 3)")
+
+
+def run(args: argparse.Namespace, out: Console, err: Console) -> int:
+    # The register table is the gateware's (amaranth): loaded only for this command.
+    from netblt.driver.link import BoardLink, LinkError
+    from netblt.gateware.registers import GROUPS, LINK_GROUPS
+
+    try:
+        address = parse_address(args.board, LINK_PORT)
+        if not address[0] or address[1] == 0:
+            raise TransportError(f"{args.board!r} names no board: give ADDR[:PORT]")
+        link = BoardLink(address, give_up=args.timeout)
+    except (TransportError, OSError) as exc:
+        err.print(f"netblt: error: {exc}", highlight=False, soft_wrap=True)
+        return 2
+    try:
+        registers = link.status()
+    except LinkError as exc:
+        err.print(f"netblt: error: {exc}", highlight=False, soft_wrap=True)
+        return 1
+    finally:
+        link.close()
+    readable = {r.name for _, group in GROUPS + LINK_GROUPS for r in group if r.access in ("r", "rw")}
+    shown = {name: value for name, value in registers.items() if name in readable}
+    if args.json:
+        out.print(json.dumps({"board": link.shown, "registers": shown}), highlight=False, soft_wrap=True)
+        return 0
+    out.print(summary(link.shown, shown), highlight=False, soft_wrap=True)
+    table = Table(title=f"Registers of {link.shown} (those that reading does not change)")
+    for column in ("group", "register", "value", "meaning"):
+        table.add_column(column)
+    for title, group in GROUPS + LINK_GROUPS:
+        for r in group:
+            if r.name in shown:
+                table.add_row(title.split(" (")[0], r.name, value_text(r.name, shown[r.name]), r.doc)
+    out.print(table)
+    return 0
+
+
+def value_text(name: str, value: int) -> str:
+    if name in ADDRESSES:
+        return str(ipaddress.IPv4Address(value))
+    return f"{value} (0x{value:x})" if value > 9 else str(value)
+
+
+def summary(where: str, r: dict[str, int]) -> str:
+    mac = ":".join(f"{b:02x}" for b in ((r["MAC_HIGH"] << 32) | r["MAC_LOW"]).to_bytes(6, "big"))
+    from netblt.hw.boards import BOARDS  # amaranth-boards: only when there is a board to name
+    names = {0: "simulation"} | {board.number: name for name, board in BOARDS.items()}
+    board = names.get(r["BOARD"], f"board {r['BOARD']}")
+    if r["LINK_SESSION"]:
+        owner = (f"owned by {ipaddress.IPv4Address(r['LINK_OWNER_ADDRESS'])}:{r['LINK_OWNER_PORT']}, "
+                 f"last heard {r['LINK_OWNER_SILENT'] / 1000:g} s ago")
+    else:
+        owner = "no session"
+    gateway = ipaddress.IPv4Address(r["GATEWAY"]) if r["GATEWAY"] else "none"
+    return (f"{where}: {board}, {ipaddress.IPv4Address(r['IP_ADDRESS'])} ({mac}), "
+            f"netmask {ipaddress.IPv4Address(r['NETMASK'])}, gateway {gateway}, "
+            f"link {'up' if r['LINK_UP'] else 'down'}, engine at {r['CLOCK_HZ'] / 1e6:g} MHz with "
+            f"{r['SLOT_BYTES'] // 1024} KiB slots; {owner}")

@@ -1,0 +1,102 @@
+"""``netblt sim-board``: a board that real programs reach over loopback, in simulation.
+
+The board's whole design (hw/node.py: engine, host link, LiteEth) runs under Verilator
+with its Ethernet port bridged to UDP sockets on 127.0.0.1 (sim/sim_board_tb.py), so
+``netblt board status``, the host-link driver and NETBLT peers talk to it exactly as to
+a board on a cable, only much slower: simulated time is what the board's timers see.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import tempfile
+from pathlib import Path
+
+MODULE = "netblt.sim.sim_board_tb"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--board", metavar="NAME", help="simulate this board's design (its slot sizes and "
+                        "clock), as make bitstream names it; default: the design the tests simulate")
+    parser.add_argument("--link-port", type=_port, default=0, metavar="PORT",
+                        help="the host link's port on 127.0.0.1 (default: any free one, printed)")
+    parser.add_argument("--netblt-port", type=_port, default=0, metavar="PORT",
+                        help="the board's NETBLT UDP port, on 127.0.0.1 too (default: any free one, printed)")
+    parser.add_argument("--mtu", type=int, default=1500, choices=(1500, 9000),
+                        help="the largest IP datagram the simulated wire carries (default: 1500)")
+    parser.add_argument("--pcap", type=Path, metavar="FILE", help="write every frame on the board's wire here")
+
+
+def _port(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 0 <= port <= 0xFFFF:
+        raise argparse.ArgumentTypeError(f"port {port} is outside 0..65535")
+    return port
+
+
+def design(board: str | None):
+    """The node to simulate, its build's name (the tests and benchmarks share the builds)
+    and its configuration."""
+    from netblt.gateware.config import EngineConfig
+    from netblt.hw.boards import BOARDS
+    from netblt.hw.node import NetbltNode
+
+    if board is None:
+        config = EngineConfig(data_width=32)
+        return NetbltNode(config), "node", config
+    config = BOARDS[board].config
+    return NetbltNode(config, board=BOARDS[board].number), f"node_{board}", config
+
+
+def run_from_args(args: argparse.Namespace) -> int:
+    if args.pcap is not None and not args.pcap.parent.is_dir():
+        print(f"netblt sim-board: error: no directory {str(args.pcap.parent)!r} for the pcap", file=sys.stderr)
+        return 2
+    # Amaranth, LiteX and Verilator's runner load only for this command.
+    from netblt.hw import liteeth_core
+    from netblt.hw.boards import BOARDS
+
+    from . import hdl
+
+    if args.board is not None and args.board not in BOARDS:
+        print(f"netblt sim-board: error: no board {args.board!r}; there are {', '.join(sorted(BOARDS))}",
+              file=sys.stderr)
+        return 2
+    node, name, config = design(args.board)
+    log = hdl.BUILD / f"{name}-build.log"
+    print(f"netblt sim-board: building the {args.board or 'simulation'} design with Verilator (minutes the "
+          f"first time; log in {log})", file=sys.stderr, flush=True)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        runner = hdl.build(node, name, [liteeth_core.simulation_core(hdl.BUILD / "liteeth", config.clock_hz)], log)
+    except RuntimeError:
+        print(f"netblt sim-board: error: the Verilator build failed; see {log}", file=sys.stderr)
+        return 1
+    settings = {"link_port": args.link_port, "netblt_port": args.netblt_port, "mtu": args.mtu,
+                "pcap": str(args.pcap.resolve()) if args.pcap else "", "clock_hz": config.clock_hz,
+                "parent": os.getpid()}
+    env = {"NETBLT_SIM_BOARD": json.dumps(settings), "NETBLT_TB_CLOCK_HZ": str(config.clock_hz),
+           "NETBLT_TB_SLOT_BYTES": str(config.slot_bytes), "COCOTB_LOG_LEVEL": "WARNING", "GPI_LOG_LEVEL": "WARNING",
+           "PYTHONWARNINGS": "ignore"}
+    # SIGINT or SIGTERM here asks the simulation (through a file it watches) to stop and
+    # print its summary; this process waits for it.
+    with tempfile.TemporaryDirectory() as directory:
+        stop = Path(directory) / "stop"
+        env["NETBLT_SIM_BOARD_STOP"] = str(stop)
+        previous = {number: signal.signal(number, lambda *_: stop.touch()) for number in (signal.SIGINT,
+                                                                                           signal.SIGTERM)}
+        try:
+            hdl.run(runner, name, MODULE, Path(__file__).parent, testcase="serve", env=env)
+        except RuntimeError:
+            return 1  # the simulation said why
+        finally:
+            for number, handler in previous.items():
+                signal.signal(number, handler)
+    return 0

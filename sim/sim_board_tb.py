@@ -1,0 +1,131 @@
+"""``netblt sim-board``'s testbench: the board's design under Verilator, its Ethernet port
+bridged to two UDP sockets on loopback.
+
+Datagrams to the link socket reach the board's host link, and those to the NETBLT
+socket its NETBLT port, each in an Ethernet frame from the sender's own address and
+port; the board's answers go back out of the socket its source port belongs to. ARP
+requests are answered for every address but the board's, as a router would. Frames to
+anything but loopback are dropped and counted: a simulated board's addresses live only
+inside its frames. The run ends with a summary when ``netblt sim-board`` is interrupted or terminated
+(it creates the file NETBLT_SIM_BOARD_STOP names), and when it is gone.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+import signal
+import socket
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import cocotb
+from cocotb.triggers import ClockCycles
+from cocotb.utils import get_sim_time
+from scapy.layers.inet import IP, UDP
+from scapy.layers.l2 import ARP, Ether
+
+from netblt.driver import link_format as F
+from netblt.hw.liteeth_core import IP_ADDRESS, MAC_ADDRESS
+from netblt.sim.ethernet_wire import HOST_MAC, Wire, udp_payload
+
+POLL_CYCLES = 250
+"""System-clock cycles between looks at the sockets (5 us at 50 MHz)."""
+BATCH = 16
+"""Datagrams taken from one socket per look."""
+
+
+class Bridge(Wire):
+    """The wire's far end: frames to and from UDP sockets on loopback."""
+
+    def attach(self, sockets: dict[int, socket.socket], mtu: int) -> None:
+        """``sockets``: the board's UDP port each one stands for."""
+        self.sockets, self.mtu = sockets, mtu
+        self.counts: Counter[str] = Counter()
+
+    async def arrived(self, packet: Ether) -> None:
+        if ARP in packet:
+            if packet[ARP].op == 1 and packet[ARP].pdst != IP_ADDRESS:
+                await self.answer_arp(packet)
+            return
+        if UDP not in packet or packet[UDP].sport not in self.sockets:
+            self.counts["from the board, not UDP from a bridged port (dropped)"] += 1
+            return
+        destination = packet[IP].dst
+        if not ipaddress.ip_address(destination).is_loopback:
+            self.counts[f"from the board to {destination}, not loopback (dropped)"] += 1
+            return
+        try:
+            self.sockets[packet[UDP].sport].sendto(udp_payload(packet), (destination, packet[UDP].dport))
+            self.counts["datagrams out"] += 1
+        except OSError:
+            self.counts["datagrams out that the host refused"] += 1
+
+    async def poll(self) -> None:
+        """Datagrams waiting on the sockets, into the board."""
+        for port, sock in self.sockets.items():
+            for _ in range(BATCH):
+                try:
+                    data, (address, source_port) = sock.recvfrom(65536)
+                except (BlockingIOError, ConnectionRefusedError):
+                    break
+                if len(data) > self.mtu - 28:
+                    self.counts[f"datagrams in over the {self.mtu}-byte MTU (dropped)"] += 1
+                    continue
+                self.counts["datagrams in"] += 1
+                await self.send(Ether(dst=MAC_ADDRESS, src=HOST_MAC) / IP(src=address, dst=IP_ADDRESS)
+                                / UDP(sport=source_port, dport=port) / data)
+
+
+def bind(port: int) -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.bind(("127.0.0.1", port))
+    sock.setblocking(False)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+    return sock
+
+
+@cocotb.test()
+async def serve(dut):
+    settings = json.loads(os.environ["NETBLT_SIM_BOARD"])
+    try:
+        link, netblt = bind(settings["link_port"]), bind(settings["netblt_port"])
+    except OSError as exc:
+        print(f"netblt sim-board: error: cannot listen on 127.0.0.1: {exc.strerror}", file=sys.stderr, flush=True)
+        os._exit(1)  # one line, no simulator traceback
+    stop, asked = [], Path(os.environ["NETBLT_SIM_BOARD_STOP"])
+    for number in (signal.SIGINT, signal.SIGTERM):  # the terminal's Ctrl-C reaches this process too
+        signal.signal(number, lambda *_: stop.append(True))
+    pcap = Path(settings["pcap"]) if settings["pcap"] else None
+    bridge = await Bridge.create(dut, None, pcap)
+    netblt_port = netblt.getsockname()[1]
+    bridge.attach({F.LINK_PORT: link, netblt_port: netblt}, settings["mtu"])
+    clock_hz = settings["clock_hz"]
+    print(f"management 127.0.0.1:{link.getsockname()[1]}", flush=True)  # the host link: --board, board status
+    print(f"netblt 127.0.0.1:{netblt_port} (the board's NETBLT UDP port is {netblt_port})", flush=True)
+    started, begun_ns = time.monotonic(), get_sim_time("ns")
+    told = False
+    while not stop and os.getppid() == settings["parent"]:  # ends with netblt sim-board
+        if asked.exists():
+            break
+        await bridge.poll()
+        await ClockCycles(dut.clk, POLL_CYCLES)
+        if not told and time.monotonic() - started > 2:
+            told = True
+            print(f"time runs {ratio(started, begun_ns):,.0f} times slower than real time "
+                  f"({clock_hz / 1e6:g} MHz simulated)", flush=True)
+    wall, simulated = time.monotonic() - started, (get_sim_time("ns") - begun_ns) / 1e9
+    print(f"simulated {simulated:.4f} s in {wall:.1f} s of real time "
+          f"(1 : {ratio(started, begun_ns):,.0f})", flush=True)
+    for what, count in sorted(bridge.counts.items()):
+        print(f"  {what}: {count}", flush=True)
+    link.close()
+    netblt.close()
+
+
+def ratio(started: float, begun_ns: float) -> float:
+    simulated = (get_sim_time("ns") - begun_ns) / 1e9
+    return (time.monotonic() - started) / simulated if simulated else float("inf")

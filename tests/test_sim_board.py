@@ -1,0 +1,165 @@
+"""``netblt sim-board`` and ``netblt board status``: the board's whole design under
+Verilator, reached by real programs over loopback as a board on a cable would be."""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import random
+import signal
+import socket
+import subprocess
+import threading
+import time
+
+import pytest
+from clitools import NETBLT, free_port, spawn
+
+from netblt.driver import link_format as F
+from netblt.driver.link import BoardLink, LinkError
+from netblt.gateware.config import EngineConfig
+from netblt.gateware.registers import ADDRESS
+from netblt.hw.liteeth_core import IP_ADDRESS
+
+
+pytestmark = pytest.mark.xdist_group("node")  # the build tests/gateware/test_gateware_top.py uses
+
+
+class SimBoard:
+    def __init__(self) -> None:
+        self.proc = subprocess.Popen(NETBLT + ["sim-board"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     text=True)
+        watchdog = threading.Timer(900, self.proc.kill)  # a first build takes minutes, never this long
+        watchdog.start()
+        try:
+            self.link = self._port("management 127.0.0.1:")
+            self.netblt = self._port("netblt 127.0.0.1:")
+        finally:
+            watchdog.cancel()
+
+    def _port(self, prefix: str) -> int:
+        line = self.proc.stdout.readline()
+        assert line.startswith(prefix), line + self.proc.stderr.read()
+        return int(line[len(prefix):].split()[0])
+
+    def status(self) -> dict[str, int]:
+        done = subprocess.run(NETBLT + ["board", "status", f"127.0.0.1:{self.link}", "--json"],
+                              capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        answer = json.loads(done.stdout)
+        assert answer["board"] == f"127.0.0.1:{self.link}"
+        return answer["registers"]
+
+    def stop(self) -> tuple[int, str]:
+        self.proc.send_signal(signal.SIGINT)
+        stdout, _ = self.proc.communicate(timeout=120)
+        return self.proc.returncode, stdout
+
+
+@pytest.fixture(scope="module")
+def board():
+    sim = SimBoard()
+    yield sim
+    if sim.proc.poll() is None:
+        sim.proc.kill()
+        sim.proc.wait()
+
+
+def operations(*ops: F.Operation) -> bytes:
+    return F.encode_operations(list(ops))
+
+
+def test_board_status_names_the_simulated_board_without_a_session(board):
+    registers = board.status()
+    config = EngineConfig(data_width=32)
+    assert registers["BOARD"] == 0 and registers["LINK_UP"] == 1
+    assert registers["IP_ADDRESS"] == int(ipaddress.IPv4Address(IP_ADDRESS))
+    assert (registers["CLOCK_HZ"], registers["SLOT_BYTES"]) == (config.clock_hz, config.slot_bytes)
+    assert registers["LINK_SESSION"] == 0 and registers["LINK_EXECUTED"] == 0
+    assert "EVENT" not in registers and "DOWNLOAD_DATA" not in registers  # reading them would pop
+    shown = subprocess.run(NETBLT + ["board", "status", f"127.0.0.1:{board.link}"], capture_output=True,
+                           text=True, timeout=60)
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.startswith(f"127.0.0.1:{board.link}: simulation, {IP_ADDRESS} (02:6e:62:6c:74:01), "
+                                   f"netmask 255.255.255.0, gateway none, link up, engine at 50 MHz")
+    assert "no session" in shown.stdout.splitlines()[0]
+
+
+def test_board_status_through_a_wan_that_loses_a_fifth_of_the_datagrams(board):
+    relay_port = free_port()
+    relay = spawn(["netem", "--listen", f"127.0.0.1:{relay_port}", "--forward", f"127.0.0.1:{board.link}",
+                   "--loss", "20%", "--delay", "5ms", "--seed", "3"], stdout=subprocess.PIPE, text=True)
+    assert "netblt netem" in relay.stdout.readline()
+    for _ in range(5):  # each needs its STATUS and the reply both through
+        done = subprocess.run(NETBLT + ["board", "status", f"127.0.0.1:{relay_port}", "--json"],
+                              capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        registers = json.loads(done.stdout)["registers"]
+        assert registers["IP_ADDRESS"] == int(ipaddress.IPv4Address(IP_ADDRESS)) and registers["LINK_UP"] == 1
+
+
+def test_one_host_owns_the_board_and_another_is_refused(board):
+    owner = BoardLink(("127.0.0.1", board.link))
+    try:
+        owner.open()
+        header, body = owner.run(F.Type.REGISTERS, operations(F.Operation(F.Opcode.WRITE, ADDRESS["PEER_PORT"], 4321),
+                                                              F.Operation(F.Opcode.READ, ADDRESS["PEER_PORT"])))
+        assert header.status == F.Status.OK
+        assert [op.value for op in F.decode_operations(body)] == [4321, 4321]
+        registers = board.status()
+        assert registers["LINK_SESSION"] == owner.client.session and registers["PEER_PORT"] == 4321
+        assert registers["LINK_OWNER_PORT"] == owner.sock.getsockname()[1]
+        assert registers["LINK_OWNER_ADDRESS"] == int(ipaddress.IPv4Address("127.0.0.1"))
+        other = BoardLink(("127.0.0.1", board.link), give_up=10)
+        with pytest.raises(LinkError, match=f"in use by 127.0.0.1:{owner.sock.getsockname()[1]}"):
+            other.open()
+        other.close()
+    finally:
+        owner.close()
+
+
+def test_hostile_datagrams_are_dropped_and_counted_and_the_owner_is_still_served(board):
+    owner = BoardLink(("127.0.0.1", board.link))
+    owner.open(take_over=False) if board.status()["LINK_SESSION"] == 0 else None
+    before = board.status()
+    rng = random.Random(7)
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as spray:
+        for _ in range(40):
+            garbage = rng.randbytes(rng.randrange(1, 200))
+            spray.sendto(garbage, ("127.0.0.1", board.link))
+            spray.sendto(garbage, ("127.0.0.1", board.netblt))
+        forged = F.encode(F.Header(F.Type.REGISTERS, id=1, session=before["LINK_SESSION"]),
+                          operations(F.Operation(F.Opcode.WRITE, ADDRESS["PEER_PORT"], 9)))
+        spray.sendto(forged, ("127.0.0.1", board.link))
+    time.sleep(2)
+    after = board.status()
+    assert after["LINK_SESSION"] == before["LINK_SESSION"] and after["PEER_PORT"] == before["PEER_PORT"]
+    assert after["LINK_DROPPED"] + after["LINK_STALE"] + after["LINK_REFUSED"] > (
+        before["LINK_DROPPED"] + before["LINK_STALE"] + before["LINK_REFUSED"])
+    assert after["RX_ACCEPTED"] == before["RX_ACCEPTED"]
+    owner.close()
+
+
+def test_stopping_the_simulated_board_prints_what_it_carried(board):
+    code, stdout = board.stop()
+    assert code == 0, stdout
+    assert "times slower than real time" in stdout or "simulated" in stdout
+    summary = stdout[stdout.index("simulated "):]
+    assert "datagrams in:" in summary and "datagrams out:" in summary
+
+
+def test_a_board_that_does_not_answer_is_one_line_naming_it():
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as silent:
+        silent.bind(("127.0.0.1", 0))
+        port = silent.getsockname()[1]
+        started = time.monotonic()
+        done = subprocess.run(NETBLT + ["board", "status", f"127.0.0.1:{port}", "--timeout", "1"],
+                              capture_output=True, text=True, timeout=30)
+    assert done.returncode == 1 and done.stdout == ""
+    assert done.stderr == f"netblt: error: board 127.0.0.1:{port}: no answer for 1 s\n"
+    assert time.monotonic() - started < 10
+    closed = free_port()
+    done = subprocess.run(NETBLT + ["board", "status", f"127.0.0.1:{closed}"], capture_output=True, text=True,
+                          timeout=30)
+    assert done.returncode == 1 and done.stderr == f"netblt: error: no board at 127.0.0.1:{closed}: " \
+                                                    f"nothing listens on that port\n"
