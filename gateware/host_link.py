@@ -19,8 +19,9 @@ from .link_sender import STORE_WORDS, LinkSender
 from .registers import RegisterBus
 from .streams import ip_stream
 
-INTAKE_WORDS = 2048
-"""Words of requests waiting: five full 1500-byte uploads."""
+INTAKE_WORDS = 4096
+"""Words of requests waiting: one 9000-byte jumbo upload and more, or eleven 1500-byte
+ones. (The Colorlight's build has room for 2048 only: no jumbo frames there.)"""
 
 
 class HostLink(wiring.Component):

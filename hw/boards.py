@@ -17,6 +17,7 @@ from amaranth_boards.versa_ecp5 import VersaECP5Platform
 
 from netblt.driver.link_format import LINK_PORT
 from netblt.gateware.config import EngineConfig
+from netblt.gateware.host_link import INTAKE_WORDS
 
 from .clocking import SystemClock
 from .liteeth_core import GATEWAY, IP_ADDRESS, MAC_ADDRESS, NETMASK
@@ -44,6 +45,9 @@ class Board:
     """openFPGALoader's cable: the Versa's own FT2232H; the Colorlight needs an external one."""
     number: int
     """What the BOARD register shows a host."""
+    link_intake_words: int = INTAKE_WORDS
+    """The host link's request buffer; the Colorlight has EBR for 2048 words only, too
+    few for a 9000-byte datagram."""
     seeds: tuple[int, ...] = (1, 2, 3, 4)
     """nextpnr placement seeds to try, in order, keeping the first that meets timing: on
     the nearly full Colorlight, LiteEth's clock-crossing paths at 125 MHz land anywhere
@@ -55,7 +59,7 @@ BOARDS = {board.name: board for board in (
     Board("colorlight_5a75b", Colorlight_5A75B_R70Platform, "clk25", 25e6,
           EngineConfig(tx_slots=2, rx_slots=2, slot_bytes=16384, max_packets=1024, pattern=False), phy_address=0,
           leds=(0,),
-          cable="ft232", number=1, seeds=(6, 7, 8, 9)),  # 1 to 5 miss 125 MHz on the receive clock
+          cable="ft232", number=1, link_intake_words=2048, seeds=(6, 7, 8, 9)),  # 1 to 5 miss 125 MHz on the receive clock
     Board("versa_ecp5", VersaECP5Platform, "clk100", 100e6,
           EngineConfig(tx_slots=2, rx_slots=2, slot_bytes=32768, max_packets=1024), phy_address=0, leds=(0, 1),
           cable="ft2232", number=2),
@@ -76,7 +80,8 @@ class BoardTop(Elaboratable):
 
         rgmii = platform.request("eth_rgmii", 0, dir={name: "-" for name in RGMII_DATA_PINS})
         m.submodules.node = node = NetbltNode(config, "rgmii", rgmii, self.ip_address, self.link_port,
-                                              self.mac_address, board.number, self.netmask, self.gateway)
+                                              self.mac_address, board.number, self.netmask, self.gateway,
+                                              board.link_intake_words)
         m.submodules.mdio = mdio = MdioLinkMonitor(board.phy_address, reset_cycles=config.clock_hz // 100)
         m.d.comb += node.link_up.eq(mdio.link)
         m.d.comb += [rgmii.rst.o.eq(mdio.phy_reset), rgmii.mdc.o.eq(mdio.mdc),

@@ -16,7 +16,7 @@ from amaranth.lib.wiring import In, Out
 from netblt.driver.link_format import LINK_PORT
 from netblt.gateware.config import EngineConfig
 from netblt.gateware.engine import Engine
-from netblt.gateware.host_link import HostLink
+from netblt.gateware.host_link import INTAKE_WORDS, HostLink
 from netblt.gateware.link_executor import BoardIdentity
 from netblt.gateware.stream_buffer import StreamBuffer
 from netblt.gateware.streams import ip_payload
@@ -29,17 +29,19 @@ class NetbltNode(wiring.Component):
     """``activity`` pulses for each packet in or out; ``link_up`` is the PHY's link (tied
     high in simulation); ``gmii`` exists for ``phy="gmii"``. ``board`` is the number
     the BOARD register shows (0: simulation). ``netmask`` and ``gateway`` are the
-    routing registers' values after reset (gateway 0.0.0.0: every destination is ARPed)."""
+    routing registers' values after reset (gateway 0.0.0.0: every destination is ARPed).
+    ``intake_words`` is the host link's request buffer (a jumbo datagram needs 2247)."""
 
     def __init__(self, config: EngineConfig | None = None, phy: str = "gmii", rgmii=None,
                  ip_address: str = IP_ADDRESS, link_port: int = LINK_PORT, mac_address: str = MAC_ADDRESS,
-                 board: int = 0, netmask: str = NETMASK, gateway: str = GATEWAY) -> None:
+                 board: int = 0, netmask: str = NETMASK, gateway: str = GATEWAY,
+                 intake_words: int = INTAKE_WORDS) -> None:
         self.config = config or EngineConfig()
         self.ethernet = LiteEthCore(phy, rgmii)
         self.identity = BoardIdentity(int(ipaddress.IPv4Address(ip_address)), parse_mac(mac_address), board,
                                       int(ipaddress.IPv4Address(netmask)), int(ipaddress.IPv4Address(gateway)),
                                       self.config.clock_hz)
-        self.link_port = link_port
+        self.link_port, self.intake_words = link_port, intake_words
         members = {"activity": Out(1), "link_up": In(1, init=1)}
         if phy == "gmii":
             members["gmii"] = Out(wiring.Signature(GMII))
@@ -48,7 +50,7 @@ class NetbltNode(wiring.Component):
     def elaborate(self, platform) -> Module:
         m = Module()
         m.submodules.engine = engine = Engine(self.config)
-        m.submodules.link = link = HostLink(self.identity, self.link_port)
+        m.submodules.link = link = HostLink(self.identity, self.link_port, self.intake_words)
         m.submodules.ethernet = ethernet = self.ethernet
         wiring.connect(m, link.bus, engine.bus)
         wiring.connect(m, engine.net_tx, link.engine_tx)

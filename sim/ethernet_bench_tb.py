@@ -130,40 +130,43 @@ def link_goodput(data_bytes: int, started_ns: float, ended_ns: float) -> float:
 
 @cocotb.test()
 async def bench_link(dut):
-    """Host-link bulk data at a 1500-byte MTU: every transmit slot uploaded and every
-    receive slot downloaded, requests pipelined through the client's window, timed from
-    the first request to the last reply's end on the wire; an upload while the engine
-    sends a slot unpaced; and how soon an event reaches the host as a push."""
+    """Host-link bulk data at each MTU in NETBLT_BENCH_MTUS: every transmit slot uploaded
+    and every receive slot downloaded, requests pipelined through the client's window,
+    timed from the first request to the last reply's end on the wire; at 1500 bytes an
+    upload while the engine sends a slot unpaced; and how soon an event reaches the host
+    as a push."""
     wire = await Wire.create(dut, "bench_link")
     host = await connect(dut, wire, 1456, False)
     port = host.port
-    step = 4 * F.max_words(1500)
-    per_frame = wire_bytes(UDP_HEADER + F.HEADER.end + step)
-    theoretical = step * 8 / (per_frame * 8) * 1e3
     slots = CONFIG.slot_bytes
     data = pattern_bytes(3, CONFIG.tx_slots * slots)
     rows = []
 
-    async def upload(first_word: int, payload: bytes) -> tuple[float, float]:
+    async def upload(first_word: int, payload: bytes, step: int) -> tuple[float, float]:
         started = get_sim_time("ns")
         await port.many([(F.Type.UPLOAD, payload[at:at + step], first_word + at // 4)
                          for at in range(0, len(payload), step)])
         return started, port.answered_at
 
-    started, ended = await upload(0, data)
-    rows.append({"case": "upload, every transmit slot", "bytes": len(data),
-                 "goodput_mbps": link_goodput(len(data), started, ended), "theoretical_mbps": theoretical})
-    words = CONFIG.rx_slots * slots // 4
-    started = get_sim_time("ns")
-    replies = await port.many([(F.Type.DOWNLOAD, min(step // 4, words - at).to_bytes(4, "big"), at)
-                               for at in range(0, words, step // 4)])
-    ended = port.answered_at
-    assert sum(len(body) for _, body in replies) == 4 * words
-    rows.append({"case": "download, every receive slot", "bytes": 4 * words,
-                 "goodput_mbps": link_goodput(4 * words, started, ended), "theoretical_mbps": theoretical})
+    for mtu in (int(m) for m in os.environ.get("NETBLT_BENCH_MTUS", "1500").split(",")):
+        step = 4 * F.max_words(mtu)
+        theoretical = step * 8 / (wire_bytes(UDP_HEADER + F.HEADER.end + step) * 8) * 1e3
+        started, ended = await upload(0, data, step)
+        rows.append({"case": f"upload, every transmit slot, {mtu}-byte MTU", "bytes": len(data),
+                     "goodput_mbps": link_goodput(len(data), started, ended), "theoretical_mbps": theoretical})
+        words = CONFIG.rx_slots * slots // 4
+        started = get_sim_time("ns")
+        replies = await port.many([(F.Type.DOWNLOAD, min(step // 4, words - at).to_bytes(4, "big"), at)
+                                   for at in range(0, words, step // 4)])
+        ended = port.answered_at
+        assert sum(len(body) for _, body in replies) == 4 * words
+        rows.append({"case": f"download, every receive slot, {mtu}-byte MTU", "bytes": 4 * words,
+                     "goodput_mbps": link_goodput(4 * words, started, ended), "theoretical_mbps": theoretical})
+    step = 4 * F.max_words(1500)
+    theoretical = step * 8 / (wire_bytes(UDP_HEADER + F.HEADER.end + step) * 8) * 1e3
     # Slot 0 leaves unpaced while slot 1 is uploaded again.
     await host.command(Command.SEND, 0, 1, slots)
-    started, ended = await upload(slots // 4, data[slots:])
+    started, ended = await upload(slots // 4, data[slots:], step)
     data_ends = []
     while True:
         frame = await wire.receive(timeout_us=2000)

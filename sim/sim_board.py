@@ -52,7 +52,9 @@ def design(board: str | None):
         config = EngineConfig(data_width=32)
         return NetbltNode(config), "node", config
     config = BOARDS[board].config
-    return NetbltNode(config, board=BOARDS[board].number), f"node_{board}", config
+    chosen = BOARDS[board]
+    return (NetbltNode(config, board=chosen.number, intake_words=chosen.link_intake_words), f"node_{board}",
+            config)
 
 
 def run_from_args(args: argparse.Namespace) -> int:

@@ -258,7 +258,8 @@ async def test_hostile_datagrams_change_nothing(dut):
     assert counted == [7, 3, 1, 1, 2]  # garbage (version), cut short, damaged; the replay; the forgery
 
 
-async def whole_slots(dut, wire: Wire, loss: float, seed: int, duplicate: float = 0.0, reorder: float = 0.0) -> None:
+async def whole_slots(dut, wire: Wire, loss: float, seed: int, duplicate: float = 0.0, reorder: float = 0.0,
+                      mtu: int = 1500) -> None:
     """A whole transmit slot uploaded and sent to the wire, a whole receive slot filled
     from the wire and downloaded: byte-exact; each command once, each event once."""
     port = LinkPort(wire, loss=loss, duplicate=duplicate, reorder=reorder, seed=seed)
@@ -269,7 +270,7 @@ async def whole_slots(dut, wire: Wire, loss: float, seed: int, duplicate: float 
     rng = random.Random(seed)
     slot_bytes = CONFIG.slot_bytes
     data = bytes(rng.randrange(256) for _ in range(slot_bytes))
-    step = 4 * F.max_words(1500)
+    step = 4 * F.max_words(mtu)
     await port.many([(F.Type.UPLOAD, data[at:at + step], (slot_bytes + at) // 4) for at in range(0, slot_bytes, step)])
     await host.command(Command.SEND, 1, 77, slot_bytes)
     received = b""
@@ -288,10 +289,11 @@ async def whole_slots(dut, wire: Wire, loss: float, seed: int, duplicate: float 
         await wire.send(Ether(dst=MAC_ADDRESS, src=HOST_MAC) / IP(src=HOST_IP, dst=IP_ADDRESS, proto=30) / netblt)
     while not RECEIVED_FLAGS.unpack((await host.wait_for(Event.RECEIVED))[2])["complete"]:
         pass
-    step_words = F.max_words(1500)
+    step_words = F.max_words(mtu)
     replies = await port.many([(F.Type.DOWNLOAD, min(step_words, slot_bytes // 4 - at).to_bytes(4, "big"), at)
                                for at in range(0, slot_bytes // 4, step_words)])
     assert b"".join(reply for _, reply in replies) == body
+    assert len(replies[0][1]) == 4 * min(step_words, slot_bytes // 4)  # each reply one datagram of the MTU
     assert await host.read("TX_PACKETS") == slot_bytes // PACKET  # the SEND ran once
     await host.poll()
     assert not [e for e in host.events if e[0] == Event.SENT]  # and said so once
@@ -311,6 +313,14 @@ async def test_whole_slots_up_and_down_with_5_percent_loss_duplicates_and_reorde
 @cocotb.test()
 async def test_whole_slots_up_and_down_with_20_percent_loss(dut):
     await whole_slots(dut, await Wire.create(dut, "link_slots_20"), 0.2, 3)
+
+
+@cocotb.test()
+async def test_whole_slots_up_and_down_in_jumbo_frames(dut):
+    """9000-byte datagrams: an UPLOAD of 8956 bytes fits the intake whole, a DOWNLOAD
+    reply of as many leaves as one frame."""
+    wire = await Wire.create(dut, "link_slots_jumbo")
+    await whole_slots(dut, wire, 0.0, 4, mtu=9000)
 
 
 @cocotb.test()
