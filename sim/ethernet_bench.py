@@ -20,6 +20,7 @@ from rich.console import Console
 from rich.table import Table
 
 from netblt.driver import link_format as F
+from netblt.gateware.config import EngineConfig
 from netblt.hw import build, liteeth_core
 from netblt.hw.boards import BOARDS, Board
 from netblt.hw.node import NetbltNode
@@ -43,6 +44,35 @@ def simulate(board: Board, results: Path, cases: str) -> dict:
     for case in ("bench_transmit", "bench_receive", "bench_link"):
         hdl.run(runner, name, MODULE, Path(__file__).parent, testcase=case, env=env)
     return json.loads(results.read_text())
+
+
+ARP_TIMESCALE = 10_000
+"""LiteEth's ARP times run this much faster in the ARP measurement: its cache clears
+every 100 us of simulated time instead of every second."""
+
+
+def simulate_arp(results: Path) -> dict:
+    """The simulation design with LiteEth's ARP timers sped up (sim/ethernet_bench_tb.py
+    bench_arp)."""
+    config, name = EngineConfig(data_width=32), "node_arp"
+    core = liteeth_core.simulation_core(hdl.BUILD / "liteeth", config.clock_hz, ARP_TIMESCALE)
+    runner = hdl.build(NetbltNode(config), name, [core])
+    env = {"NETBLT_BENCH_RESULTS": str(results), "NETBLT_TB_CLOCK_HZ": str(config.clock_hz),
+           "NETBLT_TB_SLOT_BYTES": str(config.slot_bytes), "NETBLT_BENCH_ARP_TIMESCALE": str(ARP_TIMESCALE)}
+    hdl.run(runner, name, MODULE, Path(__file__).parent, testcase="bench_arp", env=env)
+    return json.loads(results.read_text())["arp"]
+
+
+def report_arp(arp: dict, console: Console) -> None:
+    table = Table(title=f"LiteEth's ARP cache clear, {ARP_TIMESCALE:,} times faster: every "
+                        f"{arp['clear_ns'] / 1e3:g} us of simulated time")
+    for column in ("DATA frames", "over us", "ARP requests meanwhile", "DATA gaps waiting for ARP",
+                   "ARP requests after 2 quiet periods"):
+        table.add_column(column, justify="right")
+    table.add_row(str(arp["frames"]), f"{arp['sim_ns'] / 1e3:.0f}", str(arp["arp_requests"]),
+                  ", ".join(f"{g / 1e3:.1f} us" for g in arp["arp_gaps_ns"]) or "none",
+                  str(arp["arp_requests_after_quiet"]))
+    console.print(table)
 
 
 def report(board: Board, results: dict, console: Console) -> None:
@@ -90,6 +120,8 @@ def main(argv: list[str] | None = None) -> int:
     for board in BOARDS.values():
         with tempfile.TemporaryDirectory() as tmp:
             report(board, simulate(board, Path(tmp) / "bench.json", args.cases), console)
+    with tempfile.TemporaryDirectory() as tmp:
+        report_arp(simulate_arp(Path(tmp) / "bench.json"), console)
     if not args.no_boards:
         for board in BOARDS.values():
             placed, seed = build.build(board, liteeth_core.MAC_ADDRESS, liteeth_core.IP_ADDRESS,

@@ -15,7 +15,7 @@ from cocotb.triggers import ClockCycles, with_timeout
 from cocotb.utils import get_sim_time
 from cocotbext.eth import GmiiFrame
 from scapy.layers.inet import IP, UDP
-from scapy.layers.l2 import Ether
+from scapy.layers.l2 import ARP, Ether
 
 from netblt.driver import link_format as F
 from netblt.gateware.control import FLAG_UDP
@@ -185,3 +185,54 @@ async def bench_link(dut):
     rows.append({"case": "event push after the last DATA frame", "latency_ns": pushed_at - data_ends[-1],
                  "latency_cycles": round((pushed_at - data_ends[-1]) * CONFIG.clock_hz / 1e9)})
     record("link", rows)
+
+
+class ArpWatch(Wire):
+    """The wire, noting when the board asks ARP for the host."""
+
+    asked_at: list[float]
+
+    async def arrived(self, packet: Ether) -> None:
+        if ARP in packet and packet[ARP].op == 1:
+            self.asked_at.append(get_sim_time("ns"))
+        await super().arrived(packet)
+
+
+@cocotb.test()
+async def bench_arp(dut):
+    """DATA sent unpaced, one slot after the other, for four of LiteEth's ARP cache-clear
+    periods (run NETBLT_BENCH_ARP_TIMESCALE times faster than the real second): how
+    often the board asks ARP again and how long its DATA waits each time; then a buffer
+    after two quiet periods, which should find the cache cleared."""
+    wire = await ArpWatch.create(dut, "bench_arp")
+    wire.asked_at = []
+    host = await connect(dut, wire, 1456, False)
+    await upload_slots(host.port, CONFIG.slot_bytes // 1456 * 1456)
+    length = CONFIG.slot_bytes // 1456 * 1456
+    clear_ns = 1e9 / float(os.environ["NETBLT_BENCH_ARP_TIMESCALE"])
+    started = get_sim_time("ns")
+    wire.asked_at = []
+    ends = []
+    sends = 0
+    while get_sim_time("ns") - started < 4 * clear_ns:
+        await host.command(Command.SEND, sends % CONFIG.tx_slots, sends, length)
+        sends += 1
+        for _ in range(length // 1456):
+            frame = await wire.receive(timeout_us=5000)
+            ends.append(frame.time * 1e9)
+        await host.wait_for(Event.SENT)
+    gaps = list(zip(ends, ends[1:]))
+    usual = statistics.median(b - a for a, b in gaps)
+    # A gap with an ARP request in it waited for ARP; the others between buffers, for the
+    # host's next SEND.
+    arp_gaps = [b - a for a, b in gaps if any(a < t < b for t in wire.asked_at)]
+    during = len(wire.asked_at)
+    # Then quiet for two clear periods, and one more buffer: the cache was cleared.
+    await ClockCycles(dut.clk, int(2 * clear_ns * CONFIG.clock_hz / 1e9))
+    wire.asked_at = []
+    await host.command(Command.SEND, 0, sends, length)
+    for _ in range(length // 1456):
+        await wire.receive(timeout_us=5000)
+    record("arp", {"clear_ns": clear_ns, "sim_ns": ends[-1] - ends[0], "frames": len(ends), "buffers": sends,
+                   "arp_requests": during, "median_gap_ns": usual, "arp_gaps_ns": arp_gaps,
+                   "arp_requests_after_quiet": len(wire.asked_at)})
