@@ -30,7 +30,7 @@ bench-rates: $(STAMP)
 bench-gateware: $(STAMP)
 	$(BIN)/python -m netblt.sim.gateware_bench
 
-# The integrated top on GMII (goodput, back-to-back receive), then both boards' bitstreams.
+# The integrated top on GMII (goodput, back-to-back receive, the host link, LiteEth's ARP clear), then both boards' bitstreams.
 bench-ethernet: $(STAMP)
 	$(BIN)/python -m netblt.sim.ethernet_bench
 

@@ -18,7 +18,9 @@ from clitools import NETBLT, free_port, spawn
 from netblt.driver import link_format as F
 from netblt.driver.link import BoardLink, LinkError
 from netblt.gateware.config import EngineConfig
-from netblt.gateware.registers import ADDRESS
+from netblt.gateware.control import FLAG_UDP
+from netblt.gateware.registers import ADDRESS, COMMAND_WORD, Command
+from netblt.host import codec, packets
 from netblt.hw.liteeth_core import IP_ADDRESS
 
 
@@ -138,6 +140,49 @@ def test_hostile_datagrams_are_dropped_and_counted_and_the_owner_is_still_served
         before["LINK_DROPPED"] + before["LINK_STALE"] + before["LINK_REFUSED"])
     assert after["RX_ACCEPTED"] == before["RX_ACCEPTED"]
     owner.close()
+
+
+def test_the_boards_netblt_traffic_reaches_real_sockets_on_this_machine():
+    """A peer on loopback, as issue 14's software end will be: the board's DATA reaches
+    its socket as UDP from the board's NETBLT port, and its DATA reaches the board's slot."""
+    sim = SimBoard()  # a board of its own: the module's has an owner already
+    link = BoardLink(("127.0.0.1", sim.link))
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as peer:
+        peer.bind(("127.0.0.1", 0))
+        peer.settimeout(60)
+        peer_port = peer.getsockname()[1]
+        link.open()
+
+        def write(**registers: int) -> None:
+            link.run(F.Type.REGISTERS, operations(*(F.Operation(F.Opcode.WRITE, ADDRESS[name], value)
+                                                    for name, value in registers.items())))
+
+        write(PACKET_SIZE=1024, LOCAL_PORT=7, PEER_PORT=8, PEER_ADDRESS=int(ipaddress.IPv4Address("127.0.0.1")),
+              UDP_LOCAL_PORT=sim.netblt, UDP_PEER_PORT=peer_port, FLAGS=1 << FLAG_UDP, PACING_MODE=0)
+        data = random.Random(5).randbytes(2048)
+        link.upload(0, data)
+        write(ARG0=5, ARG1=len(data), COMMAND=COMMAND_WORD.pack(op=Command.SEND, slot=0))
+        sent = b""
+        for number in range(2):
+            datagram, source = peer.recvfrom(65536)
+            assert source == ("127.0.0.1", sim.netblt)
+            decoded = codec.decode(datagram)
+            assert (decoded.local_port, decoded.foreign_port) == (7, 8)
+            assert (decoded.packet.buffer, decoded.packet.packet) == (5, number)
+            sent += decoded.packet.payload
+        assert sent == data
+        write(ARG0=9, ARG1=0, COMMAND=COMMAND_WORD.pack(op=Command.POST, slot=0))
+        for number in range(2):
+            peer.sendto(codec.encode(packets.Data(9, number, 0, data[number * 1024:(number + 1) * 1024], number == 1),
+                                     8, 7), ("127.0.0.1", sim.netblt))
+        deadline = time.monotonic() + 60
+        while sim.status()["RX_ACCEPTED"] < 2:
+            assert time.monotonic() < deadline, "the board never took the peer's DATA"
+            time.sleep(0.5)
+        assert link.download(0, len(data)) == data
+    link.close()
+    code, stdout = sim.stop()
+    assert code == 0 and "datagrams in: " in stdout
 
 
 def test_stopping_the_simulated_board_prints_what_it_carried(board):
