@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from netblt.gateware.registers import ENGINE_REGISTERS, LINK_REGISTERS, REGISTER_MAP
 
 from . import link_format as F
+from .transport import show
 
 ID_MODULUS = 1 << 16
 
@@ -283,7 +284,7 @@ class BoardLink:
 
     def __init__(self, address: tuple[str, int], *, give_up: float = 3.0, mtu: int = 1500) -> None:
         self.address, self.mtu = address, mtu
-        self.shown = f"{address[0]}:{address[1]}"
+        self.shown = show(address)
         self.client = LinkClient(give_up=give_up)
         family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
         self.sock = socket.socket(family, socket.SOCK_DGRAM)
@@ -299,7 +300,7 @@ class BoardLink:
         self.client.completed.pop(request.id, None)
         return request.reply
 
-    def many(self, requests: list[tuple[F.Type, bytes, int]]) -> list[tuple[F.Header, bytes]]:
+    def many(self, requests: F.Requests) -> list[tuple[F.Header, bytes]]:
         """Several requests pipelined (up to the window in flight); their replies in order."""
         submitted = [self.client.submit(kind, body, value) for kind, body, value in requests]
         self._run(lambda: all(r.reply is not None for r in submitted))
@@ -314,16 +315,10 @@ class BoardLink:
         return self.client.snapshot
 
     def upload(self, word_address: int, data: bytes) -> None:
-        step = 4 * F.max_words(self.mtu)
-        data += bytes(-len(data) % 4)
-        self.many([(F.Type.UPLOAD, data[at:at + step], word_address + at // 4)
-                   for at in range(0, len(data), step)])
+        self.many(F.upload_requests(word_address, data, self.mtu))
 
     def download(self, word_address: int, size: int) -> bytes:
-        step = F.max_words(self.mtu)
-        count = -(-size // 4)
-        replies = self.many([(F.Type.DOWNLOAD, min(step, count - at).to_bytes(4, "big"), word_address + at)
-                             for at in range(0, count, step)])
+        replies = self.many(F.download_requests(word_address, size, self.mtu))
         return b"".join(body for _, body in replies)[:size]
 
     def pushed(self, wait: float = 0.0) -> Pushed:

@@ -175,3 +175,23 @@ def decode_events(body: bytes | memoryview) -> tuple[list[int], list[ControlPack
 def max_words(mtu: int) -> int:
     """Words of slot memory one UPLOAD or DOWNLOAD moves at this MTU."""
     return (mtu - IP_UDP_HEADERS - HEADER.end) // 4
+
+
+Requests = list[tuple[Type, bytes, int]]
+"""(type, body, value) of each request, as LinkClient.submit takes them."""
+
+
+def upload_requests(word_address: int, data: bytes, mtu: int) -> Requests:
+    """UPLOADs of ``data`` (padded to whole words) into transmit slot memory from
+    ``word_address`` on, each as large as the MTU allows."""
+    step = 4 * max_words(mtu)
+    data += bytes(-len(data) % 4)
+    return [(Type.UPLOAD, data[at:at + step], word_address + at // 4) for at in range(0, len(data), step)]
+
+
+def download_requests(word_address: int, size: int, mtu: int) -> Requests:
+    """DOWNLOADs of ``size`` bytes of receive slot memory from ``word_address`` on, each
+    reply as large as the MTU allows; their bodies joined, cut to ``size``, are the data."""
+    step, count = max_words(mtu), -(-size // 4)
+    return [(Type.DOWNLOAD, min(step, count - at).to_bytes(4, "big"), word_address + at)
+            for at in range(0, count, step)]

@@ -20,8 +20,9 @@ class Transmitter(wiring.Component):
     """Buffers in block RAM, sent as paced DATA/LDATA packets.
 
     The slot memory has one write port, shared by the pattern source (while it fills;
-    where the configuration has one) and the host's upload port, and one read port, the segmenter's. The checksum table
-    watches the write port, so data checksums cost no second read of a packet.
+    where the configuration has one) and the host's upload port, and one read port, the
+    segmenter's. The checksum table watches the write port, so data checksums cost no
+    second read of a packet.
     """
 
     def __init__(self, config: EngineConfig) -> None:

@@ -16,6 +16,7 @@ from rich.table import Table
 
 from netblt.driver.link_format import LINK_PORT
 from netblt.driver.transport import TransportError, parse_address
+from netblt.host.units import parse_duration
 
 ADDRESSES = {"PEER_ADDRESS", "CONTROL_FROM", "LINK_OWNER_ADDRESS", "IP_ADDRESS", "NETMASK", "GATEWAY"}
 """Registers that hold an IPv4 address."""
@@ -28,8 +29,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                                         "registers. Needs no session: the host driving it is not disturbed.")
     status.add_argument("board", metavar="ADDR[:PORT]", help=f"the board's host link (port {LINK_PORT})")
     status.add_argument("--json", action="store_true", help="print the registers as one JSON object")
-    status.add_argument("--timeout", type=float, default=3.0, metavar="S",
-                        help="seconds to wait for an answer (default: 3)")
+    status.add_argument("--timeout", type=_timeout, default=3.0, metavar="TIME",
+                        help="how long to wait for an answer, with a unit: 500ms, 10s (default: 3s)")
+
+
+def _timeout(text: str) -> float:
+    seconds = parse_duration(text)
+    if seconds <= 0:
+        raise argparse.ArgumentTypeError(f"timeout {text!r} must be longer than 0")
+    return seconds
 
 
 def run(args: argparse.Namespace, out: Console, err: Console) -> int:

@@ -30,7 +30,7 @@ class NetbltNode(wiring.Component):
     high in simulation); ``gmii`` exists for ``phy="gmii"``. ``board`` is the number
     the BOARD register shows (0: simulation). ``netmask`` and ``gateway`` are the
     routing registers' values after reset (gateway 0.0.0.0: every destination is ARPed).
-    ``intake_words`` is the host link's request buffer (a jumbo datagram needs 2247)."""
+    ``intake_words`` is the host link's request buffer (a 9000-byte datagram's payload is 2243 words)."""
 
     def __init__(self, config: EngineConfig | None = None, phy: str = "gmii", rgmii=None,
                  ip_address: str = IP_ADDRESS, link_port: int = LINK_PORT, mac_address: str = MAC_ADDRESS,

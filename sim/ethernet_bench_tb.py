@@ -1,7 +1,8 @@
 """cocotb side of the Ethernet benchmark (sim/ethernet_bench.py runs it; results as JSON).
 
-The integrated top (hw/node.py) on GMII at 125 MHz, reached over the host link. Times are simulation times of frames on the GMII wires, exact and
-independent of the host machine.
+The integrated top (hw/node.py) on GMII at 125 MHz, reached over the host link. Times
+are simulation times of frames on the GMII wires, exact and independent of the host
+machine.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from cocotb.triggers import ClockCycles, with_timeout
 from cocotb.utils import get_sim_time
 from cocotbext.eth import GmiiFrame
 from scapy.layers.inet import IP, UDP
-from scapy.layers.l2 import ARP, Ether
+from scapy.layers.l2 import Ether
 
 from netblt.driver import link_format as F
 from netblt.gateware.control import FLAG_UDP
@@ -47,16 +48,24 @@ def buffer_packets(size: int) -> int:
     return min(CONFIG.slot_bytes // size, CONFIG.max_packets)
 
 
+def link_theoretical_mbps(mtu: int) -> float:
+    """The most the wire carries of a host link's data at this MTU."""
+    step = 4 * F.max_words(mtu)
+    return step / wire_bytes(UDP_HEADER + F.HEADER.end + step) * 1e3
+
+
+async def timed_upload(port: LinkPort, first_word: int, data: bytes, mtu: int = 1500) -> tuple[float, float]:
+    """When the upload's requests began and when its last reply ended on the wire (ns)."""
+    started = get_sim_time("ns")
+    await port.upload(first_word, data, mtu)
+    return started, port.answered_at
+
+
 async def upload_slots(port: LinkPort, length: int) -> None:
     """Each transmit slot's first ``length`` bytes, a pattern, over the host link (the
     Colorlight's build has no FILL)."""
-    step = 4 * F.max_words(1500)
-    requests = []
     for slot in range(CONFIG.tx_slots):
-        data = pattern_bytes(slot, length)
-        requests += [(F.Type.UPLOAD, data[at:at + step], (slot * CONFIG.slot_bytes + at) // 4)
-                     for at in range(0, length, step)]
-    await port.many(requests)
+        await port.upload(slot * CONFIG.slot_bytes // 4, pattern_bytes(slot, length))
 
 
 @cocotb.test()
@@ -144,32 +153,21 @@ async def bench_link(dut):
     slots = CONFIG.slot_bytes
     data = pattern_bytes(3, CONFIG.tx_slots * slots)
     rows = []
-
-    async def upload(first_word: int, payload: bytes, step: int) -> tuple[float, float]:
-        started = get_sim_time("ns")
-        await port.many([(F.Type.UPLOAD, payload[at:at + step], first_word + at // 4)
-                         for at in range(0, len(payload), step)])
-        return started, port.answered_at
-
     for mtu in (int(m) for m in os.environ.get("NETBLT_BENCH_MTUS", "1500").split(",")):
-        step = 4 * F.max_words(mtu)
-        theoretical = step * 8 / (wire_bytes(UDP_HEADER + F.HEADER.end + step) * 8) * 1e3
-        started, ended = await upload(0, data, step)
+        theoretical = link_theoretical_mbps(mtu)
+        started, ended = await timed_upload(port, 0, data, mtu)
         rows.append({"case": f"upload, every transmit slot, {mtu}-byte MTU", "bytes": len(data),
                      "goodput_mbps": link_goodput(len(data), started, ended), "theoretical_mbps": theoretical})
         words = CONFIG.rx_slots * slots // 4
         started = get_sim_time("ns")
-        replies = await port.many([(F.Type.DOWNLOAD, min(step // 4, words - at).to_bytes(4, "big"), at)
-                                   for at in range(0, words, step // 4)])
+        replies = await port.many(F.download_requests(0, 4 * words, mtu))
         ended = port.answered_at
         assert sum(len(body) for _, body in replies) == 4 * words
         rows.append({"case": f"download, every receive slot, {mtu}-byte MTU", "bytes": 4 * words,
                      "goodput_mbps": link_goodput(4 * words, started, ended), "theoretical_mbps": theoretical})
-    step = 4 * F.max_words(1500)
-    theoretical = step * 8 / (wire_bytes(UDP_HEADER + F.HEADER.end + step) * 8) * 1e3
     # Slot 0 leaves unpaced while slot 1 is uploaded again.
     await host.command(Command.SEND, 0, 1, slots)
-    started, ended = await upload(slots // 4, data[slots:], step)
+    started, ended = await timed_upload(port, slots // 4, data[slots:])
     data_ends = []
     while True:
         frame = await wire.receive(timeout_us=2000)
@@ -177,7 +175,8 @@ async def bench_link(dut):
         if len(data_ends) == slots // 1456:
             break
     rows.append({"case": "upload while the engine sends", "bytes": slots,
-                 "goodput_mbps": link_goodput(slots, started, ended), "theoretical_mbps": theoretical,
+                 "goodput_mbps": link_goodput(slots, started, ended),
+                 "theoretical_mbps": link_theoretical_mbps(1500),
                  "data_mbps": link_goodput(1456 * (len(data_ends) - 1), data_ends[0], data_ends[-1])})
     # Event latency: SENT's push after the buffer's last DATA frame left.
     await host.wait_for(Event.SENT)
@@ -187,31 +186,19 @@ async def bench_link(dut):
     record("link", rows)
 
 
-class ArpWatch(Wire):
-    """The wire, noting when the board asks ARP for the host."""
-
-    asked_at: list[float]
-
-    async def arrived(self, packet: Ether) -> None:
-        if ARP in packet and packet[ARP].op == 1:
-            self.asked_at.append(get_sim_time("ns"))
-        await super().arrived(packet)
-
-
 @cocotb.test()
 async def bench_arp(dut):
     """DATA sent unpaced, one slot after the other, for four of LiteEth's ARP cache-clear
     periods (run NETBLT_BENCH_ARP_TIMESCALE times faster than the real second): how
     often the board asks ARP again and how long its DATA waits each time; then a buffer
     after two quiet periods, which should find the cache cleared."""
-    wire = await ArpWatch.create(dut, "bench_arp")
-    wire.asked_at = []
+    wire = await Wire.create(dut, "bench_arp")
     host = await connect(dut, wire, 1456, False)
-    await upload_slots(host.port, CONFIG.slot_bytes // 1456 * 1456)
     length = CONFIG.slot_bytes // 1456 * 1456
+    await upload_slots(host.port, length)
     clear_ns = 1e9 / float(os.environ["NETBLT_BENCH_ARP_TIMESCALE"])
     started = get_sim_time("ns")
-    wire.asked_at = []
+    wire.asked = []
     ends = []
     sends = 0
     while get_sim_time("ns") - started < 4 * clear_ns:
@@ -225,14 +212,14 @@ async def bench_arp(dut):
     usual = statistics.median(b - a for a, b in gaps)
     # A gap with an ARP request in it waited for ARP; the others between buffers, for the
     # host's next SEND.
-    arp_gaps = [b - a for a, b in gaps if any(a < t < b for t in wire.asked_at)]
-    during = len(wire.asked_at)
+    arp_gaps = [b - a for a, b in gaps if any(a < t < b for t, _ in wire.asked)]
+    during = len(wire.asked)
     # Then quiet for two clear periods, and one more buffer: the cache was cleared.
     await ClockCycles(dut.clk, int(2 * clear_ns * CONFIG.clock_hz / 1e9))
-    wire.asked_at = []
+    wire.asked = []
     await host.command(Command.SEND, 0, sends, length)
     for _ in range(length // 1456):
         await wire.receive(timeout_us=5000)
     record("arp", {"clear_ns": clear_ns, "sim_ns": ends[-1] - ends[0], "frames": len(ends), "buffers": sends,
                    "arp_requests": during, "median_gap_ns": usual, "arp_gaps_ns": arp_gaps,
-                   "arp_requests_after_quiet": len(wire.asked_at)})
+                   "arp_requests_after_quiet": len(wire.asked)})

@@ -46,6 +46,8 @@ class Wire:
         self.pcap = None if pcap is None else PcapWriter(str(pcap), linktype=1, sync=True)
         self.dut = dut
         self.frames: Queue[Ether] = Queue()
+        self.asked: list[tuple[float, str]] = []
+        """Every ARP request from the board: when (ns), and for which address."""
         self.replies: Queue[Ether] = Queue()
         """Host-link datagrams (replies and pushes), apart from the engine's traffic."""
         cocotb.start_soon(self._collect())
@@ -86,6 +88,8 @@ class Wire:
             assert frame.check_fcs(), "frame check sequence"
             packet = Ether(bytes(frame.get_payload()))
             self.record(packet, get_time_from_sim_steps(frame.sim_time_end, "ns"))
+            if ARP in packet and packet[ARP].op == 1:
+                self.asked.append((get_sim_time("ns"), packet[ARP].pdst))
             await self.arrived(packet)
 
     async def arrived(self, packet: Ether) -> None:
@@ -194,12 +198,15 @@ class LinkPort:
         out, self.pushed_events = self.pushed_events, []
         return out
 
-    async def many(self, requests: list[tuple[F.Type, bytes, int]]) -> list[tuple[F.Header, bytes]]:
+    async def many(self, requests: F.Requests) -> list[tuple[F.Header, bytes]]:
         """Requests pipelined through the window; their replies in order."""
         await self.open()
         submitted = [self.client.submit(kind, body, value) for kind, body, value in requests]
         await self.until(lambda: all(r.reply is not None for r in submitted), limit_us=200_000)
         return [r.reply for r in submitted]
+
+    async def upload(self, word_address: int, data: bytes, mtu: int = 1500) -> None:
+        await self.many(F.upload_requests(word_address, data, mtu))
 
 
 def udp_payload(packet: Ether) -> bytes:

@@ -12,6 +12,7 @@ import argparse
 import json
 import os
 import signal
+import socket
 import sys
 import tempfile
 from pathlib import Path
@@ -58,6 +59,13 @@ def design(board: str | None):
 
 
 def run_from_args(args: argparse.Namespace) -> int:
+    for port in {args.link_port, args.netblt_port} - {0}:  # taken now: say so before minutes of building
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError as exc:
+                print(f"netblt sim-board: error: cannot listen on 127.0.0.1:{port}: {exc.strerror}", file=sys.stderr)
+                return 1
     if args.pcap is not None and not args.pcap.parent.is_dir():
         print(f"netblt sim-board: error: no directory {str(args.pcap.parent)!r} for the pcap", file=sys.stderr)
         return 2

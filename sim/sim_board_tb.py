@@ -82,7 +82,12 @@ class Bridge(Wire):
 
 def bind(port: int) -> socket.socket:
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    sock.bind(("127.0.0.1", port))
+    try:
+        sock.bind(("127.0.0.1", port))
+    except OSError as exc:
+        print(f"netblt sim-board: error: cannot listen on 127.0.0.1:{port}: {exc.strerror}", file=sys.stderr,
+              flush=True)
+        os._exit(1)  # one line, no simulator traceback
     sock.setblocking(False)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
     return sock
@@ -91,11 +96,7 @@ def bind(port: int) -> socket.socket:
 @cocotb.test()
 async def serve(dut):
     settings = json.loads(os.environ["NETBLT_SIM_BOARD"])
-    try:
-        link, netblt = bind(settings["link_port"]), bind(settings["netblt_port"])
-    except OSError as exc:
-        print(f"netblt sim-board: error: cannot listen on 127.0.0.1: {exc.strerror}", file=sys.stderr, flush=True)
-        os._exit(1)  # one line, no simulator traceback
+    link, netblt = bind(settings["link_port"]), bind(settings["netblt_port"])
     stop, asked = [], Path(os.environ["NETBLT_SIM_BOARD_STOP"])
     for number in (signal.SIGINT, signal.SIGTERM):  # the terminal's Ctrl-C reaches this process too
         signal.signal(number, lambda *_: stop.append(True))

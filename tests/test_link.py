@@ -43,10 +43,8 @@ def test_uploads_and_downloads_are_byte_exact_through_a_bad_path(seed):
     data = os.urandom(4 * 2000)
     board.rx_memory[:len(data)] = data[::-1]
     client, link = opened(board, seed, **IMPAIRED)
-    step = F.max_words(1500)
-    uploads = [client.submit(F.Type.UPLOAD, data[4 * at:4 * (at + step)], at) for at in range(0, 2000, step)]
-    downloads = [client.submit(F.Type.DOWNLOAD, min(step, 2000 - at).to_bytes(4, "big"), at)
-                 for at in range(0, 2000, step)]
+    uploads = [client.submit(*request) for request in F.upload_requests(0, data, 1500)]
+    downloads = [client.submit(*request) for request in F.download_requests(0, len(data), 1500)]
     link.run(client, lambda: all(r.reply for r in uploads + downloads))
     assert bytes(board.tx_memory[:len(data)]) == data
     assert b"".join(r.reply[1] for r in downloads) == data[::-1]

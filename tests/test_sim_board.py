@@ -198,7 +198,7 @@ def test_a_board_that_does_not_answer_is_one_line_naming_it():
         silent.bind(("127.0.0.1", 0))
         port = silent.getsockname()[1]
         started = time.monotonic()
-        done = subprocess.run(NETBLT + ["board", "status", f"127.0.0.1:{port}", "--timeout", "1"],
+        done = subprocess.run(NETBLT + ["board", "status", f"127.0.0.1:{port}", "--timeout", "1s"],
                               capture_output=True, text=True, timeout=30)
     assert done.returncode == 1 and done.stdout == ""
     assert done.stderr == f"netblt: error: board 127.0.0.1:{port}: no answer for 1 s\n"

@@ -211,10 +211,8 @@ async def test_uploads_and_downloads_are_byte_exact_through_loss(dut):
     rng = random.Random(9)
     data = bytes(rng.randrange(256) for _ in range(4 * 1500))
     engine.rx[:1500] = [int.from_bytes(data[i:i + 4], "little") for i in range(0, len(data), 4)][::-1]
-    step = F.max_words(1500)
-    uploads = [client.submit(F.Type.UPLOAD, data[4 * at:4 * (at + step)], 100 + at) for at in range(0, 1500, step)]
-    downloads = [client.submit(F.Type.DOWNLOAD, min(step, 1500 - at).to_bytes(4, "big"), at)
-                 for at in range(0, 1500, step)]
+    uploads = [client.submit(*request) for request in F.upload_requests(100, data, 1500)]
+    downloads = [client.submit(*request) for request in F.download_requests(0, len(data), 1500)]
     await drive(net, client, lambda: all(r.reply for r in uploads + downloads), limit_us=60_000)
     assert b"".join(w.to_bytes(4, "little") for w in engine.tx[100:1600]) == data
     got = b"".join(r.reply[1] for r in downloads)

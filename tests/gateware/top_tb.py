@@ -107,19 +107,14 @@ ROUTER_IP, ROUTER_MAC, FAR_PEER = "192.168.1.1", "02:00:00:00:00:01", "10.9.8.7"
 
 
 class RoutedWire(Wire):
-    """A LAN with a router on it: ARP requests for the router are answered, and every
-    address the board asks for is noted."""
-
-    asked: list[str]
+    """A LAN with a router on it: ARP requests for the router are answered."""
 
     async def arrived(self, packet: Ether) -> None:
-        if ARP in packet and packet[ARP].op == 1:
-            self.asked.append(packet[ARP].pdst)
-            if packet[ARP].pdst == ROUTER_IP:
-                await self.send(Ether(dst=packet.src, src=ROUTER_MAC) / ARP(
-                    op=2, hwsrc=ROUTER_MAC, psrc=ROUTER_IP, hwdst=packet.src, pdst=packet[ARP].psrc))
-                return
-        await super().arrived(packet)
+        if ARP in packet and packet[ARP].op == 1 and packet[ARP].pdst == ROUTER_IP:
+            await self.send(Ether(dst=packet.src, src=ROUTER_MAC) / ARP(
+                op=2, hwsrc=ROUTER_MAC, psrc=ROUTER_IP, hwdst=packet.src, pdst=packet[ARP].psrc))
+        else:
+            await super().arrived(packet)
 
 
 @cocotb.test()
@@ -127,7 +122,6 @@ async def test_a_peer_beyond_the_subnet_is_reached_through_the_gateway(dut):
     """DATA to a peer outside NETMASK goes to GATEWAY's MAC address (LiteEth alone would
     ARP for the peer itself and never reach it); the host on the subnet is still ARPed."""
     wire = await RoutedWire.create(dut, "gateway")
-    wire.asked = []
     host = await connect(dut, wire, udp=True)
     await host.configure(PEER_ADDRESS=int(ipaddress.IPv4Address(FAR_PEER)),
                          GATEWAY=int(ipaddress.IPv4Address(ROUTER_IP)))
@@ -137,7 +131,8 @@ async def test_a_peer_beyond_the_subnet_is_reached_through_the_gateway(dut):
     await host.command(Command.SEND, 0, 5, PACKET)
     frame = await wire.receive()
     assert (frame.dst, frame[IP].dst, frame[UDP].dport) == (ROUTER_MAC, FAR_PEER, UDP_PEER_PORT)
-    assert FAR_PEER not in wire.asked and ROUTER_IP in wire.asked and HOST_IP in wire.asked
+    asked = {address for _, address in wire.asked}
+    assert FAR_PEER not in asked and ROUTER_IP in asked and HOST_IP in asked
 
 
 @cocotb.test()
@@ -270,8 +265,7 @@ async def whole_slots(dut, wire: Wire, loss: float, seed: int, duplicate: float 
     rng = random.Random(seed)
     slot_bytes = CONFIG.slot_bytes
     data = bytes(rng.randrange(256) for _ in range(slot_bytes))
-    step = 4 * F.max_words(mtu)
-    await port.many([(F.Type.UPLOAD, data[at:at + step], (slot_bytes + at) // 4) for at in range(0, slot_bytes, step)])
+    await port.upload(slot_bytes // 4, data, mtu)
     await host.command(Command.SEND, 1, 77, slot_bytes)
     received = b""
     for number in range(slot_bytes // PACKET):
@@ -289,11 +283,9 @@ async def whole_slots(dut, wire: Wire, loss: float, seed: int, duplicate: float 
         await wire.send(Ether(dst=MAC_ADDRESS, src=HOST_MAC) / IP(src=HOST_IP, dst=IP_ADDRESS, proto=30) / netblt)
     while not RECEIVED_FLAGS.unpack((await host.wait_for(Event.RECEIVED))[2])["complete"]:
         pass
-    step_words = F.max_words(mtu)
-    replies = await port.many([(F.Type.DOWNLOAD, min(step_words, slot_bytes // 4 - at).to_bytes(4, "big"), at)
-                               for at in range(0, slot_bytes // 4, step_words)])
+    replies = await port.many(F.download_requests(0, slot_bytes, mtu))
     assert b"".join(reply for _, reply in replies) == body
-    assert len(replies[0][1]) == 4 * min(step_words, slot_bytes // 4)  # each reply one datagram of the MTU
+    assert len(replies[0][1]) == 4 * min(F.max_words(mtu), slot_bytes // 4)  # each reply one datagram of the MTU
     assert await host.read("TX_PACKETS") == slot_bytes // PACKET  # the SEND ran once
     await host.poll()
     assert not [e for e in host.events if e[0] == Event.SENT]  # and said so once
@@ -335,8 +327,7 @@ async def test_an_upload_runs_while_the_engine_sends(dut):
     await host.write("PACING_MODE", 0)
     await host.command(Command.SEND, 0, 5, length)
     data = bytes(random.Random(4).randrange(256) for _ in range(length))
-    step = 4 * F.max_words(1500)
-    await port.many([(F.Type.UPLOAD, data[at:at + step], (length + at) // 4) for at in range(0, length, step)])
+    await port.upload(length // 4, data)
     received = b""
     for number in range(length // PACKET):
         frame = await wire.receive(timeout_us=5000)
