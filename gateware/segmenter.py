@@ -124,6 +124,8 @@ class Segmenter(wiring.Component):
         data_checksum = Signal(16)
         """The header's data checksum field, set before the header is summed."""
         checksum = Signal(16)
+        high_ack = Signal(16)
+        """The stamp, taken once per packet: the host may change HIGH_ACK while it is emitted."""
         beat = Signal(16)
         sum_beat = Signal(16)
 
@@ -140,7 +142,7 @@ class Segmenter(wiring.Component):
         fields = {
             "version": L.VERSION, "type": Mux(ldata, L.PacketType.LDATA, L.PacketType.DATA),
             "length": netblt_length, "local_port": s.local_port, "foreign_port": s.peer_port,
-            "buffer": buffer[slot], "high_ack": s.high_ack, "packet": packet,
+            "buffer": buffer[slot], "high_ack": high_ack, "packet": packet,
             "data_checksum": data_checksum,
             "flags": Mux(last_buffer[slot], L.FLAG_LAST_BUFFER, 0),
         }
@@ -189,7 +191,7 @@ class Segmenter(wiring.Component):
             with m.State("SIZE"):
                 last = remaining <= packet_size
                 size = Mux(last, remaining, packet_size)
-                m.d.sync += [ldata.eq(last), data_bytes.eq(size)]
+                m.d.sync += [ldata.eq(last), data_bytes.eq(size), high_ack.eq(s.high_ack)]
                 m.d.comb += [self.checksums.query.slot.eq(slot), self.checksums.query.packet.eq(packet),
                              self.checksums.query.end.eq(offset + size),
                              self.checksums.query.full.eq(~last | (remaining == packet_size))]

@@ -148,6 +148,28 @@ async def test_buffer_is_segmented_in_order(dut):
 
 
 @cocotb.test()
+async def test_high_ack_changing_mid_packet(dut):
+    """The host stamps a new high-ack whenever it likes, also while a packet is on its
+    way out: each packet carries one value, with a header checksum that covers it."""
+    tx = await Tx.create(dut, high_ack=1)
+    length = 8 * 1024
+    await tx.fill(0, 5, length)
+    await tx.send(0, 5, length)
+    stamps = set()
+    for cycle in range(60_000):
+        await RisingEdge(dut.clk)
+        if cycle % 37 == 0:  # never in step with a packet's beats
+            tx.settings["high_ack"] = cycle & 0xFFFF
+            apply(dut.settings, TX_SETTINGS, tx.settings)
+        if len(tx.sink.packets()) == 8:
+            break
+    for _, beats in await tx.packets(8):
+        packet = frame(beats).packet  # raises on a bad header checksum
+        stamps.add(packet.high_ack)
+    assert len(stamps) > 4  # the stamp did change from packet to packet
+
+
+@cocotb.test()
 async def test_data_checksums_summed_while_written(dut):
     """Data checksums come from the sums made as the slot was written, when they cover
     exactly the packet; otherwise the segmenter reads the data first. Right either way."""
