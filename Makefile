@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test bench bench-rates bench-gateware bench-ethernet bitstream load clean
+.PHONY: demo demo-board test bench bench-rates bench-gateware bench-ethernet bitstream load clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -14,6 +14,9 @@ $(STAMP): pyproject.toml
 # A real transfer between two software endpoints on loopback, through the WAN relay.
 demo: $(STAMP)
 	$(BIN)/python -m netblt.host.demo
+
+demo-board: $(STAMP)
+	$(BIN)/python -m netblt.host.demo_board
 
 # Two workers: the bitstream build takes one for most of the run, everything else the other.
 test: $(STAMP)

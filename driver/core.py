@@ -8,13 +8,13 @@ calls against the gateware.
 
 from __future__ import annotations
 
-from collections import Counter, OrderedDict
+from collections import Counter
 
 from netblt.host import events as ev
-from netblt.host.codec import CodecError, decode, encode
-from netblt.host.packets import Open, Packet, Response
+from netblt.host.packets import Packet
 from netblt.host.params import Params
 
+from .control_codec import ControlCodec
 from .framing import HEADER_SIZE, FrameError, build_header, is_data, parse_header
 from .pacer import BurstPacer
 from .reassembly import ReceiveBuffers
@@ -22,8 +22,6 @@ from .txqueue import TransmitQueue
 
 REPORT_INTERVAL = 0.02
 """Seconds between :class:`~netblt.host.events.Arrivals` reports while data flows."""
-OPENERS_KEPT = 64
-"""NETBLT ports remembered from OPENs not yet answered, so each answer reaches its opener."""
 
 
 class DataPathCore:
@@ -31,10 +29,7 @@ class DataPathCore:
     engine at :meth:`configure`. Only the peer's DATA is placed."""
 
     def __init__(self, local_port: int = 0, foreign_port: int = 0, peer: ev.Address = None) -> None:
-        self.local_port, self.foreign_port = local_port, foreign_port
-        self.peer = peer
-        self._openers: OrderedDict[ev.Address, int] = OrderedDict()
-        """Source address -> NETBLT port of the latest OPEN from it, before set-up."""
+        self.control = ControlCodec(local_port, foreign_port, peer)
         self.params: Params | None = None
         self.tx: TransmitQueue | None = None
         self.rx: ReceiveBuffers | None = None
@@ -46,12 +41,13 @@ class DataPathCore:
         self._header = bytearray(HEADER_SIZE)
         self._busy = False
 
-    def configure(self, params: Params, peer: ev.Address) -> None:
+    def unusable(self, params: Params, transfer_size: int | None, sending: bool) -> str | None:
+        return None  # any values the engine accepts
+
+    def configure(self, params: Params, peer: ev.Address, transfer_size: int | None = None) -> None:
         """The connection is established with ``peer``: size the queues for the negotiated values."""
-        self.params, self.peer = params, peer
-        if peer in self._openers:
-            self.foreign_port = self._openers[peer]
-        self._openers.clear()
+        self.params = params
+        self.control.configure(peer)
         self.tx = TransmitQueue(params.packet_size)
         self.rx = ReceiveBuffers(params.packet_size, params.buffer_size)
 
@@ -88,10 +84,23 @@ class DataPathCore:
     def take(self, number: int) -> memoryview:
         return self.rx.take(number)
 
+    @property
+    def duplicates(self) -> int:
+        """Harmless second copies of DATA."""
+        return self.rx.duplicates if self.rx is not None else 0
+
+    @property
+    def resent(self) -> int:
+        """Packets sent again on request."""
+        return self.tx.resent if self.tx is not None else 0
+
+    @property
+    def peer(self) -> ev.Address:
+        return self.control.peer
+
     def encode(self, packet: Packet, to: ev.Address) -> bytes:
         """A non-data packet for ``to``, ready to send at once (control traffic is not paced)."""
-        port = self.foreign_port if to == self.peer else self._openers.get(to, 0)
-        return encode(packet, self.local_port, port)
+        return self.control.encode(packet, to)
 
     # -- per packet -------------------------------------------------------------------------
 
@@ -105,7 +114,7 @@ class DataPathCore:
             return None
         self.pacer.sent()
         padding = build_header(
-            self._header, local_port=self.local_port, foreign_port=self.foreign_port,
+            self._header, local_port=self.control.local_port, foreign_port=self.control.foreign_port,
             buffer=item.buffer, packet=item.packet, high_ack=self.high_ack, ldata=item.ldata,
             last_buffer=item.last_buffer, payload=item.payload,
             data_checksum=self.params.data_checksum)
@@ -130,33 +139,16 @@ class DataPathCore:
             except FrameError as exc:
                 self.dropped[str(exc)] += 1
                 return
-            if header.foreign_port != self.local_port or header.local_port != self.foreign_port:
+            if header.foreign_port != self.control.local_port or header.local_port != self.control.foreign_port:
                 self.dropped["ports"] += 1
                 return
             self.events.extend(self.rx.accept(header, datagram, now))
             if report := self.rx.report(REPORT_INTERVAL):
                 self.events.append(report)
             return
-        try:
-            frame = decode(datagram)
-        except CodecError as exc:
-            self.dropped[str(exc).split(":")[0]] += 1
-            return
-        if self.params is None:
-            # Each end learns the other's NETBLT port from the set-up exchange: through a
-            # relay or NAT the UDP port the user named is not the peer's own.
-            if isinstance(frame.packet, Open):
-                self._openers[source] = frame.local_port
-                self._openers.move_to_end(source)
-                while len(self._openers) > OPENERS_KEPT:
-                    self._openers.popitem(last=False)
-            elif isinstance(frame.packet, Response) and source == self.peer:
-                self.foreign_port = frame.local_port
-        elif source == self.peer and (frame.foreign_port != self.local_port
-                                      or frame.local_port != self.foreign_port):
-            self.dropped["ports"] += 1
-            return
-        self.events.append(ev.PacketReceived(frame.packet, source))
+        packet = self.control.decode(datagram, source, self.dropped)
+        if packet is not None:
+            self.events.append(ev.PacketReceived(packet, source))
 
     def flush_report(self) -> None:
         """Report activity that a quiet spell would otherwise leave unreported."""

@@ -24,6 +24,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 
+from netblt.host.endpoint import DataPathError
 from netblt.gateware.registers import ENGINE_REGISTERS, LINK_REGISTERS, REGISTER_MAP
 
 from . import link_format as F
@@ -37,8 +38,12 @@ def before(a: int, b: int) -> bool:
     return 0 < (b - a) % ID_MODULUS < ID_MODULUS // 2
 
 
-class LinkError(Exception):
+class LinkError(DataPathError):
     """The link cannot go on; the message is one line for the user."""
+
+
+class BoardInUse(LinkError):
+    """Another host holds the board's session."""
 
 
 @dataclass
@@ -72,7 +77,6 @@ class LinkClient:
         self.waiting: deque[Request] = deque()
         """Submitted, not yet sent (the window is full)."""
         self.in_flight: dict[int, Request] = {}
-        self.completed: dict[int, Request] = {}
         self.pushed = Pushed()
         self.held_push = 0
         """The highest push number received with every one before it."""
@@ -115,6 +119,10 @@ class LinkClient:
     @property
     def idle(self) -> bool:
         return not self.waiting and not self.in_flight and (self.opening is None or self.opened)
+
+    def heartbeat(self) -> None:
+        """Say this host is still there (an ACK), so its session is not taken over."""
+        self.ack_owed = True
 
     def take_pushed(self) -> Pushed:
         out, self.pushed = self.pushed, Pushed()
@@ -194,7 +202,6 @@ class LinkClient:
                 raise LinkError("another host owns the board now")
             request = self.in_flight.pop(header.id)
             request.reply = (header, bytes(body))
-            self.completed[request.id] = request
             self.sent_at = now if self.in_flight or self.recovering else None
 
     # -- inside ------------------------------------------------------------------------------------
@@ -217,8 +224,8 @@ class LinkClient:
             return
         if header.status != F.Status.OK:
             owner = F.words(body[:12]) if len(body) >= 12 else [0, 0, 0]
-            raise LinkError(f"the board is in use by {_ipv4(owner[0])}:{owner[1]} (last heard {owner[2] / 1000:g} s "
-                            f"ago); --take-over takes it once that host has been silent long enough")
+            raise BoardInUse(f"the board is in use by {_ipv4(owner[0])}:{owner[1]} (last heard {owner[2] / 1000:g} s "
+                            f"ago); it can be taken once that host has been silent long enough")
         self.opening.reply = (header, body)
         self.sent_at = None
 
@@ -280,7 +287,12 @@ def _ipv4(value: int) -> str:
 
 
 class BoardLink:
-    """A host-link session with the board at ``address``, over a UDP socket; synchronous."""
+    """A host-link session with the board at ``address``, over a UDP socket.
+
+    :meth:`submit` queues requests without waiting (the board runs them in order, so a
+    command may follow the upload it needs at once); :meth:`wait` and the synchronous
+    helpers run the link until their replies are in; :meth:`pushed` waits for events.
+    """
 
     def __init__(self, address: tuple[str, int], *, give_up: float = 3.0, mtu: int = 1500) -> None:
         self.address, self.mtu = address, mtu
@@ -289,24 +301,29 @@ class BoardLink:
         family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
         self.sock = socket.socket(family, socket.SOCK_DGRAM)
         self.sock.connect(address)
+        self.bytes_out = self.bytes_in = 0
+        """UDP payload bytes sent to and received from the board."""
+        self.sent_at = time.monotonic()
+        """When this host last sent the board anything."""
 
     def open(self, take_over: bool = False) -> None:
         self.client.open(take_over)
         self._run(lambda: self.client.opened)
 
+    def submit(self, requests: F.Requests) -> list[Request]:
+        """Queue requests; they go out as the window allows while the link runs."""
+        return [self.client.submit(kind, body, value) for kind, body, value in requests]
+
+    def wait(self, requests: list[Request]) -> list[tuple[F.Header, bytes]]:
+        self._run(lambda: all(r.reply is not None for r in requests))
+        return [r.reply for r in requests]
+
     def run(self, kind: F.Type, body: bytes = b"", value: int = 0) -> tuple[F.Header, bytes]:
-        request = self.client.submit(kind, body, value)
-        self._run(lambda: request.reply is not None)
-        self.client.completed.pop(request.id, None)
-        return request.reply
+        return self.many([(kind, body, value)])[0]
 
     def many(self, requests: F.Requests) -> list[tuple[F.Header, bytes]]:
         """Several requests pipelined (up to the window in flight); their replies in order."""
-        submitted = [self.client.submit(kind, body, value) for kind, body, value in requests]
-        self._run(lambda: all(r.reply is not None for r in submitted))
-        for r in submitted:
-            self.client.completed.pop(r.id, None)
-        return [r.reply for r in submitted]
+        return self.wait(self.submit(requests))
 
     def status(self) -> dict[str, int]:
         """Every register that does not pop, by name; needs no session."""
@@ -327,25 +344,27 @@ class BoardLink:
         while True:
             got = self.client.take_pushed()
             if got.events or got.packets or time.monotonic() >= end:
-                self._flush()
+                self.flush()
                 return got
-            self._step(end)
+            self.step(end)
 
     def close(self) -> None:
         self.sock.close()
 
     def _run(self, done) -> None:
         while not done():
-            self._step(None)
+            self.step(None)
 
-    def _flush(self) -> None:
+    def flush(self) -> None:
         for datagram in self.client.outgoing(time.monotonic()):
             self.sock.send(datagram)
+            self.bytes_out += len(datagram)
+            self.sent_at = time.monotonic()
 
-    def _step(self, until: float | None) -> None:
+    def step(self, until: float | None) -> None:
         client = self.client
         try:
-            self._flush()
+            self.flush()
             deadline = client.deadline
             limit = min(x for x in (deadline, until, time.monotonic() + 0.5) if x is not None)
             self.sock.settimeout(max(0.0, limit - time.monotonic()) or 1e-4)
@@ -354,8 +373,9 @@ class BoardLink:
             except TimeoutError:
                 client.timeout(time.monotonic())
                 return
+            self.bytes_in += len(datagram)
             client.receive(datagram, time.monotonic())
         except ConnectionRefusedError:
             raise LinkError(f"no board at {self.shown}: nothing listens on that port") from None
         except LinkError as exc:
-            raise LinkError(f"board {self.shown}: {exc}") from None
+            raise type(exc)(f"board {self.shown}: {exc}") from None

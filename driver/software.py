@@ -36,6 +36,8 @@ class SoftwareDataPath(DataPathCore):
     """``peer`` is where an active end opens to (its port also names the peer's NETBLT port
     until RESPONSE says otherwise); a passive end learns its peer from the engine."""
 
+    name = "software"
+
     def __init__(self, transport: Transport, peer: Address | None = None) -> None:
         super().__init__(transport.local_port, peer[1] if peer else 0, transport.address(peer) if peer else None)
         self.transport = transport
@@ -67,7 +69,7 @@ class SoftwareDataPath(DataPathCore):
             self.events, self.dropped = events, dropped
             self.unreachable = None
 
-    def configure(self, params: Params, peer: Address) -> None:
+    def configure(self, params: Params, peer: Address, transfer_size: int | None = None) -> None:
         with self._lock:
             super().configure(params, peer)
         self.cpu_at_configure = self.thread_cpu()

@@ -17,13 +17,13 @@ from .packet_fifo import CONTROL_META
 from .parser import RX_SETTINGS
 from .pattern import PATTERN_COMMAND
 from .reassembly import MISSING, MISSING_QUERY, RX_COMMAND, RX_EVENT, SLOT_STATUS
-from .registers import ADDRESS, COMMAND_WORD, ENGINE_REGISTERS, EVENT_WORD, RECEIVED_FLAGS, Command, Event, RegisterBus
+from .registers import ADDRESS, COMMAND_WORD, CONNECTION_FLAGS, ENGINE_REGISTERS, EVENT_WORD, RECEIVED_FLAGS, Command, Event, RegisterBus
 from .segmenter import TX_COMMAND, TX_SETTINGS
 from .transmitter import PACING
 
 QUEUED_COMMAND = data.StructLayout({"word": COMMAND_WORD.layout, "arg0": 32, "arg1": 32})
 
-FLAG_UDP, FLAG_DATA_CHECKSUM = 0, 1
+FLAG_UDP, FLAG_DATA_CHECKSUM = CONNECTION_FLAGS.offset("udp"), CONNECTION_FLAGS.offset("data_checksum")
 
 
 def event_word(m: Module, kind, slot, flags=0, value=0) -> data.View:

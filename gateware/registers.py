@@ -64,6 +64,15 @@ class Word:
             at += width
         return out
 
+    def offset(self, field: str) -> int:
+        """The lowest bit of ``field``."""
+        at = 0
+        for name, width in self.fields:
+            if name == field:
+                return at
+            at += width
+        raise KeyError(f"{self.name} has no field {field}")
+
     def describe(self) -> str:
         parts, at = [], 0
         for name, width in self.fields:
@@ -76,6 +85,8 @@ COMMAND_WORD = Word("COMMAND", (("op", 4), ("slot", 4), ("flag", 1)))
 """What a write to COMMAND carries; ARG0 and ARG1 are taken with it."""
 EVENT_WORD = Word("EVENT", (("value", 16), ("flags", 7), ("slot", 4), ("kind", 4), ("valid", 1)))
 """An EVENT word; ``valid`` is 0 in the word read when no event waits."""
+CONNECTION_FLAGS = Word("FLAGS", (("udp", 1), ("data_checksum", 1)))
+"""The FLAGS register: NETBLT inside UDP (else IP protocol 30), data-area checksums negotiated."""
 RECEIVED_FLAGS = Word("RECEIVED flags", (("first", 1), ("ldata", 1), ("complete", 1), ("last_buffer", 1)))
 """The ``flags`` of a RECEIVED event."""
 
@@ -102,8 +113,8 @@ GROUPS = (
         Register("PEER_ADDRESS", "rw", 32, "the peer's IPv4 address"),
         Register("UDP_LOCAL_PORT", "rw", 16, "this end's UDP port in NETBLT-in-UDP mode"),
         Register("UDP_PEER_PORT", "rw", 16, "the peer's UDP port in NETBLT-in-UDP mode"),
-        Register("FLAGS", "rw", 2, "bit 0: NETBLT-in-UDP (else IP protocol 30); "
-                                   "bit 1: data-area checksums negotiated"),
+        Register("FLAGS", "rw", 2, f"{CONNECTION_FLAGS.describe()}: NETBLT-in-UDP (else IP "
+                                   "protocol 30), data-area checksums negotiated"),
         Register("HIGH_ACK", "rw", 16, "high-acknowledged sequence number stamped on sent DATA"),
         Register("PACING_MODE", "rw", 2, "0: unpaced; 1: bursts; 2: smooth"),
         Register("BURST_SIZE", "rw", 16, "packets per burst interval"),

@@ -16,13 +16,15 @@ from rich.progress import BarColumn, DownloadColumn, Progress, ProgressColumn, T
 from rich.table import Table
 from rich.text import Text
 
+from netblt.driver.link_format import LINK_PORT
 from netblt.driver.transport import DEFAULT_PORT, TransportError, parse_address
 
 from .auth import Secret, SecretError
 from .files import FileError
 from .params import MAX_PACKETS_PER_BUFFER, ParamError, Params, Timing, burst_for_rate
-from .transfer import Gate, Interrupted, Options, Output, Report, UsageError, plan, send, serve
-from .units import parse_rate, parse_size, positive
+from .endpoint import DataPathError
+from .transfer import Gate, Interrupted, TransferError, Options, Output, Report, UsageError, plan, send, serve
+from .units import parse_port, parse_rate, parse_size, positive
 
 # What a sender proposes by default: a modern gigabit LAN, not 1987's.
 SEND_DEFAULTS = dict(packets_per_buffer=1024, buffers=8, rate=950e6, death_timer=30)
@@ -38,6 +40,13 @@ def _network(text: str) -> ipaddress.IPv4Network | ipaddress.IPv6Network:
     except ValueError:
         raise argparse.ArgumentTypeError(f"bad address or prefix {text!r}: use e.g. 192.0.2.7, "
                                          f"10.1.0.0/16 or 2001:db8::/32") from None
+
+
+def _board_address(text: str) -> tuple[str, int]:
+    try:
+        return parse_address(text, default_port=LINK_PORT)
+    except TransportError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _add_common_options(parser: argparse.ArgumentParser) -> None:
@@ -58,6 +67,10 @@ def _add_common_options(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--data-checksum", action=argparse.BooleanOptionalAction, default=None,
                    help="checksum the data of every DATA packet (default: on over IP, off over UDP, "
                         "whose own checksum covers it)")
+    b = parser.add_argument_group("offload (the packets go through a board, or netblt sim-board)")
+    b.add_argument("--board", type=_board_address, metavar="ADDR[:PORT]",
+                   help=f"the board's host link (port {LINK_PORT}): the board sends or receives the "
+                        "packets and this host moves whole buffers")
     s = parser.add_argument_group("security")
     s.add_argument("--secret-file", metavar="FILE", help="a shared secret (both ends): the receiver "
                    "admits only senders that prove they hold it, and the data's digest is keyed "
@@ -79,12 +92,15 @@ def build_parser() -> argparse.ArgumentParser:
     send_.add_argument("peer", metavar="ADDR[:PORT]", help=f"receiver address (port {DEFAULT_PORT}); "
                        f"IPv6 as [ADDR]:PORT")
     send_.add_argument("--name", help="the name the receiver stores the one file (or stream) under")
+    send_.add_argument("--local-port", type=parse_port, default=0, metavar="PORT",
+                       help=f"send from this UDP port (default: any; with --board, {DEFAULT_PORT})")
     _add_common_options(send_)
     recv = sub.add_parser("recv", help="wait for a sender and write what it sends",
                           description="Receive the files of one netblt send (or, with --keep-serving, "
                                       "of any number, one at a time).")
     recv.add_argument("--listen", default=f":{DEFAULT_PORT}", metavar="ADDR:PORT",
-                      help=f"where to listen (default: every address, port {DEFAULT_PORT}); IPv6 as [ADDR]:PORT")
+                      help=f"where to listen (default: every address, port {DEFAULT_PORT}); IPv6 as [ADDR]:PORT; "
+                           "with --board, the board's port")
     recv.add_argument("--out", metavar="PATH", help="output directory (default: here; a trailing / "
                       "insists on a directory), one file, or - for standard output")
     recv.add_argument("--force", action="store_true", help="replace files that exist (never by default)")
@@ -238,7 +254,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     terminal = Terminal(args, out, err)
     try:
         options = Options(params_from(args, limits=args.command == "recv"), kind=args.transport,
-                          timing=Timing(), secret=Secret.load(args.secret_file))
+                          timing=Timing(), secret=Secret.load(args.secret_file), board=args.board,
+                          local_port=getattr(args, "local_port", 0))
         if args.command == "send":
             items, notes = plan(args.paths, args.name)
         else:
@@ -267,7 +284,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             reports, stop = serve(where, output, options, terminal, keep_serving=args.keep_serving,
                                   force=args.force, gate=Gate(args.allow, options.secret), listening=listening)
-    except (TransportError, FileError) as exc:
+    except (TransportError, FileError, TransferError, DataPathError) as exc:
         terminal.stop()
         err.print(f"netblt: error: {exc}", highlight=False, soft_wrap=True)
         return 1

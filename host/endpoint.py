@@ -19,10 +19,18 @@ from .packets import Packet
 from .params import Params
 
 
+class DataPathError(Exception):
+    """The data path can no longer carry the connection (a board that stopped answering);
+    the message is one line for the user."""
+
+
 class DataPath(Protocol):
     """The buffer-level interface every data path offers (docs/architecture.md)."""
 
-    def configure(self, params: Params, peer: ev.Address) -> None: ...
+    def unusable(self, params: Params, transfer_size: int | None, sending: bool) -> str | None:
+        """Why this data path cannot carry a connection with these final values, if it cannot."""
+
+    def configure(self, params: Params, peer: ev.Address, transfer_size: int | None = None) -> None: ...
     def transmit(self, packet: Packet, to: ev.Address) -> None: ...
     def send_buffer(self, number: int, data: bytes | memoryview, last: bool) -> None: ...
     def resend(self, number: int, packets: tuple[int, ...]) -> None: ...
@@ -200,22 +208,31 @@ class Endpoint:
                 dp.query_missing(n)
             case ev.Deliver(buffer=n, index=index, size=size, final=final):
                 return self._deliver(n, index, size, final, now)
-            case ev.Admit():
+            case ev.Admit(params=params, transfer_size=size):
+                if why := dp.unusable(params, size, conn.is_sender):
+                    return conn.refuse(why, now)
                 answer = self.admit(action) if self.admit else Admission()
                 if answer.refusal is not None:
                     return conn.refuse(answer.refusal, now)
                 progress.resumed_bytes = answer.resumed_bytes
                 return conn.admit(now, held=answer.held, last=answer.last, client_string=answer.client_string)
-            case ev.Established(params=params, peer_client_string=peer_string, peer=peer):
+            case ev.Established(params=params, peer_client_string=peer_string, peer=peer, transfer_size=size):
                 self.cpu_start = time.process_time()
-                dp.configure(params, peer)
                 progress.params = params
                 progress.established_at = now
+                if why := dp.unusable(params, size, conn.is_sender):
+                    return conn.abort(why, now)
+                dp.configure(params, peer, size)
                 if self.check_peer and (why := self.check_peer(peer_string)):
                     return conn.abort(why, now)
             case ev.Finished():
                 progress.result = action
         return []
+
+    def lost_data_path(self, reason: str) -> None:
+        """The data path failed: the connection ends here, since nothing can reach the peer."""
+        self.conn.finish(False, reason)
+        self.progress.result = self.conn.result
 
     def _send(self, n: int, index: int, last: bool, now: float) -> list[ev.Action]:
         """Load a buffer from the client; a stream's client says where its data ends."""

@@ -141,6 +141,7 @@ class Connection:
         packet, final = self._admitting
         self._admitting = None
         self.params, self.uid, self.peer_death = final, packet.uid, packet.death_timer
+        self._learn_size(packet)
         if client_string is not None:
             self.client_string = client_string
         self.setup = Response(uid=packet.uid, **self._proposal() | dict(
@@ -262,7 +263,7 @@ class Connection:
             self._send_to(Refused(f"unusable parameters: {exc}"), source)
             return
         self.state, self.peer, self._admitting = State.ADMITTING, source, (packet, final)
-        self.emit(ev.Admit(packet.client_string, final, source, packet.uid))
+        self.emit(ev.Admit(packet.client_string, final, source, packet.uid, packet.transfer_size or None))
 
     def _answered(self, packet: Response, now: float) -> None:
         self.timers.cancel("open")
@@ -278,12 +279,18 @@ class Connection:
             return
         self.params = Params(**{**final.__dict__, "death_timer": self.local.death_timer})
         self.peer_death = packet.death_timer
+        self._learn_size(packet)
         self._establish(packet.client_string, now)
+
+    def _learn_size(self, packet: Open | Response) -> None:
+        """A data receiver takes the transfer's size from the sender's set-up packet (0: unknown)."""
+        if not self.is_sender:
+            self.transfer_size = packet.transfer_size or None
 
     def _establish(self, peer_client_string: bytes, now: float, *, held: frozenset[int] = frozenset(),
                    last: int | None = None) -> None:
         self.state = State.ESTABLISHED
-        self.emit(ev.Established(self.params, peer_client_string, self.peer))
+        self.emit(ev.Established(self.params, peer_client_string, self.peer, self.transfer_size))
         self._alive(now)
         self.timers.set("keepalive", now + self.peer_death / 4)
         self.role = Sender(self) if self.is_sender else Receiver(self, held=held, last=last)

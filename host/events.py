@@ -201,6 +201,8 @@ class Admit:
     """The parameters the RESPONSE would give."""
     source: Address
     uid: int
+    transfer_size: int | None = None
+    """The OPEN's transfer size; None when unknown."""
 
 
 @dataclass(frozen=True)
@@ -210,6 +212,8 @@ class Established:
     params: Params
     peer_client_string: bytes
     peer: Address = None
+    transfer_size: int | None = None
+    """Bytes the data sender's client supplies; None when unknown (a stream, or 4 GiB or more)."""
 
 
 @dataclass(frozen=True)

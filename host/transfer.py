@@ -16,18 +16,20 @@ import socket
 import stat
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from netblt.driver.board import BoardDataPath
 from netblt.driver.software import SoftwareDataPath
-from netblt.driver.transport import Address, Kind, Transport, host_address, show
+from netblt.driver.transport import DEFAULT_PORT, Address, Kind, Transport, host_address, show
 
 from . import announce
 from . import events as ev
 from .auth import Secret
-from .endpoint import Admission, Endpoint
+from .endpoint import Admission, DataPathError, Endpoint
 from .engine import Connection, State
 from .files import (
     Expectation, FileError, FileSink, FileSource, StdoutSink, StreamSource, name_problem,
@@ -82,6 +84,10 @@ class Options:
     kind: Kind = "udp"
     timing: Timing = Timing()
     secret: Secret | None = None
+    board: Address | None = None
+    """The host link of the board that carries the data (None: the software data path)."""
+    local_port: int = 0
+    """A sender's own UDP port (0: any; on a board, its NETBLT port)."""
 
 
 @dataclass
@@ -117,6 +123,9 @@ class Report:
     datapath_cpu_seconds: float = 0.0
     """Of which the data path's receive and transmit threads (per-packet work)."""
     data_path: str = "software"
+    """What carried the packets: "software" (this host) or "board"."""
+    host_link_bytes: int = 0
+    """With a board: UDP payload bytes between this host and the board, both ways."""
     dropped: dict[str, int] = field(default_factory=dict)
     """Bad packets counted and dropped, by reason."""
     duplicates: int = 0
@@ -130,7 +139,34 @@ class Report:
 # -- the run loop -----------------------------------------------------------------------------
 
 
-def run(endpoint: Endpoint, dp: SoftwareDataPath, feedback: Feedback, total: Callable[[], int | None],
+DataPath = SoftwareDataPath | BoardDataPath
+
+
+@contextmanager
+def data_path(options: Options, feedback: Feedback, *, peer: Address | None = None,
+              listen: Address | None = None) -> Iterator[DataPath]:
+    """The data path the options name, with its socket or board session, closed after."""
+    if options.board is not None:
+        port = listen[1] if listen else options.local_port or DEFAULT_PORT
+        dp = BoardDataPath.open(options.board, local_port=port,
+                                kind=options.kind, peer=peer, notice=feedback.status)
+        try:
+            if listen and listen[0] and host_address(listen) != host_address((dp.geometry.address, 0)):
+                raise TransferError(f"the board's address is {dp.geometry.address}, not {listen[0]}")
+            yield dp
+        finally:
+            dp.close()
+        return
+    transport = Transport(options.kind, listen or ("", options.local_port), family=_family(peer) if peer else None)
+    dp = SoftwareDataPath(transport, peer)
+    try:
+        yield dp
+    finally:
+        dp.close()
+        transport.close()
+
+
+def run(endpoint: Endpoint, dp: DataPath, feedback: Feedback, total: Callable[[], int | None],
         opening: str = "", listen_until: float | None = None) -> Interrupted | None:
     """Drive one endpoint until its connection finishes, or until ``listen_until`` while
     it still listens. A signal aborts it (telling the peer) and is returned."""
@@ -162,6 +198,8 @@ def run(endpoint: Endpoint, dp: SoftwareDataPath, feedback: Feedback, total: Cal
             if now - last_tick > 0.1:
                 last_tick = now
                 feedback.progress(endpoint.progress.bytes_done + endpoint.progress.resumed_bytes, total())
+    except DataPathError as exc:
+        endpoint.lost_data_path(str(exc))
     except (KeyboardInterrupt, Interrupted) as exc:
         stop = exc if isinstance(exc, Interrupted) else Interrupted(130, "SIGINT")
         now = time.monotonic()
@@ -172,7 +210,7 @@ def run(endpoint: Endpoint, dp: SoftwareDataPath, feedback: Feedback, total: Cal
     return None
 
 
-def _report(endpoint: Endpoint, dp: SoftwareDataPath, role: str, **fields) -> Report:
+def _report(endpoint: Endpoint, dp: DataPath, role: str, **fields) -> Report:
     progress, conn = endpoint.progress, endpoint.conn
     result = progress.result
     p = progress.params
@@ -181,7 +219,9 @@ def _report(endpoint: Endpoint, dp: SoftwareDataPath, role: str, **fields) -> Re
     report = Report(ok=bool(result and result.ok), reason=result.reason if result else "not finished",
                     role=role, established=started is not None, bytes=progress.bytes_done,
                     resumed_bytes=progress.resumed_bytes, peer=show(conn.peer) if conn.peer else "",
-                    dropped=dp.drop_counts(), duplicates=dp.rx.duplicates if dp.rx is not None else 0, **fields)
+                    dropped=dp.drop_counts(), duplicates=dp.duplicates, data_path=dp.name, **fields)
+    if isinstance(dp, BoardDataPath):
+        report.host_link_bytes = dp.link_bytes
     if started is not None:
         report.seconds = round(now - started, 3)
         report.cpu_seconds = round(time.process_time() - endpoint.cpu_start, 3)
@@ -192,8 +232,7 @@ def _report(endpoint: Endpoint, dp: SoftwareDataPath, role: str, **fields) -> Re
         report.outstanding_buffers = p.max_buffers
     report.packets_lost = conn.stats.packets_lost
     report.data_timeouts = conn.stats.data_timeouts
-    report.packets_retransmitted = conn.stats.packets_resent if role == "receiver" else (
-        dp.tx.resent if dp.tx is not None else 0)
+    report.packets_retransmitted = conn.stats.packets_resent if role == "receiver" else dp.resent
     report.steady_state_mbps = round(progress.steady_state_bps() / 1e6, 3)
     if progress.done_at and started is not None:
         report.real_mbps = round(8 * progress.bytes_done / max(1e-9, now - started) / 1e6, 3)
@@ -310,20 +349,16 @@ def _send_one(item: Outgoing, index: int, count: int, session: str, peer: Addres
         fields = announce.Announcement(item.name, source.size, sha256 or None, index, count, session).encode()
         secret = options.secret
         client_string = secret.sign_open(uid, True, fields) if secret else fields
-        transport = Transport(options.kind, ("", 0), family=_family(peer))
-        dp = SoftwareDataPath(transport, peer)
-        conn = Connection(active=True, sender=True, params=options.params, timing=options.timing,
-                          transfer_size=source.size, client_string=client_string, uid=uid, peer=dp.peer)
-        check = (lambda answer: secret.check_response(uid, client_string, answer)) if secret else None
-        endpoint = Endpoint(conn, dp, source=source, check_peer=check)
-        opening = f"connecting to {show(peer)}" + (f" (file {index} of {count})" if count > 1 else "")
-        feedback.status(f"{opening} ...")
-        try:
+        with data_path(options, feedback, peer=peer) as dp:
+            params = dp.fit(options.params, sending=True) if isinstance(dp, BoardDataPath) else options.params
+            conn = Connection(active=True, sender=True, params=params, timing=options.timing,
+                              transfer_size=source.size, client_string=client_string, uid=uid, peer=dp.peer)
+            check = (lambda answer: secret.check_response(uid, client_string, answer)) if secret else None
+            endpoint = Endpoint(conn, dp, source=source, check_peer=check)
+            opening = f"connecting to {show(peer)}" + (f" (file {index} of {count})" if count > 1 else "")
+            feedback.status(f"{opening}" + (f" through board {show(options.board)}" if options.board else "") + " ...")
             stop = run(endpoint, dp, feedback, lambda: source.size, opening)
-        finally:
-            dp.close()
-            transport.close()
-        report = _report(endpoint, dp, "sender", name=item.name, path=shown, sha256=sha256)
+            report = _report(endpoint, dp, "sender", name=item.name, path=shown, sha256=sha256)
         if isinstance(source, StreamSource) and report.ok:
             report.sha256, report.bytes = source.sha256, source.length  # the trailer is not data
         return report, stop
@@ -465,49 +500,55 @@ def serve(listen: Address, output: Output, options: Options, feedback: Feedback 
     """Receive files until one sender's files are all in (or, with ``keep_serving``, until
     a signal). A failed transfer ends a one-off receiver; a serving one carries on."""
     gate = gate or Gate(secret=options.secret)
-    transport = Transport(options.kind, listen)
-    if listening:
-        anywhere = "::" if transport.family == socket.AF_INET6 else "0.0.0.0"
-        listening(show((listen[0] or anywhere, transport.local_port)))
-    dp = SoftwareDataPath(transport)
+    with data_path(options, feedback, listen=listen) as dp:
+        if isinstance(dp, BoardDataPath):
+            params = dp.fit(options.params, sending=False)
+            at = f"board {show(options.board)}'s {show((dp.geometry.address, dp.control.local_port))}"
+        else:
+            params = options.params
+            anywhere = "::" if dp.transport.family == socket.AF_INET6 else "0.0.0.0"
+            at = show((listen[0] or anywhere, dp.transport.local_port))
+        if listening:
+            listening(at)
+        return _serve(dp, params, output, options, feedback, keep_serving, force, gate)
+
+
+def _serve(dp: DataPath, params: Params, output: Output, options: Options, feedback: Feedback,
+           keep_serving: bool, force: bool, gate: Gate) -> tuple[list[Report], Interrupted | None]:
     finished: deque[tuple[Address, int]] = deque(maxlen=RECENT_UIDS)
     reports: list[Report] = []
     session: str | None = None
-    try:
-        while True:
-            conn = Connection(active=False, sender=False, params=options.params, timing=options.timing,
-                              client_string=b"netblt-recv")
-            reception = Reception(output, gate, feedback, force=force, session=session, finished=finished)
-            endpoint = Endpoint(conn, dp, sink=reception, admit=reception.admit)
-            waited = time.monotonic() + options.params.death_timer if session else None
-            stop = run(endpoint, dp, feedback, lambda: reception.announced.size if reception.announced else None,
-                       listen_until=waited)
-            if not endpoint.finished and stop is None:  # the session's next file never came
-                report = Report(False, f"the sender's next file did not come within {options.params.death_timer} s",
-                                "receiver")
-                reports.append(report)
-                feedback.report(report)
+    while True:
+        conn = Connection(active=False, sender=False, params=params, timing=options.timing,
+                          client_string=b"netblt-recv")
+        reception = Reception(output, gate, feedback, force=force, session=session, finished=finished)
+        endpoint = Endpoint(conn, dp, sink=reception, admit=reception.admit)
+        waited = time.monotonic() + options.params.death_timer if session else None
+        stop = run(endpoint, dp, feedback, lambda: reception.announced.size if reception.announced else None,
+                   listen_until=waited)
+        if not endpoint.finished and stop is None:  # the session's next file never came
+            report = Report(False, f"the sender's next file did not come within {options.params.death_timer} s",
+                            "receiver")
+            reports.append(report)
+            feedback.report(report)
+            return reports, None
+        report = _received(endpoint, dp, reception)
+        if conn.peer is not None:
+            finished.append((conn.peer, conn.uid))
+        if report.established:
+            reports.append(report)
+            feedback.report(report)
+        if stop:
+            return reports, stop
+        announced = reception.announced
+        if not keep_serving:
+            if not report.ok or announced is None or announced.index == announced.count:
                 return reports, None
-            report = _received(endpoint, dp, reception)
-            if conn.peer is not None:
-                finished.append((conn.peer, conn.uid))
-            if report.established:
-                reports.append(report)
-                feedback.report(report)
-            if stop:
-                return reports, stop
-            announced = reception.announced
-            if not keep_serving:
-                if not report.ok or announced is None or announced.index == announced.count:
-                    return reports, None
-                session = announced.session
-            dp.reset()
-    finally:
-        dp.close()
-        transport.close()
+            session = announced.session
+        dp.reset()
 
 
-def _received(endpoint: Endpoint, dp: SoftwareDataPath, reception: Reception) -> Report:
+def _received(endpoint: Endpoint, dp: DataPath, reception: Reception) -> Report:
     """The report of one receiving connection, after verifying and placing its file."""
     sink, announced = reception.sink, reception.announced
     report = _report(endpoint, dp, "receiver", name=announced.name if announced else "",

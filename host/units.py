@@ -26,6 +26,17 @@ def parse_size(text: str) -> int:
     return int(match.group(1)) << {"": 0, "k": 10, "m": 20, "g": 30}[match.group(2).lower()]
 
 
+def parse_port(text: str) -> int:
+    """A UDP port, 0..65535 (0: any)."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 0 <= port <= 0xFFFF:
+        raise argparse.ArgumentTypeError(f"port {port} is outside 0..65535")
+    return port
+
+
 def parse_duration(text: str) -> float:
     """``200ms``, ``1.5s``, ``30us`` or ``0``; any other bare number is refused (is 100 ms or s meant?)."""
     match = _DURATION.fullmatch(text)

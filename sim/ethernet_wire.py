@@ -183,7 +183,6 @@ class LinkPort:
         await self.open()
         request = self.client.submit(F.Type.REGISTERS, F.encode_operations(operations))
         await self.until(lambda: request.reply is not None)
-        self.client.completed.pop(request.id, None)
         return [op.value for op in F.decode_operations(request.reply[1])]
 
     async def write(self, address: int, value: int) -> None:

@@ -17,29 +17,21 @@ import sys
 import tempfile
 from pathlib import Path
 
+from netblt.host.units import parse_port
+
 MODULE = "netblt.sim.sim_board_tb"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--board", metavar="NAME", help="simulate this board's design (its slot sizes and "
                         "clock), as make bitstream names it; default: the design the tests simulate")
-    parser.add_argument("--link-port", type=_port, default=0, metavar="PORT",
+    parser.add_argument("--link-port", type=parse_port, default=0, metavar="PORT",
                         help="the host link's port on 127.0.0.1 (default: any free one, printed)")
-    parser.add_argument("--netblt-port", type=_port, default=0, metavar="PORT",
+    parser.add_argument("--netblt-port", type=parse_port, default=0, metavar="PORT",
                         help="the board's NETBLT UDP port, on 127.0.0.1 too (default: any free one, printed)")
     parser.add_argument("--mtu", type=int, default=1500, choices=(1500, 9000),
                         help="the largest IP datagram the simulated wire carries (default: 1500)")
     parser.add_argument("--pcap", type=Path, metavar="FILE", help="write every frame on the board's wire here")
-
-
-def _port(text: str) -> int:
-    try:
-        port = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
-    if not 0 <= port <= 0xFFFF:
-        raise argparse.ArgumentTypeError(f"port {port} is outside 0..65535")
-    return port
 
 
 def design(board: str | None):

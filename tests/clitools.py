@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import signal
+import threading
 import socket
 import subprocess
 import sys
@@ -50,3 +52,36 @@ def reports(stdout: str) -> list[dict]:
 def finish(proc: subprocess.Popen, timeout: float = 60) -> tuple[list[dict], str]:
     stdout, stderr = proc.communicate(timeout=timeout)
     return reports(stdout), stderr
+
+
+class SimBoard:
+    """``netblt sim-board ARGS``, once it has printed its two ports."""
+
+    def __init__(self, *args: str) -> None:
+        self.proc = subprocess.Popen(NETBLT + ["sim-board", *args], stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True)
+        watchdog = threading.Timer(900, self.proc.kill)  # a first build takes minutes, never this long
+        watchdog.start()
+        try:
+            self.link = self._port("management 127.0.0.1:")
+            self.netblt = self._port("netblt 127.0.0.1:")
+        finally:
+            watchdog.cancel()
+
+    def _port(self, prefix: str) -> int:
+        line = self.proc.stdout.readline()
+        assert line.startswith(prefix), line + self.proc.stderr.read()
+        return int(line[len(prefix):].split()[0])
+
+    def status(self) -> dict[str, int]:
+        done = subprocess.run(NETBLT + ["board", "status", f"127.0.0.1:{self.link}", "--json"],
+                              capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        answer = json.loads(done.stdout)
+        assert answer["board"] == f"127.0.0.1:{self.link}"
+        return answer["registers"]
+
+    def stop(self) -> tuple[int, str]:
+        self.proc.send_signal(signal.SIGINT)
+        stdout, _ = self.proc.communicate(timeout=120)
+        return self.proc.returncode, stdout

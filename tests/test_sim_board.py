@@ -13,7 +13,7 @@ import threading
 import time
 
 import pytest
-from clitools import NETBLT, free_port, spawn
+from clitools import NETBLT, SimBoard, free_port, spawn
 
 from netblt.driver import link_format as F
 from netblt.driver.link import BoardLink, LinkError
@@ -25,37 +25,6 @@ from netblt.hw.liteeth_core import IP_ADDRESS
 
 
 pytestmark = pytest.mark.xdist_group("node")  # the build tests/gateware/test_gateware_top.py uses
-
-
-class SimBoard:
-    def __init__(self) -> None:
-        self.proc = subprocess.Popen(NETBLT + ["sim-board"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     text=True)
-        watchdog = threading.Timer(900, self.proc.kill)  # a first build takes minutes, never this long
-        watchdog.start()
-        try:
-            self.link = self._port("management 127.0.0.1:")
-            self.netblt = self._port("netblt 127.0.0.1:")
-        finally:
-            watchdog.cancel()
-
-    def _port(self, prefix: str) -> int:
-        line = self.proc.stdout.readline()
-        assert line.startswith(prefix), line + self.proc.stderr.read()
-        return int(line[len(prefix):].split()[0])
-
-    def status(self) -> dict[str, int]:
-        done = subprocess.run(NETBLT + ["board", "status", f"127.0.0.1:{self.link}", "--json"],
-                              capture_output=True, text=True, timeout=60)
-        assert done.returncode == 0, done.stderr
-        answer = json.loads(done.stdout)
-        assert answer["board"] == f"127.0.0.1:{self.link}"
-        return answer["registers"]
-
-    def stop(self) -> tuple[int, str]:
-        self.proc.send_signal(signal.SIGINT)
-        stdout, _ = self.proc.communicate(timeout=120)
-        return self.proc.returncode, stdout
 
 
 @pytest.fixture(scope="module")

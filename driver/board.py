@@ -1,0 +1,563 @@
+"""The board data path: the engine's buffer-level calls carried out by the gateware.
+
+Per packet, the board does everything (segmentation, pacing, resends, reassembly,
+bitmaps); the host moves whole buffers and commands over the host link
+(driver/link.py) and turns the board's pushed events into the engine's. The same
+:class:`BoardDataPath` drives a board on a cable and ``netblt sim-board``.
+
+Time: the engine's timers run on the host's clock, since the peer's do too, and
+everything measured in board cycles reaches the engine through :class:`BoardClock`,
+the measured rate of the board's cycle counter in host seconds. On hardware that is
+the board's clock; a simulated board runs thousands of times slower, and the same
+conversion makes its arrival gaps, its pacing and what it can take meaningful in real
+time (docs/architecture.md).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import struct
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from netblt.gateware.drops import Drop
+from netblt.gateware.pacer import PacingMode
+from netblt.gateware.registers import (
+    ADDRESS, COMMAND_WORD, CONNECTION_FLAGS, EVENT_WORD, RECEIVED_FLAGS, Command, Event,
+)
+from netblt.host import events as ev
+from netblt.host.packets import Packet
+from netblt.host.params import Params, burst_for_rate
+
+from . import link_format as F
+from .control_codec import ControlCodec
+from .link import BoardInUse, BoardLink, LinkError
+from .transport import Address, Kind, show
+
+WIRE_BPS = 1e9
+"""The board's Ethernet: gigabit."""
+DATA_SHARE = 0.9
+"""Of the wire, the most a transfer through the board is offered: room for headers
+and for the host link's own traffic on the same port."""
+CLOCK_BASELINE = 0.3
+"""Seconds of host time over which the board's clock is first measured."""
+HARDWARE_MATCH = 0.05
+"""A measured clock this close to CLOCK_HZ is the board's own: real hardware."""
+OPERATIONS = F.MAX_OPERATIONS
+HEARTBEAT = 1.0
+"""Seconds of host-link silence after which a waiting host says it is still there."""
+HOLD = 5.0
+"""Seconds without a word from this host after which another may take the board: a
+host that ends its session lets the next one in at once; one that died, after this."""
+
+
+class BoardClock:
+    """Board cycles against host seconds, from (host time, CYCLES) samples.
+
+    The 32-bit counter is unwrapped between samples. The rate is measured from the
+    first sample, so it grows more exact as the transfer goes on.
+    """
+
+    def __init__(self, clock_hz: int) -> None:
+        self.clock_hz = clock_hz
+        self.first: tuple[float, int] | None = None
+        self.last: tuple[float, int] | None = None
+        self.rate = float(clock_hz)
+        """Board cycles per host second."""
+        self.measured = False
+
+    def sample(self, now: float, cycles: int) -> None:
+        if self.last is None:
+            self.first = self.last = (now, cycles)
+            return
+        total = self.last[1] + ((cycles - self.last[1]) & 0xFFFF_FFFF)
+        self.last = (now, total)
+        span = now - self.first[0]
+        if span > 0.05:
+            measured = (total - self.first[1]) / span
+            self.rate = self.clock_hz if abs(measured / self.clock_hz - 1) < HARDWARE_MATCH else measured
+            self.measured = True
+
+    @property
+    def scale(self) -> float:
+        """How fast the board runs against real time: 1 on hardware."""
+        return self.rate / self.clock_hz
+
+    def seconds(self, cycles: float) -> float:
+        return cycles / self.rate
+
+    def cycles(self, seconds: float) -> int:
+        return max(1, round(seconds * self.rate))
+
+
+@dataclass(frozen=True)
+class Geometry:
+    """What the board holds, from its registers."""
+
+    tx_slots: int
+    rx_slots: int
+    slot_bytes: int
+    max_packets: int
+    beat_bytes: int
+    clock_hz: int
+    address: str
+
+    @classmethod
+    def read(cls, values: dict[str, int]) -> Geometry:
+        g = values["GEOMETRY"]
+        return cls(tx_slots=g >> 8 & 0xF, rx_slots=g >> 12 & 0xF, slot_bytes=values["SLOT_BYTES"],
+                   max_packets=1 << (g >> 16), beat_bytes=(g & 0xFF) // 8, clock_hz=values["CLOCK_HZ"],
+                   address=str(ipaddress.IPv4Address(values["IP_ADDRESS"])))
+
+
+@dataclass
+class Slot:
+    buffer: int
+    size: int = 0
+    capacity: int = 0
+    sent: bool = False
+    download: list | None = None
+    data: bytes | None = None
+
+
+class BoardDataPath:
+    """A data path on the board at ``link`` (an open session), sending and receiving on its
+    NETBLT UDP port ``local_port`` (the NETBLT port too); ``peer`` is where an active end
+    opens to. ``notice`` hears one-line notices for the user."""
+
+    name = "board"
+
+    def __init__(self, link: BoardLink, *, local_port: int, kind: Kind = "udp", peer: Address | None = None,
+                 notice: Callable[[str], None] = lambda text: None) -> None:
+        self.link, self.kind, self.notice = link, kind, notice
+        if peer is not None:
+            peer = (_ipv4(peer[0]), peer[1] if kind == "udp" else 0)
+        self.control = ControlCodec(local_port, peer[1] if peer else 0, peer)
+        self.dropped: Counter[str] = Counter()
+        self.events: list[ev.Event] = []
+        values = self._get("GEOMETRY", "SLOT_BYTES", "CLOCK_HZ", "IP_ADDRESS", "CYCLES")
+        self.geometry = Geometry.read(values)
+        self.clock = BoardClock(self.geometry.clock_hz)
+        self._measure_clock(values["CYCLES"])
+        self.link.client.retry, self.link.client.give_up = self._link_timers()
+        self._set(TAKEOVER_AFTER=max(1, round(HOLD * 1000 * self.clock.scale)))
+        self.params: Params | None = None
+        self.transfer_size: int | None = None
+        self.tx: dict[int, Slot] = {}
+        self.rx: dict[int, Slot] = {}
+        self.queries: dict[int, list[tuple[int, list[int]]]] = {}
+        """Per receive slot, the missing-packet queries not yet answered: (buffer, packets so far)."""
+        self.resent = 0
+        self.tx_busy = False
+        self.destination: Address | None = None
+        self.control_queued = 0
+        """Control packets given to the board since the counters were cleared."""
+        self._board_counts: dict[str, int] = {}
+        self.cpu_at_configure = 0.0
+        self._reset_board()
+        if peer is not None:
+            self._point_at(peer)
+
+    @classmethod
+    def open(cls, address: tuple[str, int], *, mtu: int = 1500, **options) -> BoardDataPath:
+        """A session with the board whose host link is at ``address``, taken from a host that
+        left or has been silent for HOLD seconds; raises LinkError."""
+        link = BoardLink(address, mtu=mtu)
+        try:
+            # A host that just left has given the board up, but only after one more of the
+            # board's milliseconds: thousands of real ones on a simulated board.
+            deadline = time.monotonic() + 3 * HOLD
+            while True:
+                try:
+                    link.open(take_over=True)
+                    break
+                except BoardInUse:
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.1)
+            return cls(link, **options)
+        except BaseException:
+            link.close()
+            raise
+
+    # -- what the board can hold -------------------------------------------------------------
+
+    def fit(self, params: Params, *, sending: bool) -> Params:
+        """``params`` restricted to what the board holds (a notice says what changed)."""
+        g = self.geometry
+        packet_size = params.packet_size - params.packet_size % g.beat_bytes
+        slots = g.tx_slots if sending else g.rx_slots
+        buffer_size = min(params.buffer_size, g.slot_bytes, packet_size * g.max_packets)
+        fitted = replace(params, packet_size=packet_size, buffer_size=buffer_size,
+                         max_buffers=min(params.max_buffers, slots))
+        most = DATA_SHARE * WIRE_BPS * self.clock.scale
+        if sending and fitted.rate_bps > most:
+            burst_size, burst_interval = burst_for_rate(most, packet_size)
+            fitted = replace(fitted, burst_size=burst_size, burst_interval=burst_interval)
+        elif not sending:
+            fitted = replace(fitted, rate_cap=min(params.rate_cap, most))
+        changes = [f"{what} {getattr(params, name)} -> {getattr(fitted, name)}"
+                   for name, what in (("packet_size", "packet size"), ("buffer_size", "buffer size"),
+                                      ("max_buffers", "outstanding buffers"))
+                   if getattr(params, name) != getattr(fitted, name)]
+        if fitted.rate_bps < params.rate_bps and sending or fitted.rate_cap < params.rate_cap:
+            changes.append(f"rate at most {most / 1e6:.3g} Mb/s")
+        if changes:
+            self.notice(f"the board holds less than asked: {', '.join(changes)} "
+                        f"({slots} slots of {g.slot_bytes} bytes"
+                        + (f", running {1 / self.clock.scale:,.0f} times slower than real time)"
+                           if self.clock.scale < 1 - HARDWARE_MATCH else ")"))
+        return fitted
+
+    def unusable(self, params: Params, transfer_size: int | None, sending: bool) -> str | None:
+        """Why the board cannot carry a connection with these final values, if it cannot."""
+        g = self.geometry
+        if params.packet_size % g.beat_bytes:
+            return f"the board needs a packet size that is a multiple of {g.beat_bytes} bytes, not {params.packet_size}"
+        if params.buffer_size > g.slot_bytes or params.packets_per_buffer > g.max_packets:
+            return f"a buffer of {params.buffer_size} bytes does not fit the board's {g.slot_bytes}-byte slots"
+        if not sending and not transfer_size:
+            # The board does not report the LDATA's length: the size says how long the last buffer is.
+            return "a receiving board needs the transfer's size: it cannot take a stream or a file of 4 GiB or more"
+        return None
+
+    # -- the engine's calls ---------------------------------------------------------------------
+
+    @property
+    def peer(self) -> Address | None:
+        return self.control.peer
+
+    def configure(self, params: Params, peer: Address, transfer_size: int | None = None) -> None:
+        self.params, self.transfer_size = params, transfer_size
+        self.control.configure(peer)
+        self._point_at(peer)
+        flags = CONNECTION_FLAGS.pack(udp=int(self.kind == "udp"), data_checksum=int(params.data_checksum))
+        self._set(PEER_PORT=self.control.foreign_port, PACKET_SIZE=params.packet_size, FLAGS=flags)
+
+    def transmit(self, packet: Packet, to: Address) -> None:
+        if to != self.destination:
+            if self.control.established:
+                self.dropped["control packets to others while busy (not sent)"] += 1
+                return
+            self._point_at(to)
+        data = self.control.encode(packet, to)
+        padded = data + bytes(-len(data) % 4)
+        words = struct.unpack(f"<{len(padded) // 4}I", padded)  # the engine's lanes: first byte in bits 7:0
+        operations = [_write("SEND_DATA", w) for w in words] + [_write("SEND_LENGTH", len(data))]
+        self._operations(operations)
+        self.control_queued += 1
+
+    def send_buffer(self, number: int, data: bytes | memoryview, last: bool) -> None:
+        index = self._free(self.tx, self.geometry.tx_slots, "transmit")
+        self.tx[index] = Slot(number, len(data))
+        self.link.submit(F.upload_requests(index * self.geometry.slot_bytes // 4, bytes(data), self.link.mtu))
+        self._command(Command.SEND, index, number, len(data), flag=int(last))
+        self.tx_busy = True
+
+    def resend(self, number: int, packets: tuple[int, ...]) -> None:
+        index = self._slot_of(self.tx, number)
+        if index is None:
+            return
+        self.resent += len(packets)
+        self.tx_busy = True
+        operations = []
+        for packet in packets:
+            operations += [_write("ARG0", packet), _write("COMMAND", COMMAND_WORD.pack(op=Command.RESEND, slot=index))]
+        self._operations(operations)
+
+    def release(self, number: int) -> None:
+        index = self._slot_of(self.tx, number)
+        if index is not None:
+            del self.tx[index]
+
+    def set_rate(self, burst_size: int, burst_interval_ms: int) -> None:
+        self._set(PACING_MODE=PacingMode.BURSTS, BURST_SIZE=burst_size,
+                    BURST_INTERVAL=self.clock.cycles(burst_interval_ms / 1000))
+
+    def stamp_high_ack(self, high_ack: int) -> None:
+        self._set(HIGH_ACK=high_ack)
+
+    def post_receive(self, number: int, capacity: int) -> None:
+        index = self._free(self.rx, self.geometry.rx_slots, "receive")
+        self.rx[index] = Slot(number, capacity=capacity)
+        self._command(Command.POST, index, number)
+
+    def drop_receive(self, number: int) -> None:
+        index = self._slot_of(self.rx, number)
+        if index is not None:
+            del self.rx[index]
+            self._command(Command.RELEASE, index)
+
+    def query_missing(self, number: int) -> None:
+        index = self._slot_of(self.rx, number)
+        if index is not None:
+            self.queries.setdefault(index, []).append((number, []))
+            self._command(Command.QUERY_MISSING, index, self.rx[index].capacity)
+
+    def take(self, number: int) -> memoryview:
+        slot = self.rx[self._slot_of(self.rx, number)]
+        return memoryview(slot.data)[:slot.size]
+
+    # -- the run loop's calls ---------------------------------------------------------------------
+
+    def wait_events(self, timeout: float) -> list[ev.Event]:
+        """Events from the board, waiting up to ``timeout`` seconds for the first."""
+        end = time.monotonic() + timeout
+        while True:
+            self._pushed(self.link.client.take_pushed())
+            self._downloaded()
+            if self.events or time.monotonic() >= end:
+                break
+            if time.monotonic() - self.link.sent_at > HEARTBEAT:
+                self.link.client.heartbeat()
+            self.link.step(min(end, self.link.sent_at + HEARTBEAT))
+        self.link.flush()  # acknowledge what was pushed
+        return self.take_events()
+
+    def flush(self) -> list[ev.Event]:
+        """Before a timer fires: what the board's slots saw lately (the engine's data and
+        death timers need it), and whether the transmit side went idle."""
+        receiving = [i for i, slot in self.rx.items() if slot.data is None]
+        names = ["CYCLES", "STATE", "RX_HIGH_ACK"]
+        operations = [_read(name) for name in names]
+        for index in receiving:
+            operations += [_write("STATUS_SLOT", index), _read("SLOT_RECEIVED"), _read("SLOT_LAST_AT"),
+                           _read("SLOT_MEAN_GAP")]
+        values = self._operations(operations, wait=True)
+        now = time.monotonic()
+        cycles, state, high_ack = values[:3]
+        self.clock.sample(now, cycles)
+        newest, gap = None, 0.0
+        for at in range(len(receiving)):
+            received, last_at, mean_gap = values[3 + 3 * at:6 + 3 * at]
+            if received:
+                ago = (cycles - last_at) & 0xFFFF_FFFF
+                seen = now - self.clock.seconds(ago)
+                if newest is None or seen > newest:
+                    newest, gap = seen, self.clock.seconds(mean_gap)
+        if newest is not None:
+            self.events.append(ev.Arrivals(newest, gap, high_ack))
+        if self.tx_busy and state & 1 and all(slot.sent for slot in self.tx.values()):
+            self.tx_busy = False
+            self.events.append(ev.TransmitIdle())
+        return self.take_events()
+
+    def take_events(self) -> list[ev.Event]:
+        out, self.events = self.events, []
+        return out
+
+    def reset(self) -> None:
+        """Forget the finished connection; keep the session and the board's port."""
+        self.control = ControlCodec(self.control.local_port)
+        self.params = self.transfer_size = None
+        self.tx, self.rx, self.queries = {}, {}, {}
+        self.resent, self.tx_busy, self.destination = 0, False, None
+        self.dropped = Counter()
+        self._reset_board()
+
+    def close(self) -> None:
+        """Let what is queued reach the board (a last QUIT or ABORT among it), then end."""
+        client = self.link.client
+        try:
+            self._set(TAKEOVER_AFTER=0)  # the next host need not wait
+            self.link.wait([r for r in list(client.waiting) + list(client.in_flight.values())])
+        except LinkError:
+            pass  # the board is gone; there is nothing more to tell it
+        finally:
+            self.link.close()
+
+    # -- the report -------------------------------------------------------------------------------
+
+    def counters(self) -> dict[str, int]:
+        """The board's counters for this connection, read now (nothing if the link is gone)."""
+        names = ["RX_DUPLICATES", "TX_PACKETS", "RX_ACCEPTED", "COMMANDS_REJECTED", "EVENTS_LOST"] + \
+            [f"DROPPED_{d.name}" for d in Drop]
+        try:
+            self._board_counts = dict(zip(names, self._operations([_read(n) for n in names], wait=True)))
+        except LinkError:
+            pass
+        return self._board_counts
+
+    def drop_counts(self) -> dict[str, int]:
+        counts = self.dropped.copy()
+        board = self.counters()
+        counts.update({f"board: {d.doc}": board[f"DROPPED_{d.name}"] for d in Drop
+                       if board.get(f"DROPPED_{d.name}")})
+        for name, what in (("COMMANDS_REJECTED", "board: commands rejected"),
+                           ("EVENTS_LOST", "board: events lost")):
+            if board.get(name):
+                counts[what] = board[name]
+        return dict(counts)
+
+    @property
+    def duplicates(self) -> int:
+        return self._board_counts.get("RX_DUPLICATES", 0)
+
+    def thread_cpu(self) -> float:
+        """The board's data path has no host threads: per-packet work costs the host nothing."""
+        return 0.0
+
+    @property
+    def link_bytes(self) -> int:
+        return self.link.bytes_in + self.link.bytes_out
+
+    # -- inside -------------------------------------------------------------------------------------
+
+    def _measure_clock(self, cycles: int) -> None:
+        """Sample CYCLES until the rate is known: at once on hardware, a baseline when simulated."""
+        self.clock.sample(time.monotonic(), cycles)
+        started = time.monotonic()
+        while True:
+            time.sleep(0.02)
+            (cycles,) = self._operations([_read("CYCLES")], wait=True)
+            self.clock.sample(time.monotonic(), cycles)
+            hardware = self.clock.measured and self.clock.rate == self.clock.clock_hz
+            if hardware or time.monotonic() - started > CLOCK_BASELINE:
+                return
+
+    def _link_timers(self) -> tuple[float, float]:
+        """The host link's retry and give-up times: a window of full datagrams on the wire
+        and back, three times over, in the board's time; at least a millisecond."""
+        window = F.WINDOW * (self.link.mtu + 38) * 8 / WIRE_BPS
+        retry = 0.001 + 3 * window / self.clock.scale
+        return retry, max(3.0, 100 * retry)
+
+    def _reset_board(self) -> None:
+        """Release every receive slot and zero the counters: nothing left from before."""
+        operations = [_write("COMMAND", COMMAND_WORD.pack(op=Command.RELEASE, slot=i))
+                      for i in range(self.geometry.rx_slots)]
+        flags = CONNECTION_FLAGS.pack(udp=int(self.kind == "udp"))
+        port = self.control.local_port
+        operations += [_write("COUNTERS_CLEAR", 1), _write("LOCAL_PORT", port), _write("UDP_LOCAL_PORT", port),
+                       _write("FLAGS", flags), _write("PEER_ADDRESS", 0), _write("HIGH_ACK", 0)]
+        self._operations(operations, wait=True)
+        self.control_queued = 0
+
+    def _point_at(self, to: Address) -> None:
+        """Control packets (and DATA) go to ``to`` from now on: once the board has sent
+        those already queued for the last destination."""
+        if to == self.destination:
+            return
+        if self.destination is not None and self.control_queued:
+            deadline = time.monotonic() + self.link.client.give_up
+            while self._operations([_read("TX_CONTROL")], wait=True)[0] < self.control_queued:
+                if time.monotonic() > deadline:
+                    raise LinkError(f"board {self.link.shown}: its control packets do not leave")
+        self.destination = to
+        self._set(PEER_ADDRESS=int(ipaddress.IPv4Address(to[0])), UDP_PEER_PORT=to[1])
+
+    def _pushed(self, pushed) -> None:
+        for word in pushed.events:
+            self._event(EVENT_WORD.unpack(word))
+        for record in pushed.packets:
+            source = (str(ipaddress.IPv4Address(record.address)), record.port if self.kind == "udp" else 0)
+            packet = self.control.decode(record.packet, source, self.dropped)
+            if packet is not None:
+                self.events.append(ev.PacketReceived(packet, source))
+
+    def _event(self, event: dict[str, int]) -> None:
+        kind, index = event["kind"], event["slot"]
+        if kind == Event.SENT:
+            if index in self.tx:
+                self.tx[index].sent = True
+                if not self.resent and all(slot.sent for slot in self.tx.values()):
+                    self.tx_busy = False
+                    self.events.append(ev.TransmitIdle())
+            return
+        if kind in (Event.MISSING, Event.MISSING_END):
+            self._missing(kind, index, event["value"])
+            return
+        slot = self.rx.get(index)
+        if slot is None:
+            self.dropped["board events for a released slot"] += 1
+            return
+        if kind == Event.RECEIVED:
+            flags = RECEIVED_FLAGS.unpack(event["flags"])
+            if flags["first"]:
+                self.events.append(ev.FirstPacket(slot.buffer, bool(flags["last_buffer"])))
+            if flags["ldata"]:
+                self.events.append(ev.LdataSeen(slot.buffer, event["value"]))
+            if flags["complete"]:
+                slot.size = self._buffer_bytes(slot.buffer, bool(flags["last_buffer"]), event["value"])
+                slot.download = self.link.submit(F.download_requests(
+                    index * self.geometry.slot_bytes // 4, slot.size, self.link.mtu))
+
+    def _missing(self, kind: Event, index: int, value: int) -> None:
+        """A query's answer, for the buffer it was asked about: one that was delivered and
+        its slot given to the next buffer meanwhile hears nothing."""
+        waiting = self.queries.get(index)
+        if not waiting:
+            self.dropped["board missing-packet lists never asked for"] += 1
+            return
+        number, packets = waiting[0]
+        if kind == Event.MISSING:
+            packets.append(value)
+            return
+        waiting.pop(0)
+        slot = self.rx.get(index)
+        if slot is not None and slot.buffer == number and slot.data is None and slot.download is None:
+            self.events.append(ev.MissingPackets(number, tuple(packets)))
+
+    def _buffer_bytes(self, number: int, last: bool, count: int) -> int:
+        p = self.params
+        if not last:
+            return p.buffer_size
+        if self.transfer_size:
+            return self.transfer_size - (number - 1) * p.buffer_size
+        return count * p.packet_size  # unusable() keeps this from happening
+
+    def _downloaded(self) -> None:
+        """Completed buffers whose data is now on the host: the engine hears of them."""
+        for slot in self.rx.values():
+            if slot.download and all(r.reply is not None for r in slot.download):
+                slot.data = b"".join(r.reply[1] for r in slot.download)
+                slot.download = None
+                self.events.append(ev.BufferComplete(slot.buffer, slot.size))
+
+    def _free(self, slots: dict[int, Slot], count: int, side: str) -> int:
+        for index in range(count):
+            if index not in slots:
+                return index
+        raise LinkError(f"board {self.link.shown}: every {side} slot is in use")
+
+    @staticmethod
+    def _slot_of(slots: dict[int, Slot], number: int) -> int | None:
+        return next((i for i, slot in slots.items() if slot.buffer == number), None)
+
+    def _command(self, op: Command, index: int, arg0: int = 0, arg1: int = 0, flag: int = 0) -> None:
+        self._operations([_write("ARG0", arg0), _write("ARG1", arg1),
+                          _write("COMMAND", COMMAND_WORD.pack(op=op, slot=index, flag=flag))])
+
+    def _set(self, **registers: int) -> None:
+        self._operations([_write(name, value) for name, value in registers.items()])
+
+    def _get(self, *names: str) -> dict[str, int]:
+        return dict(zip(names, self._operations([_read(n) for n in names], wait=True)))
+
+    def _operations(self, operations: list[F.Operation], wait: bool = False) -> list[int]:
+        """Queue register operations (as few requests as fit); with ``wait``, their read values."""
+        requests = self.link.submit([(F.Type.REGISTERS, F.encode_operations(operations[at:at + OPERATIONS]), 0)
+                                     for at in range(0, len(operations), OPERATIONS)])
+        if not wait:
+            return []
+        replies = self.link.wait(requests)
+        self._pushed(self.link.client.take_pushed())
+        return [op.value for _, body in replies for op in F.decode_operations(body)
+                if op.opcode & ~F.DONE == F.Opcode.READ]
+
+
+def _write(name: str, value: int) -> F.Operation:
+    return F.Operation(F.Opcode.WRITE, ADDRESS[name], value & 0xFFFF_FFFF)
+
+
+def _read(name: str) -> F.Operation:
+    return F.Operation(F.Opcode.READ, ADDRESS[name])
+
+
+def _ipv4(host: str) -> str:
+    try:
+        return str(ipaddress.IPv4Address(host))
+    except ValueError:
+        raise LinkError(f"a board speaks IPv4 only; {host} is not an IPv4 address") from None
