@@ -338,9 +338,9 @@ class Connection:
                 self._send_open(now)
         elif key == "death":
             if self.role is not None and self.role.complete():
-                # Every byte is here; only the acknowledgement of our last OK is missing.
-                self.finish(True, "transfer complete (the sender went quiet before "
-                                  "acknowledging the last OK)")
+                # Every byte is where it belongs; only the end of the exchange is missing
+                # (the acknowledgement of the last OK, or a DONE).
+                self.finish(True, "transfer complete (the peer then went quiet)")
             else:
                 self.finish(False, f"death timer expired: nothing heard from the peer for "
                                    f"{self.params.death_timer} s")

@@ -67,7 +67,8 @@ class Sender:
         return self.tx_busy
 
     def complete(self) -> bool:
-        return False  # the data is only safe once the receiver says so
+        """The receiver said OK to every buffer: the data is safe, and only the dally remains."""
+        return self.dallying
 
     def answer_time(self) -> float:
         return self.conn.timing.quit_timeout

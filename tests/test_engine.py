@@ -482,6 +482,21 @@ def test_sender_dally_expires_into_success():
     assert finished(conn.handle_timeout(conn.deadline)).ok
 
 
+def test_a_sender_whose_every_buffer_is_acknowledged_succeeds_when_the_death_timer_ends_the_dally():
+    """A slow receiver's control timer makes a dally longer than the death timer; with the
+    DONE lost, the silence that follows ends the connection, and every OK is in: success."""
+    conn, _ = sender(transfer_size=5_000)
+    conn.handle(control(Go(1, 1)), 0.1)
+    conn.handle(control(Ok(2, 1, 5, 10, control_timer=4000)), 0.5)  # dally 32 s, death timer 20 s
+    actions = []
+    while not of(actions, ev.Finished):  # keepalives, then the death timer: nothing more is heard
+        at = conn.deadline
+        actions = conn.handle_timeout(at)
+    assert at == pytest.approx(0.5 + 20)
+    result = finished(actions)
+    assert result.ok and result.reason.startswith("transfer complete")
+
+
 def test_empty_transfer_is_one_buffer():
     conn, _ = sender(transfer_size=0)
     actions = conn.handle(control(Go(1, 1)), 0.1)
