@@ -25,7 +25,8 @@ from dataclasses import dataclass, replace
 from netblt.gateware.drops import Drop
 from netblt.gateware.pacer import PacingMode
 from netblt.gateware.registers import (
-    ADDRESS, COMMAND_WORD, CONNECTION_FLAGS, EVENT_WORD, RECEIVED_FLAGS, Command, Event,
+    ADDRESS, COMMAND_WORD, CONNECTION_FLAGS, ENGINE_STATE, EVENT_WORD, GEOMETRY_WORD, RECEIVED_FLAGS, Command,
+    Event,
 )
 from netblt.host import events as ev
 from netblt.host.packets import Packet
@@ -106,10 +107,10 @@ class Geometry:
 
     @classmethod
     def read(cls, values: dict[str, int]) -> Geometry:
-        g = values["GEOMETRY"]
-        return cls(tx_slots=g >> 8 & 0xF, rx_slots=g >> 12 & 0xF, slot_bytes=values["SLOT_BYTES"],
-                   max_packets=1 << (g >> 16), beat_bytes=(g & 0xFF) // 8, clock_hz=values["CLOCK_HZ"],
-                   address=str(ipaddress.IPv4Address(values["IP_ADDRESS"])))
+        g = GEOMETRY_WORD.unpack(values["GEOMETRY"])
+        return cls(tx_slots=g["tx_slots"], rx_slots=g["rx_slots"], slot_bytes=values["SLOT_BYTES"],
+                   max_packets=1 << g["log2_max_packets"], beat_bytes=g["data_width"] // 8,
+                   clock_hz=values["CLOCK_HZ"], address=str(ipaddress.IPv4Address(values["IP_ADDRESS"])))
 
 
 @dataclass
@@ -154,6 +155,9 @@ class BoardDataPath:
         self.destination: Address | None = None
         self.control_queued = 0
         """Control packets given to the board since the counters were cleared."""
+        self.stale_high_ack: int | None = None
+        """RX_HIGH_ACK as the last connection left it, until this one's DATA moves it: the
+        board keeps the register across connections."""
         self._board_counts: dict[str, int] = {}
         self.cpu_at_configure = 0.0
         self._reset_board()
@@ -164,7 +168,7 @@ class BoardDataPath:
     def open(cls, address: tuple[str, int], *, mtu: int = 1500, **options) -> BoardDataPath:
         """A session with the board whose host link is at ``address``, taken from a host that
         left or has been silent for HOLD seconds; raises LinkError."""
-        link = BoardLink(address, mtu=mtu)
+        link = BoardLink(address, mtu=mtu, give_up=2 * HOLD)  # until the board's clock is known
         try:
             # A host that just left has given the board up, but only after one more of the
             # board's milliseconds: thousands of real ones on a simulated board.
@@ -192,18 +196,18 @@ class BoardDataPath:
         buffer_size = min(params.buffer_size, g.slot_bytes, packet_size * g.max_packets)
         fitted = replace(params, packet_size=packet_size, buffer_size=buffer_size,
                          max_buffers=min(params.max_buffers, slots))
-        most = DATA_SHARE * WIRE_BPS * self.clock.scale
-        if sending and fitted.rate_bps > most:
-            burst_size, burst_interval = burst_for_rate(most, packet_size)
-            fitted = replace(fitted, burst_size=burst_size, burst_interval=burst_interval)
-        elif not sending:
-            fitted = replace(fitted, rate_cap=min(params.rate_cap, most))
         changes = [f"{what} {getattr(params, name)} -> {getattr(fitted, name)}"
                    for name, what in (("packet_size", "packet size"), ("buffer_size", "buffer size"),
                                       ("max_buffers", "outstanding buffers"))
                    if getattr(params, name) != getattr(fitted, name)]
-        if fitted.rate_bps < params.rate_bps and sending or fitted.rate_cap < params.rate_cap:
+        most = DATA_SHARE * WIRE_BPS * self.clock.scale
+        if (fitted.rate_bps if sending else params.rate_cap) > most:
             changes.append(f"rate at most {most / 1e6:.3g} Mb/s")
+            if sending:
+                burst_size, burst_interval = burst_for_rate(most, packet_size)
+                fitted = replace(fitted, burst_size=burst_size, burst_interval=burst_interval)
+            else:
+                fitted = replace(fitted, rate_cap=most)
         if changes:
             self.notice(f"the board holds less than asked: {', '.join(changes)} "
                         f"({slots} slots of {g.slot_bytes} bytes"
@@ -274,7 +278,7 @@ class BoardDataPath:
 
     def set_rate(self, burst_size: int, burst_interval_ms: int) -> None:
         self._set(PACING_MODE=PacingMode.BURSTS, BURST_SIZE=burst_size,
-                    BURST_INTERVAL=self.clock.cycles(burst_interval_ms / 1000))
+                  BURST_INTERVAL=self.clock.cycles(burst_interval_ms / 1000))
 
     def stamp_high_ack(self, high_ack: int) -> None:
         self._set(HIGH_ACK=high_ack)
@@ -329,6 +333,10 @@ class BoardDataPath:
         now = time.monotonic()
         cycles, state, high_ack = values[:3]
         self.clock.sample(now, cycles)
+        if high_ack == self.stale_high_ack:
+            high_ack = 0  # nothing of this connection's acknowledged by DATA yet
+        else:
+            self.stale_high_ack = None
         newest, gap = None, 0.0
         for at in range(len(receiving)):
             received, last_at, mean_gap = values[3 + 3 * at:6 + 3 * at]
@@ -339,7 +347,7 @@ class BoardDataPath:
                     newest, gap = seen, self.clock.seconds(mean_gap)
         if newest is not None:
             self.events.append(ev.Arrivals(newest, gap, high_ack))
-        if self.tx_busy and state & 1 and all(slot.sent for slot in self.tx.values()):
+        if self.tx_busy and ENGINE_STATE.unpack(state)["tx_idle"] and all(slot.sent for slot in self.tx.values()):
             self.tx_busy = False
             self.events.append(ev.TransmitIdle())
         return self.take_events()
@@ -372,7 +380,7 @@ class BoardDataPath:
 
     def counters(self) -> dict[str, int]:
         """The board's counters for this connection, read now (nothing if the link is gone)."""
-        names = ["RX_DUPLICATES", "TX_PACKETS", "RX_ACCEPTED", "COMMANDS_REJECTED", "EVENTS_LOST"] + \
+        names = ["RX_DUPLICATES", "COMMANDS_REJECTED", "EVENTS_LOST"] + \
             [f"DROPPED_{d.name}" for d in Drop]
         try:
             self._board_counts = dict(zip(names, self._operations([_read(n) for n in names], wait=True)))
@@ -400,7 +408,7 @@ class BoardDataPath:
         return 0.0
 
     @property
-    def link_bytes(self) -> int:
+    def host_link_bytes(self) -> int:
         return self.link.bytes_in + self.link.bytes_out
 
     # -- inside -------------------------------------------------------------------------------------
@@ -431,8 +439,8 @@ class BoardDataPath:
         flags = CONNECTION_FLAGS.pack(udp=int(self.kind == "udp"))
         port = self.control.local_port
         operations += [_write("COUNTERS_CLEAR", 1), _write("LOCAL_PORT", port), _write("UDP_LOCAL_PORT", port),
-                       _write("FLAGS", flags), _write("PEER_ADDRESS", 0), _write("HIGH_ACK", 0)]
-        self._operations(operations, wait=True)
+                       _write("FLAGS", flags), _write("PEER_ADDRESS", 0), _write("HIGH_ACK", 0), _read("RX_HIGH_ACK")]
+        (self.stale_high_ack,) = self._operations(operations, wait=True)
         self.control_queued = 0
 
     def _point_at(self, to: Address) -> None:

@@ -41,8 +41,14 @@ class DataPathCore:
         self._header = bytearray(HEADER_SIZE)
         self._busy = False
 
+    host_link_bytes = 0
+    """Bytes moved over a board's host link: none here."""
+
+    def fit(self, params: Params, *, sending: bool) -> Params:
+        return params  # this host holds whatever the engine negotiates
+
     def unusable(self, params: Params, transfer_size: int | None, sending: bool) -> str | None:
-        return None  # any values the engine accepts
+        return None
 
     def configure(self, params: Params, peer: ev.Address, transfer_size: int | None = None) -> None:
         """The connection is established with ``peer``: size the queues for the negotiated values."""

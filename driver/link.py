@@ -291,7 +291,7 @@ class BoardLink:
 
     :meth:`submit` queues requests without waiting (the board runs them in order, so a
     command may follow the upload it needs at once); :meth:`wait` and the synchronous
-    helpers run the link until their replies are in; :meth:`pushed` waits for events.
+    helpers run the link until their replies are in; :meth:`step` waits for whatever comes.
     """
 
     def __init__(self, address: tuple[str, int], *, give_up: float = 3.0, mtu: int = 1500) -> None:
@@ -337,16 +337,6 @@ class BoardLink:
     def download(self, word_address: int, size: int) -> bytes:
         replies = self.many(F.download_requests(word_address, size, self.mtu))
         return b"".join(body for _, body in replies)[:size]
-
-    def pushed(self, wait: float = 0.0) -> Pushed:
-        """What the board pushed, waiting up to ``wait`` seconds for something."""
-        end = time.monotonic() + wait
-        while True:
-            got = self.client.take_pushed()
-            if got.events or got.packets or time.monotonic() >= end:
-                self.flush()
-                return got
-            self.step(end)
 
     def close(self) -> None:
         self.sock.close()

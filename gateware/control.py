@@ -7,7 +7,7 @@ checker) when it is ready; everything the blocks report becomes a 32-bit event w
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal
+from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import data, fifo, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -17,7 +17,10 @@ from .packet_fifo import CONTROL_META
 from .parser import RX_SETTINGS
 from .pattern import PATTERN_COMMAND
 from .reassembly import MISSING, MISSING_QUERY, RX_COMMAND, RX_EVENT, SLOT_STATUS
-from .registers import ADDRESS, COMMAND_WORD, CONNECTION_FLAGS, ENGINE_REGISTERS, EVENT_WORD, RECEIVED_FLAGS, Command, Event, RegisterBus
+from .registers import (
+    ADDRESS, COMMAND_WORD, CONNECTION_FLAGS, ENGINE_REGISTERS, ENGINE_STATE, EVENT_WORD, GEOMETRY_WORD,
+    RECEIVED_FLAGS, Command, Event, RegisterBus,
+)
 from .segmenter import TX_COMMAND, TX_SETTINGS
 from .transmitter import PACING
 
@@ -144,8 +147,8 @@ class ControlStatus(wiring.Component):
         m.d.comb += [self.download.addr.eq(rw["DOWNLOAD_ADDRESS"]),
                      bus.r_data.eq(Mux(from_memory, self.download.data, r_data))]
         status = self.status
-        geometry = Cat(Const(cfg.data_width, 8), Const(cfg.tx_slots, 4), Const(cfg.rx_slots, 4),
-                       Const(cfg.max_packets.bit_length() - 1, 16))
+        geometry = GEOMETRY_WORD.cat(data_width=cfg.data_width, tx_slots=cfg.tx_slots, rx_slots=cfg.rx_slots,
+                                     log2_max_packets=cfg.max_packets.bit_length() - 1)
         readable = {
             **rw, **counters,
             "COMMAND_LEVEL": commands.level, "EVENT_LEVEL": events.level,
@@ -162,7 +165,7 @@ class ControlStatus(wiring.Component):
             "GEOMETRY": geometry, "SLOT_BYTES": cfg.slot_bytes, "CLOCK_HZ": cfg.clock_hz,
         }
         checking = Signal()
-        readable["STATE"] = Cat(self.tx_idle, checking)
+        readable["STATE"] = ENGINE_STATE.cat(tx_idle=self.tx_idle, checking=checking)
         with m.Switch(bus.addr):
             for name, v in readable.items():
                 with m.Case(ADDRESS[name]):

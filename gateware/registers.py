@@ -12,6 +12,7 @@ import sys
 import zlib
 from dataclasses import dataclass
 
+from amaranth.hdl import Cat, Const, Value
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -64,6 +65,11 @@ class Word:
             at += width
         return out
 
+    def cat(self, **values: Value | int) -> Value:
+        """The word in gateware: each field's value in its place (numbers as constants)."""
+        return Cat(*(Const(values[name], width) if isinstance(values[name], int) else values[name]
+                     for name, width in self.fields))
+
     def offset(self, field: str) -> int:
         """The lowest bit of ``field``."""
         at = 0
@@ -85,6 +91,11 @@ COMMAND_WORD = Word("COMMAND", (("op", 4), ("slot", 4), ("flag", 1)))
 """What a write to COMMAND carries; ARG0 and ARG1 are taken with it."""
 EVENT_WORD = Word("EVENT", (("value", 16), ("flags", 7), ("slot", 4), ("kind", 4), ("valid", 1)))
 """An EVENT word; ``valid`` is 0 in the word read when no event waits."""
+GEOMETRY_WORD = Word("GEOMETRY", (("data_width", 8), ("tx_slots", 4), ("rx_slots", 4),
+                                   ("log2_max_packets", 16)))
+"""What GEOMETRY reads: the engine's build-time sizes."""
+ENGINE_STATE = Word("STATE", (("tx_idle", 1), ("checking", 1)))
+"""What STATE reads: the transmit side has sent everything; a pattern check runs."""
 CONNECTION_FLAGS = Word("FLAGS", (("udp", 1), ("data_checksum", 1)))
 """The FLAGS register: NETBLT inside UDP (else IP protocol 30), data-area checksums negotiated."""
 RECEIVED_FLAGS = Word("RECEIVED flags", (("first", 1), ("ldata", 1), ("complete", 1), ("last_buffer", 1)))
@@ -113,8 +124,8 @@ GROUPS = (
         Register("PEER_ADDRESS", "rw", 32, "the peer's IPv4 address"),
         Register("UDP_LOCAL_PORT", "rw", 16, "this end's UDP port in NETBLT-in-UDP mode"),
         Register("UDP_PEER_PORT", "rw", 16, "the peer's UDP port in NETBLT-in-UDP mode"),
-        Register("FLAGS", "rw", 2, f"{CONNECTION_FLAGS.describe()}: NETBLT-in-UDP (else IP "
-                                   "protocol 30), data-area checksums negotiated"),
+        Register("FLAGS", "rw", 2, f"{CONNECTION_FLAGS.describe()} (data_checksum: data-area checksums "
+                                   "negotiated; udp: NETBLT inside UDP, else on IP protocol 30)"),
         Register("HIGH_ACK", "rw", 16, "high-acknowledged sequence number stamped on sent DATA"),
         Register("PACING_MODE", "rw", 2, "0: unpaced; 1: bursts; 2: smooth"),
         Register("BURST_SIZE", "rw", 16, "packets per burst interval"),
@@ -162,10 +173,11 @@ GROUPS = (
     _group(
         "Engine",
         Register("CYCLES", "r", 32, "free-running clock-cycle counter"),
-        Register("STATE", "r", 2, "bit 0: transmit side idle; bit 1: pattern checker busy"),
+        Register("STATE", "r", 2, f"{ENGINE_STATE.describe()} (checking: the pattern checker is "
+                                   "busy; tx_idle: the transmit side has sent everything)"),
         Register("CHECK_MISMATCHES", "r", 32, "beats that differed in the last CHECK"),
-        Register("GEOMETRY", "r", 32, "bits 7:0 data width, 11:8 transmit slots, "
-                                      "15:12 receive slots, 31:16 log2 of max packets per slot"),
+        Register("GEOMETRY", "r", 32, f"{GEOMETRY_WORD.describe()} (log2_max_packets: log2 of the packets "
+                                      "a slot's bitmap tracks)"),
         Register("SLOT_BYTES", "r", 32, "bytes per buffer slot"),
         Register("CLOCK_HZ", "r", 32, "system clock frequency the pacer counts"),
     ),

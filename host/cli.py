@@ -23,7 +23,7 @@ from .auth import Secret, SecretError
 from .files import FileError
 from .params import MAX_PACKETS_PER_BUFFER, ParamError, Params, Timing, burst_for_rate
 from .endpoint import DataPathError
-from .transfer import Gate, Interrupted, TransferError, Options, Output, Report, UsageError, plan, send, serve
+from .transfer import Gate, Interrupted, Options, Output, Report, TransferError, UsageError, plan, send, serve
 from .units import parse_port, parse_rate, parse_size, positive
 
 # What a sender proposes by default: a modern gigabit LAN, not 1987's.

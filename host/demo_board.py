@@ -23,13 +23,16 @@ RECV_PORT, RELAY_PORT = 29991, 29992
 WAN = ["--delay", "3ms", "--loss", "1%", "--duration", "900s"]
 
 
-def started(args: list[str], expect: str, **popen) -> subprocess.Popen:
-    """``netblt ARGS``, once its first line on stdout (or stderr) contains ``expect``."""
-    proc = subprocess.Popen(NETBLT + args, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, **popen)
-    stream = proc.stderr if args[0] == "recv" else proc.stdout
-    line = stream.readline()
-    if expect not in line:
-        raise SystemExit(f"netblt demo-board: {' '.join(args[:1])} did not start: {line}{stream.read()}")
+def started(args: list[str], expect: str) -> subprocess.Popen:
+    """``netblt ARGS``, once it prints a line (recv: on stderr) containing ``expect``; the
+    lines before it (a receiving board's notice) are shown."""
+    proc = subprocess.Popen(NETBLT + args, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    said = proc.stderr if args[0] == "recv" else proc.stdout
+    while expect not in (line := said.readline()):
+        if not line or "error" in line:
+            proc.kill()
+            raise SystemExit(f"netblt demo-board: netblt {args[0]} did not start: {line}{said.read()}")
+        print(line, end="", flush=True)
     return proc
 
 
@@ -51,13 +54,16 @@ def main() -> int:
         try:
             board = subprocess.Popen(NETBLT + ["sim-board"], text=True, stdout=subprocess.PIPE)
             running.append(board)
-            link = board.stdout.readline().split(":")[-1].strip()
-            port = board.stdout.readline().split()[1].split(":")[1]
+            lines = [board.stdout.readline() for _ in range(2)]  # "management ADDR:PORT", "netblt ADDR:PORT ..."
+            if not (lines[0].startswith("management ") and lines[1].startswith("netblt ")):
+                raise SystemExit("netblt demo-board: netblt sim-board did not start (its error is above)")
+            link, port = (line.split()[1].rsplit(":", 1)[1] for line in lines)
             print(f"  host link 127.0.0.1:{link}, the board's NETBLT port 127.0.0.1:{port}", flush=True)
 
             print(f"\n1. {SIZE >> 20} MiB: netblt send --board -> sim-board -> netem (1% loss) -> netblt recv\n",
                   flush=True)
-            recv = started(["recv", "--listen", f"127.0.0.1:{RECV_PORT}", "--out", str(there)], "waiting")
+            recv = started(["recv", "--listen", f"127.0.0.1:{RECV_PORT}", "--out", str(there)],
+                           "waiting for a sender")
             running.append(recv)
             running.append(started(["netem", "--listen", f"127.0.0.1:{RELAY_PORT}", "--forward",
                                     f"127.0.0.1:{RECV_PORT}", *WAN], "netblt netem"))
@@ -66,10 +72,13 @@ def main() -> int:
             out, err = recv.communicate(timeout=60)
             print(out + err, end="", flush=True)
             running[-1].terminate()
+            if first.returncode or recv.returncode:
+                print("netblt demo-board: the first transfer failed (above)")
+                return 1
 
             print("\n2. back: netblt send -> netem (1% loss) -> sim-board -> netblt recv --board\n", flush=True)
             recv = started(["recv", "--board", f"127.0.0.1:{link}", "--listen", f":{port}", "--out", str(back)],
-                           "waiting")
+                           "waiting for a sender")
             running.append(recv)
             running.append(started(["netem", "--listen", f"127.0.0.1:{RELAY_PORT}", "--forward",
                                     f"127.0.0.1:{port}", *WAN], "netblt netem"))
@@ -83,11 +92,10 @@ def main() -> int:
                     proc.terminate()
                     proc.wait(timeout=60)
         want = digest(source)
-        results = [(there / source.name), (back / source.name)]
-        same = [path.exists() and digest(path) == want for path in results]
-        for name, ok in zip(("there (board sent)", "back (board received)"), same):
+        same = [path.exists() and digest(path) == want for path in (there / source.name, back / source.name)]
+        for name, ok in zip(("there (the board sent it)", "back (the board received it)"), same):
             print(f"{name}: {'identical' if ok else 'NOT identical'} to the original (sha256 {want[:16]}...)")
-        return 0 if first.returncode == 0 and second.returncode == 0 and all(same) else 1
+        return 0 if second.returncode == 0 and recv.returncode == 0 and all(same) else 1
 
 
 if __name__ == "__main__":

@@ -139,19 +139,21 @@ class Report:
 # -- the run loop -----------------------------------------------------------------------------
 
 
-DataPath = SoftwareDataPath | BoardDataPath
+RealTimeDataPath = SoftwareDataPath | BoardDataPath
+"""What a transfer in real time runs on: this host's sockets, or a board."""
 
 
 @contextmanager
 def data_path(options: Options, feedback: Feedback, *, peer: Address | None = None,
-              listen: Address | None = None) -> Iterator[DataPath]:
+              listen: Address | None = None) -> Iterator[RealTimeDataPath]:
     """The data path the options name, with its socket or board session, closed after."""
     if options.board is not None:
         port = listen[1] if listen else options.local_port or DEFAULT_PORT
         dp = BoardDataPath.open(options.board, local_port=port,
                                 kind=options.kind, peer=peer, notice=feedback.status)
         try:
-            if listen and listen[0] and host_address(listen) != host_address((dp.geometry.address, 0)):
+            if listen and listen[0] and not host_address(listen).is_unspecified and \
+                    host_address(listen) != host_address((dp.geometry.address, 0)):
                 raise TransferError(f"the board's address is {dp.geometry.address}, not {listen[0]}")
             yield dp
         finally:
@@ -166,7 +168,7 @@ def data_path(options: Options, feedback: Feedback, *, peer: Address | None = No
         transport.close()
 
 
-def run(endpoint: Endpoint, dp: DataPath, feedback: Feedback, total: Callable[[], int | None],
+def run(endpoint: Endpoint, dp: RealTimeDataPath, feedback: Feedback, total: Callable[[], int | None],
         opening: str = "", listen_until: float | None = None) -> Interrupted | None:
     """Drive one endpoint until its connection finishes, or until ``listen_until`` while
     it still listens. A signal aborts it (telling the peer) and is returned."""
@@ -210,7 +212,7 @@ def run(endpoint: Endpoint, dp: DataPath, feedback: Feedback, total: Callable[[]
     return None
 
 
-def _report(endpoint: Endpoint, dp: DataPath, role: str, **fields) -> Report:
+def _report(endpoint: Endpoint, dp: RealTimeDataPath, role: str, **fields) -> Report:
     progress, conn = endpoint.progress, endpoint.conn
     result = progress.result
     p = progress.params
@@ -219,9 +221,8 @@ def _report(endpoint: Endpoint, dp: DataPath, role: str, **fields) -> Report:
     report = Report(ok=bool(result and result.ok), reason=result.reason if result else "not finished",
                     role=role, established=started is not None, bytes=progress.bytes_done,
                     resumed_bytes=progress.resumed_bytes, peer=show(conn.peer) if conn.peer else "",
-                    dropped=dp.drop_counts(), duplicates=dp.duplicates, data_path=dp.name, **fields)
-    if isinstance(dp, BoardDataPath):
-        report.host_link_bytes = dp.link_bytes
+                    dropped=dp.drop_counts(), duplicates=dp.duplicates, data_path=dp.name,
+                    host_link_bytes=dp.host_link_bytes, **fields)
     if started is not None:
         report.seconds = round(now - started, 3)
         report.cpu_seconds = round(time.process_time() - endpoint.cpu_start, 3)
@@ -350,8 +351,7 @@ def _send_one(item: Outgoing, index: int, count: int, session: str, peer: Addres
         secret = options.secret
         client_string = secret.sign_open(uid, True, fields) if secret else fields
         with data_path(options, feedback, peer=peer) as dp:
-            params = dp.fit(options.params, sending=True) if isinstance(dp, BoardDataPath) else options.params
-            conn = Connection(active=True, sender=True, params=params, timing=options.timing,
+            conn = Connection(active=True, sender=True, params=dp.fit(options.params, sending=True), timing=options.timing,
                               transfer_size=source.size, client_string=client_string, uid=uid, peer=dp.peer)
             check = (lambda answer: secret.check_response(uid, client_string, answer)) if secret else None
             endpoint = Endpoint(conn, dp, source=source, check_peer=check)
@@ -501,19 +501,17 @@ def serve(listen: Address, output: Output, options: Options, feedback: Feedback 
     a signal). A failed transfer ends a one-off receiver; a serving one carries on."""
     gate = gate or Gate(secret=options.secret)
     with data_path(options, feedback, listen=listen) as dp:
-        if isinstance(dp, BoardDataPath):
-            params = dp.fit(options.params, sending=False)
-            at = f"board {show(options.board)}'s {show((dp.geometry.address, dp.control.local_port))}"
-        else:
-            params = options.params
-            anywhere = "::" if dp.transport.family == socket.AF_INET6 else "0.0.0.0"
-            at = show((listen[0] or anywhere, dp.transport.local_port))
+        params = dp.fit(options.params, sending=False)
         if listening:
-            listening(at)
+            if isinstance(dp, BoardDataPath):
+                listening(f"board {show(options.board)}'s {show((dp.geometry.address, dp.control.local_port))}")
+            else:
+                anywhere = "::" if dp.transport.family == socket.AF_INET6 else "0.0.0.0"
+                listening(show((listen[0] or anywhere, dp.transport.local_port)))
         return _serve(dp, params, output, options, feedback, keep_serving, force, gate)
 
 
-def _serve(dp: DataPath, params: Params, output: Output, options: Options, feedback: Feedback,
+def _serve(dp: RealTimeDataPath, params: Params, output: Output, options: Options, feedback: Feedback,
            keep_serving: bool, force: bool, gate: Gate) -> tuple[list[Report], Interrupted | None]:
     finished: deque[tuple[Address, int]] = deque(maxlen=RECENT_UIDS)
     reports: list[Report] = []
@@ -548,7 +546,7 @@ def _serve(dp: DataPath, params: Params, output: Output, options: Options, feedb
         dp.reset()
 
 
-def _received(endpoint: Endpoint, dp: DataPath, reception: Reception) -> Report:
+def _received(endpoint: Endpoint, dp: RealTimeDataPath, reception: Reception) -> Report:
     """The report of one receiving connection, after verifying and placing its file."""
     sink, announced = reception.sink, reception.announced
     report = _report(endpoint, dp, "receiver", name=announced.name if announced else "",

@@ -36,6 +36,10 @@ POLL_CYCLES = 250
 """System-clock cycles between looks at the sockets (5 us at 50 MHz)."""
 BATCH = 16
 """Datagrams taken from one socket per look."""
+WIRE_QUEUE = 32
+"""Frames waiting for the board's wire at most, as in a switch port's buffer: more than
+the wire carries is dropped and counted, never queued without end (a simulated board is
+thousands of times slower than the datagrams that reach its sockets)."""
 
 
 class Bridge(Wire):
@@ -74,6 +78,9 @@ class Bridge(Wire):
                     break
                 if len(data) > self.mtu - 28:
                     self.counts[f"datagrams in over the {self.mtu}-byte MTU (dropped)"] += 1
+                    continue
+                if self.source.count() >= WIRE_QUEUE:
+                    self.counts["datagrams in while the board's wire was full (dropped)"] += 1
                     continue
                 self.counts["datagrams in"] += 1
                 await self.send(Ether(dst=MAC_ADDRESS, src=HOST_MAC) / IP(src=address, dst=IP_ADDRESS)

@@ -14,7 +14,7 @@ from cocotb.triggers import ClockCycles, RisingEdge
 
 from netblt.gateware.config import EngineConfig
 from netblt.gateware.control import FLAG_DATA_CHECKSUM, FLAG_UDP
-from netblt.gateware.registers import RECEIVED_FLAGS, Command, Event
+from netblt.gateware.registers import GEOMETRY_WORD, RECEIVED_FLAGS, Command, Event
 from netblt.gateware.streams import ip_payload
 from netblt.gateware.pattern import pattern_bytes
 from netblt.host import codec, packets
@@ -172,6 +172,6 @@ async def test_bad_commands_are_rejected(dut):
     assert (await host.wait_for(Event.FILLED))[1] == 0
     assert await host.read("COMMANDS_REJECTED") == 4
     assert await host.read("SLOT_BYTES") == CONFIG.slot_bytes
-    geometry = await host.read("GEOMETRY")
-    assert (geometry & 0xFF, geometry >> 8 & 0xF, geometry >> 12 & 0xF) == (
+    geometry = GEOMETRY_WORD.unpack(await host.read("GEOMETRY"))
+    assert (geometry["data_width"], geometry["tx_slots"], geometry["rx_slots"]) == (
         CONFIG.data_width, CONFIG.tx_slots, CONFIG.rx_slots)
