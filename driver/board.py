@@ -155,6 +155,8 @@ class BoardDataPath:
         self.destination: Address | None = None
         self.control_queued = 0
         """Control packets given to the board since the counters were cleared."""
+        self.high_ack = 0
+        """The high-ack last reported to the engine."""
         self.stale_high_ack: int | None = None
         """RX_HIGH_ACK as the last connection left it, until this one's DATA moves it: the
         board keeps the register across connections."""
@@ -337,6 +339,7 @@ class BoardDataPath:
             high_ack = 0  # nothing of this connection's acknowledged by DATA yet
         else:
             self.stale_high_ack = None
+        self.high_ack = high_ack
         newest, gap = None, 0.0
         for at in range(len(receiving)):
             received, last_at, mean_gap = values[3 + 3 * at:6 + 3 * at]
@@ -361,7 +364,7 @@ class BoardDataPath:
         self.control = ControlCodec(self.control.local_port)
         self.params = self.transfer_size = None
         self.tx, self.rx, self.queries = {}, {}, {}
-        self.resent, self.tx_busy, self.destination = 0, False, None
+        self.resent, self.tx_busy, self.destination, self.high_ack = 0, False, None, 0
         self.dropped = Counter()
         self._reset_board()
 
@@ -426,11 +429,12 @@ class BoardDataPath:
                 return
 
     def _link_timers(self) -> tuple[float, float]:
-        """The host link's retry and give-up times: a window of full datagrams on the wire
-        and back, three times over, in the board's time; at least a millisecond."""
+        """The host link's retry time: a window of full datagrams on the wire and back,
+        three times over, in the board's time, plus a millisecond for the host. It gives up
+        after 20 retries' silence (at least 3 s), well inside a NETBLT death timer."""
         window = F.WINDOW * (self.link.mtu + 38) * 8 / WIRE_BPS
         retry = 0.001 + 3 * window / self.clock.scale
-        return retry, max(3.0, 100 * retry)
+        return retry, max(3.0, 20 * retry)
 
     def _reset_board(self) -> None:
         """Release every receive slot and zero the counters: nothing left from before."""
@@ -457,8 +461,14 @@ class BoardDataPath:
         self._set(PEER_ADDRESS=int(ipaddress.IPv4Address(to[0])), UDP_PEER_PORT=to[1])
 
     def _pushed(self, pushed) -> None:
+        arriving = False
         for word in pushed.events:
-            self._event(EVENT_WORD.unpack(word))
+            event = EVENT_WORD.unpack(word)
+            self._event(event)
+            arriving |= event["kind"] == Event.RECEIVED
+        if arriving:
+            # DATA is arriving now: the peer is alive, whatever the last flush saw.
+            self.events.append(ev.Arrivals(time.monotonic(), 0.0, self.high_ack))
         for record in pushed.packets:
             source = (str(ipaddress.IPv4Address(record.address)), record.port if self.kind == "udp" else 0)
             packet = self.control.decode(record.packet, source, self.dropped)
