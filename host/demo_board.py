@@ -31,7 +31,8 @@ def started(args: list[str], expect: str) -> subprocess.Popen:
     while expect not in (line := said.readline()):
         if not line or "error" in line:
             proc.kill()
-            raise SystemExit(f"netblt demo-board: netblt {args[0]} did not start: {line}{said.read()}")
+            out, err = proc.communicate()
+            raise SystemExit(f"netblt demo-board: netblt {args[0]} did not start: {line}{out}{err}".rstrip())
         print(line, end="", flush=True)
     return proc
 
