@@ -14,7 +14,6 @@ import selectors
 import signal
 import socket
 import sys
-import threading
 import time
 from dataclasses import dataclass
 
@@ -49,19 +48,15 @@ class Relay:
         self.stats = RelayStats(Path(config, seed), Path(backward or config, seed + 1))
         self._queue: list[tuple[float, int, socket.socket, bytes, tuple[str, int]]] = []
         self._order = itertools.count()
-        self._stop = threading.Event()
-
-    def stop(self) -> None:
-        self._stop.set()
 
     def run(self, duration: float = 0.0) -> None:
-        """Relay until :meth:`stop` or for ``duration`` seconds (0: until stopped)."""
+        """Relay for ``duration`` seconds (0: until interrupted)."""
         selector = selectors.DefaultSelector()
         selector.register(self.front, selectors.EVENT_READ)
         selector.register(self.back, selectors.EVENT_READ)
         end = time.monotonic() + duration if duration else float("inf")
         try:
-            while not self._stop.is_set() and time.monotonic() < end:
+            while time.monotonic() < end:
                 now = time.monotonic()
                 self._deliver(now)
                 wait = min(0.05, self._queue[0][0] - now) if self._queue else 0.05
@@ -164,7 +159,7 @@ def run_from_args(args: argparse.Namespace, parser: argparse.ArgumentParser | No
         print(f"netblt netem: error: cannot listen on {args.listen}: {exc.strerror or exc}", file=sys.stderr)
         return 1
     print(f"netblt netem: {show(relay.address)} -> {show(forward)}: {describe(config)}", flush=True)
-    signal.signal(signal.SIGTERM, lambda *_: relay.stop())
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # ends the run as Ctrl-C does: no lock taken
     try:
         relay.run(args.duration)
     except KeyboardInterrupt:
