@@ -1,9 +1,10 @@
 """The testbench's end of an Ethernet link to the integrated top (hw/node.py on GMII).
 
 cocotbext-eth's GMII models carry the frames; scapy builds and reads them as an
-independent stack would, every frame goes to a pcap for Wireshark, ARP requests for the
-host are answered, and ``LinkPort`` is a host on the host link: driver/link.py's own
-client, its datagrams carried in these frames (and some lost, when a test says so).
+independent stack would, every frame goes to a pcap for Wireshark (stamped in the
+simulation's nanoseconds), ARP requests for the host are answered, and ``LinkPort`` is
+a host on the host link: driver/link.py's own client, its datagrams carried in these
+frames (and some lost, when a test says so).
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ class Wire:
                                  dut.gmii__rx_clk, dut.gmii__reset)
         self.sink = GmiiSink(dut.gmii__tx_data, dut.gmii__tx_er, dut.gmii__tx_en,
                              dut.gmii__tx_clk, dut.gmii__reset)
-        self.pcap = None if pcap is None else PcapWriter(str(pcap), linktype=1, sync=True)
+        self.pcap = None if pcap is None else PcapWriter(str(pcap), linktype=1, sync=True, nano=True)
         self.dut = dut
         self.frames: Queue[Ether] = Queue()
         self.asked: list[tuple[float, str]] = []

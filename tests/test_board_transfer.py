@@ -5,6 +5,7 @@ frames are read back with the host codec and with scapy."""
 
 from __future__ import annotations
 
+import math
 import os
 import random
 import socket
@@ -20,6 +21,9 @@ from test_scapy_vectors import TYPES, read
 
 from netblt.driver.framing import HEADER_SIZE
 from netblt.host import codec, packets
+from netblt.hw.liteeth_core import MAC_ADDRESS
+from netblt.sim import wire_pacing
+from netblt.sim.wire_pacing import frame_on_wire
 
 pytestmark = pytest.mark.xdist_group("node")  # the Verilator build the sim-board tests share
 
@@ -56,7 +60,7 @@ def data(tmp_path: Path, seed: int) -> Path:
     return path
 
 
-def board_sends(board: SimBoard, tmp_path: Path, *, loss: str = "0%", link_loss: str = "0%",
+def board_sends(board: SimBoard, tmp_path: Path, *options: str, loss: str = "0%", link_loss: str = "0%",
                 seed: int = 1) -> tuple[dict, dict]:
     source = data(tmp_path, seed)
     out = tmp_path / "out"
@@ -65,7 +69,7 @@ def board_sends(board: SimBoard, tmp_path: Path, *, loss: str = "0%", link_loss:
     peer = relay(port, loss, seed) if loss != "0%" else port
     link = relay(board.link, link_loss, seed + 100) if link_loss != "0%" else board.link
     done = send(str(source), f"127.0.0.1:{peer}", "--board", f"127.0.0.1:{link}", "--local-port",
-                str(board.netblt), "--json", timeout=240)
+                str(board.netblt), "--json", *options, timeout=240)
     got, err = finish(recv, timeout=60)
     assert done.returncode == 0, f"board's host: {done.stderr}\nreceiver: {err}"
     assert (out / "data.bin").read_bytes() == source.read_bytes()
@@ -159,23 +163,42 @@ def test_hostile_packets_at_the_boards_port_change_nothing(board, tmp_path):
 
 def test_every_frame_the_board_sent_decodes_and_obeys_negotiation(board, pcap, tmp_path):
     """After the transfers above: the board's frames read with the host codec and scapy;
-    DATA is no larger than negotiated, a buffer's packets are exactly the negotiated count."""
-    board_sends(board, tmp_path, seed=41)
-    frames = [f for f in rdpcap(str(pcap)) if UDP in f and f[UDP].sport == board.netblt and f[IP].src != "127.0.0.1"]
+    DATA is no larger than negotiated, a buffer's packets are exactly the negotiated count,
+    and pacing at the wire is exact to a clock (the pcap has the simulation's nanoseconds):
+    each packet on its grant's grid point, or, where the board's one transmit port was
+    busy then, as soon as it freed (sim/wire_pacing.py)."""
+    sender, _ = board_sends(board, tmp_path, "--rate", "150k", seed=41)
+    registers = board.status()
+    interval, burst = registers["BURST_INTERVAL"], registers["BURST_SIZE"]
+    assert burst == sender["burst_size"] == 1  # a board slowed thousands of times: a packet per burst
+    receiver_port = int(sender["peer"].rsplit(":", 1)[1])
+    everything = rdpcap(str(pcap))
+    frames = [f for f in everything if UDP in f and f[UDP].sport == board.netblt and f[IP].src != "127.0.0.1"]
     assert frames
-    buffers: dict[tuple[str, int], set[int]] = {}
+    buffers: dict[int, set[int]] = {}
+    on_wire = []
     for frame in frames:
         wire = bytes(frame[UDP].payload)[:frame[UDP].len - 8]
         decoded = codec.decode(wire)  # raises on any malformed packet
         header, body = read(wire)  # scapy's reading, independent of the codec
         assert header.version == 2 and header.lport == board.netblt and header.fport == decoded.foreign_port
         assert (TYPES[header.type] in {"DATA", "LDATA"}) == isinstance(decoded.packet, packets.Data)
-        if isinstance(decoded.packet, packets.Data):
+        if isinstance(decoded.packet, packets.Data) and frame[UDP].dport == receiver_port:
             assert len(decoded.packet.payload) <= 1448
             assert len(wire) == HEADER_SIZE + len(decoded.packet.payload)
-            buffers.setdefault((frame[UDP].dport, decoded.packet.buffer), set()).add(decoded.packet.packet)
-    for (_, number), numbers in buffers.items():
-        assert numbers <= set(range(12)), (number, numbers)  # 16384 bytes: 12 packets of at most 1448
+            buffers.setdefault(decoded.packet.buffer, set()).add(decoded.packet.packet)
+            on_wire.append(frame_on_wire(float(frame.time) * 1e9, len(frame),
+                                         (decoded.packet.buffer, decoded.packet.packet)))
+    assert sorted(buffers) == [1, 2, 3]
+    assert buffers[1] == buffers[2] == set(range(12)) and buffers[3] == set(range(math.ceil((SIZE - 2 * 16384) / 1448)))
+    span = (min(f.start_ns for f in on_wire), max(f.end_ns for f in on_wire))
+    on_wire += [frame_on_wire(float(f.time) * 1e9, len(f)) for f in everything
+                if f.src == MAC_ADDRESS and span[0] <= float(f.time) * 1e9 <= span[1] + 20_000
+                and not (UDP in f and f[UDP].sport == board.netblt and f[UDP].dport == receiver_port)]
+    pacing = wire_pacing.check(on_wire, interval, burst, registers["CLOCK_HZ"])
+    assert not pacing.faults, pacing.faults
+    assert pacing.on_grid + pacing.waited + pacing.first_of_buffer == sum(map(len, buffers.values()))
+    assert pacing.on_grid > pacing.waited  # at this rate the wire is mostly free at a grant
 
 
 def test_a_board_refuses_a_stream_it_cannot_size(board, tmp_path):

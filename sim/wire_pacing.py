@@ -1,0 +1,112 @@
+"""Burst pacing as it reaches a board's wire, read from a pcap stamped in simulated nanoseconds.
+
+The engine's pacer grants ``burst_size`` packet starts at each boundary of a
+free-running interval of ``interval`` clock cycles (gateware/pacer.py). At the wire a
+DATA frame whose data was ready starts a fixed pipeline delay after its grant, so on a
+grid of the interval; it starts later only when the board's one transmit port was busy
+with another frame at that moment, and then as soon as the wire frees. A buffer's first
+packet may start anywhere (its SEND came while a grant was unused). This module checks
+exactly that, frame by frame, and measures it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass, field
+
+GAP_BYTES = 12
+"""The inter-frame gap after every frame."""
+
+
+@dataclass(frozen=True)
+class Frame:
+    start_ns: float
+    """When its preamble began on the wire."""
+    end_ns: float
+    """When its inter-frame gap ended: the wire is free again."""
+    data: tuple[int, int] | None = None
+    """(buffer, packet) for a DATA packet of the transfer looked at; None for any other frame."""
+
+
+def frame_on_wire(end_ns: float, length: int, data: tuple[int, int] | None = None) -> Frame:
+    """A frame of ``length`` bytes (FCS not included) whose last byte ended at ``end_ns``."""
+    return Frame(end_ns - (8 + length + 4) * 8, end_ns + GAP_BYTES * 8, data)
+
+
+@dataclass
+class Pacing:
+    """What a transfer's DATA frames did against the grid."""
+
+    interval: int
+    burst_size: int
+    on_grid: int = 0
+    """Packets that started on their grant's grid point."""
+    waited: int = 0
+    """Packets that found the wire busy at their grid point and started as it freed."""
+    first_of_buffer: int = 0
+    worst_error: float = 0.0
+    """Cycles, the largest distance from the grid point (or from the wire freeing) of any packet."""
+    most_per_interval: int = 0
+    faults: list[str] = field(default_factory=list)
+    """Each packet that broke the pacing, and how."""
+
+
+def check(frames: list[Frame], interval: int, burst_size: int, clock_hz: int) -> Pacing:
+    """The DATA frames among ``frames`` (every frame the board sent, in any order) against
+    a grid of ``interval`` cycles, its phase taken from the packets themselves."""
+    cycle = 1e9 / clock_hz
+    frames = sorted(frames, key=lambda f: f.start_ns)
+    data = [f for f in frames if f.data is not None]
+    result = Pacing(interval, burst_size)
+    if not data:
+        return result
+    origin = data[0].start_ns
+    later = [f for f in data if f.data[1] != 0]
+    phases = Counter(round((f.start_ns - origin) / cycle) % interval for f in later)
+    phase = phases.most_common(1)[0][0] if phases else 0
+    per_interval: Counter[int] = Counter()
+    for frame in data:
+        cycles = (frame.start_ns - origin) / cycle - phase
+        grant = math.floor(cycles / interval + 0.5 / interval)  # half a cycle early is on the grid
+        per_interval[grant] += 1
+        if frame.data[1] == 0:
+            result.first_of_buffer += 1
+            continue
+        late = cycles - grant * interval
+        if abs(late) < 1:
+            result.on_grid += 1
+            result.worst_error = max(result.worst_error, abs(late))
+            continue
+        freed = _wire_busy_until(frames, origin + (phase + grant * interval) * cycle, frame, cycle)
+        error = (frame.start_ns - freed) / cycle if freed is not None else math.inf
+        if abs(error) < 1:
+            result.waited += 1
+            result.worst_error = max(result.worst_error, abs(error))
+        else:
+            result.faults.append(f"buffer {frame.data[0]} packet {frame.data[1]}: {late:+.1f} cycles from its "
+                                 "grid point" + ("" if freed is None else f", {error:+.1f} from the wire freeing"))
+    result.most_per_interval = max(per_interval.values())
+    if result.most_per_interval > burst_size:
+        result.faults.append(f"{result.most_per_interval} packets in one interval, more than {burst_size}")
+    return result
+
+
+def _wire_busy_until(frames: list[Frame], at_ns: float, frame: Frame, slack_ns: float) -> float | None:
+    """If other frames kept the wire busy without a break (``slack_ns`` allowed) from
+    ``at_ns`` until ``frame`` started, when the last of them freed it; else None."""
+    busy = None
+    for other in frames:
+        if other is frame or other.start_ns >= frame.start_ns:
+            continue
+        if other.end_ns <= at_ns:
+            continue
+        if busy is None:
+            if other.start_ns > at_ns + slack_ns:
+                return None  # the wire was free at the grid point
+            busy = other.end_ns
+        elif other.start_ns <= busy + slack_ns:
+            busy = max(busy, other.end_ns)
+        else:
+            return None  # a free stretch before this frame started
+    return busy

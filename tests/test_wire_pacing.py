@@ -1,0 +1,65 @@
+"""sim/wire_pacing.py on frames made by hand: what it accepts and each fault it names."""
+
+from __future__ import annotations
+
+from netblt.sim.wire_pacing import check, frame_on_wire
+
+CLOCK_HZ = 50_000_000
+CYCLE = 20.0
+INTERVAL = 1000
+DATA_BYTES = 1500
+"""A DATA frame: 1512 bytes with preamble and FCS, 605 cycles, then 4.8 cycles of gap."""
+
+
+def data(start_cycles: float, buffer: int, packet: int):
+    start_ns = 1_000_000 + start_cycles * CYCLE
+    return frame_on_wire(start_ns + (8 + DATA_BYTES + 4) * 8, DATA_BYTES, (buffer, packet))
+
+
+def other(start_cycles: float, length: int = 60):
+    start_ns = 1_000_000 + start_cycles * CYCLE
+    return frame_on_wire(start_ns + (8 + length + 4) * 8, length)
+
+
+def paced(count: int = 8, first: float = 370.0) -> list:
+    """A buffer's first packet mid-interval, the rest on a grid of INTERVAL cycles."""
+    return [data(first, 1, 0)] + [data(1000.0 * k, 1, k) for k in range(1, count)]
+
+
+def test_packets_on_the_grid_pass():
+    result = check(paced(), INTERVAL, 1, CLOCK_HZ)
+    assert not result.faults
+    assert (result.on_grid, result.waited, result.first_of_buffer) == (7, 0, 1)
+
+
+def test_a_packet_that_waited_for_a_busy_wire_passes_if_it_went_as_soon_as_the_wire_freed():
+    frames = paced()
+    frames[3] = data(3000 - 20 + 28.8 + 4.8, 1, 3)  # behind a 60-byte frame begun 20 cycles early
+    frames.append(other(3000 - 20))
+    result = check(frames, INTERVAL, 1, CLOCK_HZ)
+    assert not result.faults and result.waited == 1
+
+
+def test_a_packet_late_on_a_free_wire_is_a_fault():
+    frames = paced()
+    frames[3] = data(3002, 1, 3)
+    assert check(frames, INTERVAL, 1, CLOCK_HZ).faults == ["buffer 1 packet 3: +2.0 cycles from its grid point"]
+
+
+def test_a_packet_that_dawdled_after_the_wire_freed_is_a_fault():
+    frames = paced()
+    frames[3] = data(3000 + 60, 1, 3)
+    frames.append(other(3000 - 20))
+    assert check(frames, INTERVAL, 1, CLOCK_HZ).faults == [
+        "buffer 1 packet 3: +60.0 cycles from its grid point, +46.4 from the wire freeing"]
+
+
+def test_an_interval_one_cycle_off_is_caught():
+    frames = [data(370, 1, 0)] + [data(1001.0 * k, 1, k) for k in range(1, 8)]
+    assert check(frames, INTERVAL, 1, CLOCK_HZ).faults
+
+
+def test_more_packets_in_an_interval_than_the_burst_is_a_fault():
+    frames = paced() + [data(5000 + 650, 2, 0)]  # a second buffer's first packet, in a used interval
+    assert check(frames, INTERVAL, 1, CLOCK_HZ).faults == ["2 packets in one interval, more than 1"]
+    assert not check(frames, INTERVAL, 2, CLOCK_HZ).faults
