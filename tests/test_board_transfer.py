@@ -76,7 +76,7 @@ def board_sends(board: SimBoard, tmp_path: Path, *options: str, loss: str = "0%"
     return reports(done.stdout)[0], got[0]
 
 
-def board_receives(board: SimBoard, tmp_path: Path, *, loss: str = "0%", link_loss: str = "0%",
+def board_receives(board: SimBoard, tmp_path: Path, *send_options: str, loss: str = "0%", link_loss: str = "0%",
                    seed: int = 1, during=None) -> tuple[dict, dict]:
     source = data(tmp_path, seed)
     out = tmp_path / "out"
@@ -91,7 +91,7 @@ def board_receives(board: SimBoard, tmp_path: Path, *, loss: str = "0%", link_lo
     peer = relay(board.netblt, loss, seed) if loss != "0%" else board.netblt
     if during:
         during.start()
-    done = send(str(source), f"127.0.0.1:{peer}", "--json", timeout=240)
+    done = send(str(source), f"127.0.0.1:{peer}", "--json", *send_options, timeout=240)
     stdout, err = recv.communicate(timeout=60)
     assert done.returncode == 0, f"sender: {done.stderr}\nreceiving board's host: {err}{stdout}"
     assert (out / "data.bin").read_bytes() == source.read_bytes()
@@ -123,6 +123,18 @@ def test_a_board_sends_over_a_lossy_wan(board, tmp_path, loss):
 def test_a_board_receives_over_a_lossy_wan(board, tmp_path, loss):
     sender, receiver = board_receives(board, tmp_path, loss=loss, seed=int(loss[0]) + 10)
     assert receiver["ok"]
+
+
+def test_a_board_sends_to_a_board_over_a_lossy_wan(board, tmp_path):
+    """Two simulated boards and no software data path anywhere, 5% loss between them."""
+    sending = SimBoard()  # the design is built by now: this one starts in seconds
+    try:
+        sender, receiver = board_receives(board, tmp_path, "--board", f"127.0.0.1:{sending.link}", "--local-port",
+                                          str(sending.netblt), loss="5%", seed=51)
+    finally:
+        sending.proc.kill()
+        sending.proc.wait()
+    assert sender["ok"] and receiver["ok"] and sender["data_path"] == receiver["data_path"] == "board"
 
 
 @pytest.mark.parametrize("way", ["sends", "receives"])
