@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo demo-board test bench bench-rates bench-gateware bench-ethernet bitstream load clean
+.PHONY: demo demo-board test bench bench-rates bench-board bench-gateware bench-ethernet bitstream load clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,6 +28,11 @@ bench: $(STAMP)
 # Each end's steady-state rate against the rate asked for (1M to 950M, sender and receiver), about 4 minutes.
 bench-rates: $(STAMP)
 	$(BIN)/python -m netblt.host.bench --rates
+
+# Offloaded transfers through netblt sim-board: host CPU and host-link bytes per data byte, the
+# control loop split into board and host time, pacing at the board's wire (about 6 minutes).
+bench-board: $(STAMP)
+	$(BIN)/python -m netblt.sim.board_bench
 
 # Cycles per packet against the wire, pacing accuracy, synth_ecp5 utilisation, nextpnr Fmax (about 6 minutes).
 bench-gateware: $(STAMP)

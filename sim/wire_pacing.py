@@ -47,38 +47,49 @@ class Pacing:
     first_of_buffer: int = 0
     worst_error: float = 0.0
     """Cycles, the largest distance from the grid point (or from the wire freeing) of any packet."""
-    most_per_interval: int = 0
+    most_ahead: int = 0
+    """The most packets any start was ahead of burst_size per interval boundary passed
+    (0: never more than the pacer grants)."""
     faults: list[str] = field(default_factory=list)
     """Each packet that broke the pacing, and how."""
 
 
 def check(frames: list[Frame], interval: int, burst_size: int, clock_hz: int) -> Pacing:
     """The DATA frames among ``frames`` (every frame the board sent, in any order) against
-    a grid of ``interval`` cycles, its phase taken from the packets themselves."""
+    a grid of ``interval`` cycles. Its phase is taken from the packets that found the
+    wire free; the rate from counting: by any start, no more packets than burst_size
+    per grid point passed since the first."""
     cycle = 1e9 / clock_hz
     frames = sorted(frames, key=lambda f: f.start_ns)
-    data = [f for f in frames if f.data is not None]
     result = Pacing(interval, burst_size)
+    data = [f for f in frames if f.data is not None]
     if not data:
         return result
     origin = data[0].start_ns
-    later = [f for f in data if f.data[1] != 0]
-    phases = Counter(round((f.start_ns - origin) / cycle) % interval for f in later)
+    free = [f for f, before in zip(frames[1:], frames) if f.data is not None and f.data[1] != 0
+            and f.start_ns - before.end_ns >= cycle]
+    phases = Counter(round((f.start_ns - origin) / cycle) % interval for f in free)
     phase = phases.most_common(1)[0][0] if phases else 0
-    per_interval: Counter[int] = Counter()
-    for frame in data:
-        cycles = (frame.start_ns - origin) / cycle - phase
-        grant = math.floor(cycles / interval + 0.5 / interval)  # half a cycle early is on the grid
-        per_interval[grant] += 1
+    """Grid points are ``phase`` + k x ``interval`` cycles from the first packet's start."""
+
+    def grid_point(cycles: float) -> int:
+        """The last grid point at or before ``cycles`` (half a cycle early counts as on it)."""
+        return math.floor((cycles - phase + 0.5) / interval)
+
+    first = grid_point(0)
+    for count, frame in enumerate(data, start=1):
+        cycles = (frame.start_ns - origin) / cycle
+        point = grid_point(cycles)
+        result.most_ahead = max(result.most_ahead, count - burst_size * (point - first + 1))
         if frame.data[1] == 0:
             result.first_of_buffer += 1
             continue
-        late = cycles - grant * interval
+        late = cycles - phase - point * interval
         if abs(late) < 1:
             result.on_grid += 1
             result.worst_error = max(result.worst_error, abs(late))
             continue
-        freed = _wire_busy_until(frames, origin + (phase + grant * interval) * cycle, frame, cycle)
+        freed = _wire_busy_until(frames, origin + (phase + point * interval) * cycle, frame, cycle)
         error = (frame.start_ns - freed) / cycle if freed is not None else math.inf
         if abs(error) < 1:
             result.waited += 1
@@ -86,9 +97,8 @@ def check(frames: list[Frame], interval: int, burst_size: int, clock_hz: int) ->
         else:
             result.faults.append(f"buffer {frame.data[0]} packet {frame.data[1]}: {late:+.1f} cycles from its "
                                  "grid point" + ("" if freed is None else f", {error:+.1f} from the wire freeing"))
-    result.most_per_interval = max(per_interval.values())
-    if result.most_per_interval > burst_size:
-        result.faults.append(f"{result.most_per_interval} packets in one interval, more than {burst_size}")
+    if result.most_ahead > 0:
+        result.faults.append(f"up to {result.most_ahead} packet(s) ahead of {burst_size} per interval")
     return result
 
 

@@ -29,7 +29,7 @@ def paced(count: int = 8, first: float = 370.0) -> list:
 def test_packets_on_the_grid_pass():
     result = check(paced(), INTERVAL, 1, CLOCK_HZ)
     assert not result.faults
-    assert (result.on_grid, result.waited, result.first_of_buffer) == (7, 0, 1)
+    assert (result.on_grid, result.waited, result.first_of_buffer, result.most_ahead) == (7, 0, 1, 0)
 
 
 def test_a_packet_that_waited_for_a_busy_wire_passes_if_it_went_as_soon_as_the_wire_freed():
@@ -59,7 +59,13 @@ def test_an_interval_one_cycle_off_is_caught():
     assert check(frames, INTERVAL, 1, CLOCK_HZ).faults
 
 
-def test_more_packets_in_an_interval_than_the_burst_is_a_fault():
+def test_more_packets_than_the_bursts_allow_is_a_fault():
     frames = paced() + [data(5000 + 650, 2, 0)]  # a second buffer's first packet, in a used interval
-    assert check(frames, INTERVAL, 1, CLOCK_HZ).faults == ["2 packets in one interval, more than 1"]
+    assert check(frames, INTERVAL, 1, CLOCK_HZ).faults == ["up to 1 packet(s) ahead of 1 per interval"]
     assert not check(frames, INTERVAL, 2, CLOCK_HZ).faults
+
+
+def test_a_pacer_granting_every_packet_at_once_is_caught_even_when_each_one_waited_for_the_wire():
+    """Unpaced: each DATA right behind the one before, so the wire was always busy."""
+    frames = [data(370 + 610 * k, 1, k) for k in range(8)]
+    assert any("ahead of 1 per interval" in fault for fault in check(frames, INTERVAL, 1, CLOCK_HZ).faults)

@@ -1,0 +1,510 @@
+"""The offload benchmark: what a transfer through a board costs its host, and how the
+board keeps time.
+
+    python -m netblt.sim.board_bench            (make bench-board, about 6 minutes)
+
+1. Through ``netblt sim-board`` (its wire in a pcap, stamped in simulated ns), with a
+   software peer on loopback: a file sent by the board, then one received by it, as a
+   user runs them. From the reports and the pcap: host CPU, host-link bytes by kind,
+   the control loop of each received buffer split into board time (simulated, so
+   exactly what the gateware takes) and host time (the receiving host's own socket
+   calls, timed by a probe on its host-link socket), and the pacing of the board's
+   DATA at its wire (sim/wire_pacing.py).
+2. The host link at the host's own speed: driver/link.py's BoardLink uploading and
+   downloading 64 MiB to a loopback responder that answers each request at once (a
+   separate process, so only the host side's CPU is counted). A simulated board runs
+   thousands of times slower than the host, so this is how CPU per GB is measured.
+3. The software path's CPU per GB: ``netblt send`` to ``netblt recv`` on loopback, 256 MiB.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import socket
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+from scapy.layers.inet import UDP
+from scapy.layers.l2 import Ether  # noqa: F401 (reads the pcap's frames as Ethernet)
+from scapy.utils import rdpcap
+
+from netblt.driver import link_format as F
+from netblt.driver.link import BoardLink
+from netblt.gateware.registers import ADDRESS, EVENT_WORD, RECEIVED_FLAGS, Event
+from netblt.host import codec, packets
+from netblt.hw.liteeth_core import MAC_ADDRESS
+from netblt.sim.wire_pacing import check, frame_on_wire
+
+NETBLT = [sys.executable, "-m", "netblt.host.cli"]
+PROBED = [sys.executable, "-m", "netblt.sim.board_bench", "--probed"]
+"""``netblt`` with its host-link socket timed (``--probed``): the receiving board's host."""
+PROBE_LOG = "NETBLT_BENCH_PROBE"
+TRANSFER = 1 << 20
+LINK_BYTES = 64 << 20
+SOFTWARE_BYTES = 256 << 20
+PACED, PACED_RATE = 64 << 10, "150k"
+"""A send paced well below the wire's rate (a simulated board's scaled clock makes
+its default 90% of the wire): the pacing table's."""
+
+
+# -- the probe: every host-link datagram the host sends or receives, timed -------------------
+
+
+class ProbedSocket:
+    """A BoardLink's socket that logs (host time, direction, datagram) as it goes."""
+
+    def __init__(self, sock: socket.socket, log: list) -> None:
+        self.sock, self.log = sock, log
+
+    def send(self, datagram: bytes) -> int:
+        sent = self.sock.send(datagram)
+        self.log.append((time.monotonic(), "out", bytes(datagram)))
+        return sent
+
+    def recv(self, size: int) -> bytes:
+        datagram = self.sock.recv(size)
+        self.log.append((time.monotonic(), "in", datagram))
+        return datagram
+
+    def __getattr__(self, name: str):
+        return getattr(self.sock, name)
+
+
+def run_probed(argv: list[str]) -> int:
+    """``netblt ARGV`` with every BoardLink's datagrams, every request as the host submits
+    it (before it waits for room in the window), and when the board data path takes a
+    buffer's COMPLETE and has its data, logged to $NETBLT_BENCH_PROBE."""
+    from netblt.driver import board, link
+    from netblt.host.cli import main
+
+    log: list = []
+    opened, submit = link.BoardLink.__init__, link.BoardLink.submit
+
+    def probed_init(self, *args, **kwargs) -> None:
+        opened(self, *args, **kwargs)
+        self.sock = ProbedSocket(self.sock, log)
+
+    def probed_submit(self, requests: F.Requests) -> list:
+        now = time.monotonic()
+        log.extend((now, "submit", F.encode(F.Header(kind, value=value), body)) for kind, body, value in requests)
+        return submit(self, requests)
+
+    taken, downloaded = board.BoardDataPath._event, board.BoardDataPath._downloaded
+
+    def probed_event(self, event: dict[str, int]) -> None:
+        if event["kind"] == Event.RECEIVED and RECEIVED_FLAGS.unpack(event["flags"])["complete"] \
+                and event["slot"] in self.rx:
+            log.append((time.monotonic(), "complete", self.rx[event["slot"]].buffer.to_bytes(4, "big")))
+        taken(self, event)
+
+    def probed_downloaded(self) -> None:
+        pending = [slot for slot in self.rx.values() if slot.download]
+        downloaded(self)
+        now = time.monotonic()
+        log.extend((now, "downloaded", slot.buffer.to_bytes(4, "big")) for slot in pending if not slot.download)
+
+    link.BoardLink.__init__, link.BoardLink.submit = probed_init, probed_submit
+    board.BoardDataPath._event, board.BoardDataPath._downloaded = probed_event, probed_downloaded
+    try:
+        return main(argv)
+    finally:
+        with open(os.environ[PROBE_LOG], "w") as out:
+            for at, way, datagram in log:
+                out.write(json.dumps([at, way, datagram.hex()]) + "\n")
+
+
+# -- 1. transfers through the simulated board -------------------------------------------------
+
+
+def started(args: list[str], expect: str, env: dict | None = None) -> subprocess.Popen:
+    """``args`` running, once their stderr says ``expect``."""
+    proc = subprocess.Popen(args, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    text = ""
+    while expect not in (line := proc.stderr.readline()):
+        text += line
+        if not line:
+            raise SystemExit(f"netblt bench-board: {' '.join(args[2:4])} did not start: {text}{proc.stderr.read()}")
+    return proc
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def report(stdout: str) -> dict:
+    return json.loads(next(line for line in stdout.splitlines() if line.startswith("{")))
+
+
+def through_board(tmp: Path) -> dict:
+    """Both directions through one simulated board; the reports, the pcap and the probe log."""
+    source = tmp / "data.bin"
+    source.write_bytes(os.urandom(TRANSFER))
+    pcap = tmp / "board.pcap"
+    board = subprocess.Popen(NETBLT + ["sim-board", "--pcap", str(pcap)], text=True, stdout=subprocess.PIPE)
+    try:
+        lines = [board.stdout.readline() for _ in range(2)]
+        if not lines[1].startswith("netblt "):
+            raise SystemExit("netblt bench-board: netblt sim-board did not start (its error is above)")
+        link, port = (line.split()[1].rsplit(":", 1)[1] for line in lines)
+        results = {"pcap": pcap, "board_port": int(port)}
+
+        def board_sends(name: str, data: Path, *options: str) -> tuple[dict, dict, int]:
+            out = tmp / name
+            out.mkdir()
+            recv_port = free_port()
+            recv = started(NETBLT + ["recv", "--listen", f"127.0.0.1:{recv_port}", "--out", str(out), "--json"],
+                           "waiting for a sender")
+            sent = subprocess.run(NETBLT + ["send", str(data), f"127.0.0.1:{recv_port}", "--board",
+                                            f"127.0.0.1:{link}", "--local-port", port, "--json", *options],
+                                  capture_output=True, text=True, timeout=1800)
+            received, _ = recv.communicate(timeout=60)
+            if sent.returncode or (out / data.name).read_bytes() != data.read_bytes():
+                raise SystemExit(f"netblt bench-board: the board's send failed: {sent.stderr}")
+            return report(sent.stdout), report(received), recv_port
+
+        results["sends"] = board_sends("sent", source)
+        paced = tmp / "paced.bin"
+        paced.write_bytes(os.urandom(PACED))
+        results["paced"] = board_sends("paced", paced, "--rate", PACED_RATE)
+        status = subprocess.run(NETBLT + ["board", "status", f"127.0.0.1:{link}", "--json"], capture_output=True,
+                                text=True, timeout=60)
+        results["registers"] = json.loads(status.stdout)["registers"]
+
+        out = tmp / "received"
+        out.mkdir()
+        probe = tmp / "probe.jsonl"
+        recv = started(PROBED + ["recv", "--board", f"127.0.0.1:{link}", "--listen", f":{port}", "--out", str(out),
+                                 "--json"], "waiting for a sender", env=os.environ | {PROBE_LOG: str(probe)})
+        sent = subprocess.run(NETBLT + ["send", str(source), f"127.0.0.1:{port}", "--json"],
+                              capture_output=True, text=True, timeout=1800)
+        received, _ = recv.communicate(timeout=60)
+        if sent.returncode or recv.returncode:
+            raise SystemExit(f"netblt bench-board: the board's receive failed: {sent.stderr}")
+        results["receives"] = (report(sent.stdout), report(received))
+        results["probe"] = [(at, way, bytes.fromhex(datagram))
+                            for at, way, datagram in map(json.loads, probe.read_text().splitlines())]
+        if (out / source.name).read_bytes() != source.read_bytes():
+            raise SystemExit("netblt bench-board: the board's copy differs from the original")
+    finally:
+        board.terminate()
+        board.wait(timeout=120)
+    return results
+
+
+def link_kind(datagram: bytes) -> str:
+    """What a host-link datagram is for, by its type and, for REGISTERS, what it touches."""
+
+    header, body = F.decode(datagram)
+    kind = F.Type(header.type & ~F.REPLY)
+    if kind != F.Type.REGISTERS:
+        return kind.name
+    registers = {op.register for op in F.decode_operations(body)}
+    if ADDRESS["CYCLES"] in registers:
+        return "REGISTERS: reads before a timer (time-driven)"
+    if ADDRESS["COMMAND"] in registers:
+        return "REGISTERS: commands"
+    if ADDRESS["SEND_DATA"] in registers:
+        return "REGISTERS: control packets out"
+    return "REGISTERS: set-up and counters"
+
+
+def host_link_bytes(frames) -> Counter[str]:
+    """UDP payload bytes on the host link by kind (both ways), from the pcap."""
+    counts: Counter[str] = Counter()
+    for frame in frames:
+        if UDP in frame and F.LINK_PORT in (frame[UDP].sport, frame[UDP].dport):
+            datagram = bytes(frame[UDP].payload)[:frame[UDP].len - 8]
+            counts[link_kind(datagram)] += len(datagram)
+    return counts
+
+
+# -- 2. the host link at the host's speed -------------------------------------------------
+
+
+def responder(ports: multiprocessing.Queue) -> None:
+    """Answers every host-link request at once, as a board that is never busy would."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.bind(("127.0.0.1", 0))
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+    ports.put(sock.getsockname()[1])
+    while True:
+        datagram, source = sock.recvfrom(65536)
+        header, body = F.decode(datagram)
+        if header.type in (F.Type.ACK, F.Type.EVENTS):
+            continue
+        data = bytes(4 * int.from_bytes(body, "big")) if header.type == F.Type.DOWNLOAD else b""
+        sock.sendto(F.encode(F.Header(header.type | F.REPLY, id=header.id, session=header.session), data), source)
+
+
+def link_speed(mtu: int) -> dict[str, tuple[float, float]]:
+    """(Mb/s, host CPU seconds per GB) of 16 KiB uploads and downloads, pipelined as the
+    board data path submits them."""
+
+    ports: multiprocessing.Queue = multiprocessing.Queue()
+    answering = multiprocessing.Process(target=responder, args=(ports,), daemon=True)
+    answering.start()
+    link = BoardLink(("127.0.0.1", ports.get()), mtu=mtu)
+    try:
+        link.open()
+        data = os.urandom(16 << 10)
+        out = {}
+        for way in ("upload", "download"):
+            cpu, wall = time.process_time(), time.monotonic()
+            for _ in range(LINK_BYTES // len(data)):
+                requests = (F.upload_requests(0, data, mtu) if way == "upload"
+                            else F.download_requests(0, len(data), mtu))
+                link.wait(link.submit(requests))
+            cpu, wall = time.process_time() - cpu, time.monotonic() - wall
+            out[way] = (LINK_BYTES * 8 / wall / 1e6, cpu * 1e9 / LINK_BYTES)
+        return out
+    finally:
+        link.close()
+        answering.kill()
+
+
+# -- 3. the software path ------------------------------------------------------------------
+
+
+def software_cpu(tmp: Path) -> tuple[float, float]:
+    """CPU seconds per GB of ``netblt send`` and ``netblt recv`` on loopback (their reports)."""
+    source = tmp / "big.bin"
+    with open(source, "wb") as f:
+        for _ in range(SOFTWARE_BYTES >> 24):
+            f.write(os.urandom(1 << 24))
+    out = tmp / "software"
+    out.mkdir()
+    port = free_port()
+    recv = started(NETBLT + ["recv", "--listen", f"127.0.0.1:{port}", "--out", str(out), "--json"],
+                   "waiting for a sender")
+    sent = subprocess.run(NETBLT + ["send", str(source), f"127.0.0.1:{port}", "--json"], capture_output=True,
+                          text=True, timeout=600)
+    received, _ = recv.communicate(timeout=60)
+    per_gb = 1e9 / SOFTWARE_BYTES
+    return report(sent.stdout)["cpu_seconds"] * per_gb, report(received)["cpu_seconds"] * per_gb
+
+
+# -- the figures ----------------------------------------------------------------------------
+
+
+def control_loop(results: dict) -> list[tuple[int, float, float, float, float, float]]:
+    """Per received buffer, in microseconds: (buffer; board time from its last DATA in to
+    the COMPLETE push out, and from the OK's last register write in to the OK out, both
+    simulated; the host's own work and how long the push waited for it, in host time;
+    the download of the buffer's data in simulated time)."""
+
+    port = results["board_port"]
+    frames = rdpcap(str(results["pcap"]))
+    start = next(i for i, f in enumerate(frames) if UDP in f and f[UDP].dport == port and f.src != MAC_ADDRESS
+                 and isinstance(_netblt(f), packets.Open))
+    last_data: dict[int, float] = {}
+    pushes: list[tuple[float, int]] = []      # (end ns, slot) of COMPLETE events pushed
+    downloads: list[tuple[float, str]] = []   # DOWNLOAD requests in and replies out
+    ok_writes: list[float] = []               # requests in that end with SEND_LENGTH
+    oks: list[tuple[float, int]] = []         # OK packets out: (end ns, buffer)
+    for frame in frames[start:]:
+        if UDP not in frame:
+            continue
+        at = float(frame.time) * 1e9
+        datagram = bytes(frame[UDP].payload)[:frame[UDP].len - 8]
+        inbound = frame.src != MAC_ADDRESS
+        if frame[UDP].dport == port and inbound:
+            packet = _netblt(frame)
+            if isinstance(packet, packets.Data):
+                last_data[packet.buffer] = at
+        elif frame[UDP].sport == port and not inbound:
+            oks += [(at, buffer) for buffer in _oks(_netblt(frame))]
+        elif F.LINK_PORT in (frame[UDP].sport, frame[UDP].dport):
+            header, body = F.decode(datagram)
+            kind = header.type & ~F.REPLY
+            if header.type == F.Type.EVENTS:
+                events, _ = F.decode_events(body)
+                for word in events:
+                    event = EVENT_WORD.unpack(word)
+                    if event["kind"] == Event.RECEIVED and RECEIVED_FLAGS.unpack(event["flags"])["complete"]:
+                        pushes.append((at, event["slot"]))
+            elif kind == F.Type.DOWNLOAD:
+                downloads.append((at, "in" if inbound else "out"))
+            elif header.type == F.Type.REGISTERS and inbound:
+                if any(op.register == ADDRESS["SEND_LENGTH"] for op in F.decode_operations(body)):
+                    ok_writes.append(at)
+    host = _host_times(results["probe"])
+    rows = []
+    for buffer, data_at in sorted(last_data.items()):
+        push = next((at for at, _ in pushes if at > data_at), None)
+        ok = next((at for at, number in oks if number == buffer), None)
+        if push is None or ok is None or buffer not in host:
+            continue
+        write = max(at for at in ok_writes if at < ok)
+        dl = [at for at, _ in downloads if push < at < write]
+        held, work = host[buffer]
+        rows.append((buffer, (push - data_at) / 1e3, (ok - write) / 1e3, work * 1e6, held * 1e6,
+                     (max(dl) - min(dl)) / 1e3 if dl else 0.0))
+    return rows
+
+
+def _oks(packet) -> list[int]:
+    """The buffers a control packet says OK for."""
+
+    if not isinstance(packet, packets.Control):
+        return []
+    return [message.buffer for message in packet.messages if isinstance(message, packets.Ok)]
+
+
+def _netblt(frame):
+
+    try:
+        return codec.decode(bytes(frame[UDP].payload)[:frame[UDP].len - 8]).packet
+    except codec.CodecError:
+        return None
+
+
+def _host_times(log: list[tuple[float, str, bytes]]) -> dict[int, tuple[float, float]]:
+    """Per buffer received, host seconds of its control loop: (how long the push of its
+    COMPLETE waited before the data path took it, the host's own work: from taking it to
+    submitting the first DOWNLOAD, plus from the data being in to submitting the OK)."""
+
+    pushed_at = 0.0
+    taken: dict[int, float] = {}
+    held: dict[int, float] = {}
+    work: dict[int, float] = {}
+    data_in: dict[int, float] = {}
+    words: list[int] = []
+    finished: set[int] = set()
+    for at, way, record in log:
+        if way == "complete":
+            buffer = int.from_bytes(record, "big")
+            taken[buffer], held[buffer] = at, at - pushed_at
+            continue
+        if way == "downloaded":
+            data_in[int.from_bytes(record, "big")] = at
+            continue
+        header, body = F.decode(record)
+        if way == "in" and header.type == F.Type.EVENTS:
+            pushed_at = at
+        elif way == "submit" and header.type == F.Type.DOWNLOAD:
+            for buffer in [b for b in taken if b not in work]:
+                work[buffer] = at - taken[buffer]
+        elif way == "submit" and header.type == F.Type.REGISTERS:
+            for op in F.decode_operations(body):
+                if op.register == ADDRESS["SEND_DATA"]:
+                    words.append(op.value)
+                elif op.register == ADDRESS["SEND_LENGTH"]:
+                    data, words = struct.pack(f"<{len(words)}I", *words)[:op.value], []
+                    try:
+                        packet = codec.decode(data).packet
+                    except codec.CodecError:
+                        continue
+                    for buffer in _oks(packet):
+                        if buffer in data_in and buffer in work and buffer not in finished:
+                            work[buffer] += at - data_in.pop(buffer)
+                            finished.add(buffer)
+    return {buffer: (held[buffer], work[buffer]) for buffer in finished}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--probed"]:
+        return run_probed(argv[1:])
+    argparse.ArgumentParser(description=__doc__.split("\n\n")[0]).parse_args(argv)
+
+    console = Console()
+    with tempfile.TemporaryDirectory(prefix="netblt-bench-board-") as directory:
+        tmp = Path(directory)
+        console.print(f"1. {TRANSFER >> 20} MiB each way through netblt sim-board (minutes) ...")
+        results = through_board(tmp)
+        console.print(f"2. the host link against a loopback responder, {LINK_BYTES >> 20} MiB each way ...")
+        link = {mtu: link_speed(mtu) for mtu in (1500, 9000)}
+        console.print(f"3. the software path on loopback, {SOFTWARE_BYTES >> 20} MiB ...")
+        software = software_cpu(tmp)
+        frames = rdpcap(str(results["pcap"]))
+        loop = control_loop(results)
+    print_tables(console, results, frames, MAC_ADDRESS, link, software, loop)
+    return 0
+
+
+def print_tables(console, results, frames, mac, link, software, loop) -> None:
+    sender, receiver, _ = results["sends"]
+    _, board_receiver = results["receives"]
+    table = Table(title=f"Transfers of {TRANSFER} bytes through netblt sim-board")
+    for column in ("figure", "board sends", "board receives"):
+        table.add_column(column)
+    for name, key in (("host-link bytes per data byte", "host_link_bytes"), ("host CPU s (whole run)", "cpu_seconds"),
+                      ("seconds", "seconds"), ("steady-state Mb/s", "steady_state_mbps")):
+        values = [sender[key], board_receiver[key]]
+        if key == "host_link_bytes":
+            values = [v / TRANSFER for v in values]
+        table.add_row(name, *(f"{v:.4g}" for v in values))
+    console.print(table)
+
+    kinds = host_link_bytes(frames)
+    moved = 2 * TRANSFER + PACED
+    table = Table(title=f"Host-link bytes by kind, all three transfers ({moved} data bytes; UDP payloads, both ways)")
+    table.add_column("kind")
+    table.add_column("bytes", justify="right")
+    table.add_column("per data byte", justify="right")
+    for kind, count in sorted(kinds.items(), key=lambda kv: -kv[1]):
+        table.add_row(kind, str(count), f"{count / moved:.4f}")
+    timed = sum(c for k, c in kinds.items() if "time-driven" in k or k in ("ACK", "STATUS"))
+    table.add_row("all but time-driven reads, heartbeats and status", str(sum(kinds.values()) - timed),
+                  f"{(sum(kinds.values()) - timed) / moved:.4f}")
+    console.print(table)
+
+    table = Table(title="The host link at the host's speed (BoardLink against a loopback responder)")
+    for column in ("MTU", "upload Mb/s", "upload CPU s/GB", "download Mb/s", "download CPU s/GB"):
+        table.add_column(column, justify="right")
+    for mtu, ways in link.items():
+        table.add_row(str(mtu), *(f"{v:.3g}" for way in ("upload", "download") for v in ways[way]))
+    console.print(table)
+    console.print(f"Software path on loopback: send {software[0]:.2f}, recv {software[1]:.2f} CPU s/GB "
+                  f"(whole processes: reading or writing the file and SHA-256 included)")
+
+    if loop:
+        table = Table(title=f"Control loop of the board's received buffers (median of {len(loop)})")
+        for column in ("board: last DATA in -> COMPLETE pushed", "board: OK written -> OK out",
+                       "host's work: push -> DOWNLOAD, data in -> OK", "push waiting for the host",
+                       "the download (simulated)"):
+            table.add_column(column, justify="right")
+        table.add_row(*(f"{statistics.median(row[i] for row in loop):.1f} us" for i in range(1, 6)))
+        console.print(table)
+
+    console.print(pacing_table(results, frames, mac))
+
+
+def pacing_table(results: dict, frames, mac: str) -> Table:
+    """The board's DATA at its wire in the send above, against its pacer's grid."""
+
+    recv_port, registers = results["paced"][2], results["registers"]
+    on_wire = []
+    for frame in frames:
+        if frame.src != mac:
+            continue
+        packet = _netblt(frame) if UDP in frame and frame[UDP].dport == recv_port else None
+        data = (packet.buffer, packet.packet) if isinstance(packet, packets.Data) else None
+        on_wire.append(frame_on_wire(float(frame.time) * 1e9, len(frame), data))
+    pacing = check(on_wire, registers["BURST_INTERVAL"], registers["BURST_SIZE"], registers["CLOCK_HZ"])
+    table = Table(title=f"Pacing of the board's DATA at its wire ({PACED} bytes sent at --rate {PACED_RATE})")
+    for column in ("burst / interval", "packets", "on the grid", "waited for the wire", "buffer's first",
+                   "worst error", "most ahead of the rate", "faults"):
+        table.add_column(column, justify="right")
+    table.add_row(f"{pacing.burst_size} / {pacing.interval} cycles",
+                  str(pacing.on_grid + pacing.waited + pacing.first_of_buffer), str(pacing.on_grid),
+                  str(pacing.waited), str(pacing.first_of_buffer), f"{pacing.worst_error:.2f} cycles",
+                  str(pacing.most_ahead), str(len(pacing.faults)))
+    return table
+
+
+if __name__ == "__main__":
+    sys.exit(main())
