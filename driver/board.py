@@ -34,7 +34,7 @@ from netblt.host.params import Params, burst_for_rate
 
 from . import link_format as F
 from .control_codec import ControlCodec
-from .link import BoardInUse, BoardLink, LinkError
+from .link import BoardInUse, BoardLink, LinkError, Request
 from .transport import Address, Kind, show
 
 WIRE_BPS = 1e9
@@ -121,6 +121,10 @@ class Slot:
     sent: bool = False
     download: list | None = None
     data: bytes | None = None
+    queried: bool = False
+    """Its missing packets were asked for: resends came, so its arrivals are no first pass."""
+    timing: Request | None = None
+    """The read of its arrival times, made as it completed."""
 
 
 class BoardDataPath:
@@ -299,6 +303,7 @@ class BoardDataPath:
     def query_missing(self, number: int) -> None:
         index = self._slot_of(self.rx, number)
         if index is not None:
+            self.rx[index].queried = True
             self.queries.setdefault(index, []).append((number, []))
             self._command(Command.QUERY_MISSING, index, self.rx[index].capacity)
 
@@ -499,6 +504,10 @@ class BoardDataPath:
                 self.events.append(ev.LdataSeen(slot.buffer, event["value"]))
             if flags["complete"]:
                 slot.size = self._buffer_bytes(slot.buffer, bool(flags["last_buffer"]), event["value"])
+                if not slot.queried:  # every packet came in the first pass: its times are the rate selector's
+                    timing = [_write("STATUS_SLOT", index), _read("SLOT_RECEIVED"), _read("SLOT_FIRST_AT"),
+                              _read("SLOT_LAST_AT")]
+                    (slot.timing,) = self.link.submit([(F.Type.REGISTERS, F.encode_operations(timing), 0)])
                 slot.download = self.link.submit(F.download_requests(
                     index * self.geometry.slot_bytes // 4, slot.size, self.link.mtu))
 
@@ -532,7 +541,15 @@ class BoardDataPath:
             if slot.download and all(r.reply is not None for r in slot.download):
                 slot.data = b"".join(r.reply[1] for r in slot.download)
                 slot.download = None
-                self.events.append(ev.BufferComplete(slot.buffer, slot.size))
+                self.events.append(ev.BufferComplete(slot.buffer, slot.size, self._first_pass(slot)))
+
+    def _first_pass(self, slot: Slot) -> ev.FirstPass | None:
+        """A loss-free buffer's arrival, from the board's times (its timing read came
+        before its downloads, so it is in)."""
+        if slot.timing is None or slot.timing.reply is None:
+            return None
+        received, first_at, last_at = [op.value for op in F.decode_operations(slot.timing.reply[1])][1:]
+        return ev.FirstPass(self.clock.seconds((last_at - first_at) & 0xFFFF_FFFF), received, 0)
 
     def _free(self, slots: dict[int, Slot], count: int, side: str) -> int:
         for index in range(count):

@@ -26,6 +26,18 @@ class _Slot:
     """Packets in the buffer, once its LDATA has arrived."""
     size: int = 0
     complete: bool = False
+    top: int = -1
+    """The highest packet number placed: a packet above it is first-pass, until the
+    missing packets are asked for (the resends come next)."""
+    queried: bool = False
+    first_at: float = 0.0
+    pass_at: float = 0.0
+    """When the first packet, and the last first-pass packet, arrived."""
+    first_seen: int = 0
+    pass_seen: int = 0
+    """DATA packets seen (of any buffer) by then."""
+    first_pass: int = 0
+    """Its own packets in its first pass."""
 
 
 class ReceiveBuffers:
@@ -58,6 +70,7 @@ class ReceiveBuffers:
         slot = self._slots.get(number)
         if slot is None or slot.complete:
             return ()
+        slot.queried = True
         limit = slot.count if slot.count is not None else slot.capacity
         bitmap = slot.bitmap
         return tuple(p for p in range(limit) if not bitmap[p])
@@ -112,6 +125,11 @@ class ReceiveBuffers:
         slot.bitmap[p] = 1
         slot.received += 1
         self.accepted += 1
+        if p > slot.top and not slot.queried:
+            if slot.top < 0:
+                slot.first_at, slot.first_seen = at, self.seen
+            slot.top, slot.pass_at, slot.pass_seen = p, at, self.seen
+            slot.first_pass += 1
         out: list[ev.Event] = []
         if slot.received == 1:
             out.append(ev.FirstPacket(slot.number, header.last_buffer))
@@ -120,5 +138,7 @@ class ReceiveBuffers:
             out.append(ev.LdataSeen(slot.number, slot.count))
         if slot.count is not None and slot.received == slot.count:
             slot.complete = True
-            out.append(ev.BufferComplete(slot.number, slot.size))
+            first_pass = ev.FirstPass(slot.pass_at - slot.first_at, slot.pass_seen - slot.first_seen + 1,
+                                      slot.count - slot.first_pass)
+            out.append(ev.BufferComplete(slot.number, slot.size, first_pass))
         return out

@@ -58,8 +58,9 @@ def _add_common_options(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--burst-size", type=positive, metavar="N", help="packets per burst")
     g.add_argument("--burst-interval", type=positive, metavar="MS", help="ms from burst start to burst start")
     g.add_argument("--buffers", type=positive, metavar="N", help="outstanding buffers (default: 8)")
-    g.add_argument("--rate", type=parse_rate, help="data rate in bits/s, e.g. 950M (the sender's default), "
-                   "10M, 64k; sets burst size and interval to within 1%%")
+    g.add_argument("--rate", type=parse_rate, help="the most data rate in bits/s, e.g. 950M, 10M, 64k (burst "
+                   "size and interval within 1%%); without it a sender starts at an eighth of 950M and the "
+                   "receiver's offers find what the path carries")
     g.add_argument("--transport", choices=("udp", "ip"), default="udp",
                    help="NETBLT inside UDP (default) or natively on IP protocol 30 (IPv4, needs root)")
     g.add_argument("--death-timer", type=positive, metavar="S", help="seconds of silence before "
@@ -143,10 +144,12 @@ def params_from(args: argparse.Namespace, *, limits: bool) -> Params:
             burst_size, burst_interval = burst_for_rate(args.rate or SEND_DEFAULTS["rate"], packet_size)
         buffer_size, buffers = packet_size * SEND_DEFAULTS["packets_per_buffer"], SEND_DEFAULTS["buffers"]
     checksum = args.data_checksum if args.data_checksum is not None else args.transport == "ip"
+    auto = not limits and args.rate is None and not (args.burst_size or args.burst_interval)
     return Params(buffer_size=args.buffer_size or buffer_size, packet_size=packet_size,
                   burst_size=burst_size, burst_interval=burst_interval,
                   max_buffers=args.buffers or buffers, data_checksum=checksum,
-                  death_timer=args.death_timer or SEND_DEFAULTS["death_timer"], rate_cap=rate_cap)
+                  death_timer=args.death_timer or SEND_DEFAULTS["death_timer"], rate_cap=rate_cap,
+                  auto_rate=auto)
 
 
 class BitRateColumn(ProgressColumn):

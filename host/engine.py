@@ -277,7 +277,8 @@ class Connection:
         if why:
             self.fail(f"RESPONSE is not a valid answer: {why}", now)
             return
-        self.params = Params(**{**final.__dict__, "death_timer": self.local.death_timer})
+        self.params = Params(**{**final.__dict__, "death_timer": self.local.death_timer,
+                                "auto_rate": self.local.auto_rate})
         self.peer_death = packet.death_timer
         self._learn_size(packet)
         self._establish(packet.client_string, now)

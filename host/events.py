@@ -47,10 +47,26 @@ class LdataSeen:
 
 
 @dataclass(frozen=True)
+class FirstPass:
+    """How long a buffer's first pass took to arrive (its packets each numbered above
+    every one before it; resends come later, and lower), and how many DATA packets of
+    any buffer arrived meanwhile: what the path delivered."""
+
+    spread: float
+    """Seconds from its first packet to its last."""
+    arrivals: int
+    """DATA packets that arrived in that time, both ends counted, resends included."""
+    lost: int
+    """Of the buffer's own packets, those its first pass did not bring."""
+
+
+@dataclass(frozen=True)
 class BufferComplete:
     buffer: int
     size: int
     """Bytes of data in the buffer."""
+    first_pass: FirstPass | None = None
+    """None where the data path cannot time it (a board's buffer that needed resends)."""
 
 
 @dataclass(frozen=True)

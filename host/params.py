@@ -33,6 +33,9 @@ class Params:
     """Seconds: this end's own death timer (not negotiated)."""
     rate_cap: float = math.inf
     """Bits/s: the most a passive end accepts, whatever the packet size (never on the wire)."""
+    auto_rate: bool = False
+    """A sender's burst rate is only a cap: it starts lower and takes what the receiver
+    offers (host/rate.py; never on the wire)."""
 
     def __post_init__(self) -> None:
         checks = [

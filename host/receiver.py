@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from . import events as ev
 from .control import ControlFifo, RttEstimator
 from .packets import Done, Go, NullAck, Packet, Resend
+from .params import burst_for_rate
+from .rate import MIN_RESEND, START_WINDOW, RateSelector
 from .role import Context
 
 
@@ -31,6 +33,8 @@ class RxBuffer:
     state: RxState
     expected: int
     """Packets still expected: the capacity, or what the last RESEND asked for."""
+    asked: frozenset[int] | None = None
+    """What the last RESEND asked for."""
 
 
 class Receiver:
@@ -46,6 +50,13 @@ class Receiver:
         """Buffers are numbered from 1, consecutively; buffer n is the (n-1)-th (reading A7)."""
         self.last_number: int | None = last
         self.burst = (p.burst_size, p.burst_interval)
+        """The sender's burst size and interval in force, as its NULL-ACKs say."""
+        self.rates = RateSelector(p.rate_bps)
+        self.sent_at: dict[int, tuple[int, int]] = {}
+        """Per buffer receiving, the sender's burst size and interval when its first packet came."""
+        self.window = min(START_WINDOW, p.max_buffers)
+        """Buffers GO'd at once: few until the path's rate is measured, so the first
+        round trips risk little on a path of unknown rate."""
         self.mean_gap = 0.0
         self.unsent = False
         self.lost: set[tuple[int, int]] = set()
@@ -54,13 +65,13 @@ class Receiver:
     # -- setup ---------------------------------------------------------------------------
 
     def start(self, now: float) -> None:
-        for _ in range(self.conn.params.max_buffers):
+        for _ in range(self.window):
             self._post_next()
 
     def _post_next(self) -> None:
         """GO the next buffer still needed; say OK for those held before it."""
         while self.next_number in self.held:
-            self.fifo.ok(self.next_number, *self.burst, round(self.rtt.timeout * 1000))
+            self.fifo.ok(self.next_number, *self._offer(), round(self.rtt.timeout * 1000))
             self.next_number += 1
             self.unsent = True
         n, capacity = self.next_number, self.conn.params.packets_per_buffer
@@ -90,7 +101,8 @@ class Receiver:
                 if (rb := self.buffers.get(n)) and rb.state is not RxState.RECEIVED:
                     rb.expected = min(rb.expected, count)
                     self.conn.timers.shorten(("data", n), now + self._variance())
-            case ev.BufferComplete(buffer=n, size=size):
+            case ev.BufferComplete(buffer=n, size=size, first_pass=first_pass):
+                self._sample(n, first_pass)
                 self._complete(n, size, now)
             case ev.MissingPackets(buffer=n, packets=packets):
                 self._missing(n, packets, now)
@@ -103,6 +115,7 @@ class Receiver:
         rb = self.buffers.get(n)
         if rb is None or rb.state is RxState.RECEIVED:
             return
+        self.sent_at.setdefault(n, self.burst)
         if rb.state in (RxState.ACK_WAIT, RxState.ACKED):
             rb.state = RxState.RECEIVING
             self.conn.timers.set(("data", n), now + self._estimate(n))
@@ -124,29 +137,62 @@ class Receiver:
             return
         rb.state = RxState.RECEIVED
         self.conn.timers.cancel(("data", n))
-        # The offer repeats the rates in force: choosing rates is the client's (A25).
-        self.fifo.ok(n, *self.burst, round(self.rtt.timeout * 1000))
+        self.fifo.ok(n, *self._offer(), round(self.rtt.timeout * 1000))
         self.unsent = True
         # Hold the CONTROL packet until the client releases the buffer (or ok_hold passes),
         # so the OK travels with the next GO.
         self.conn.timers.set("ok-hold", now + self.conn.timing.ok_hold)
-        final = self.last_number is not None and all(
+        final = self.last_number is not None and self.next_number > self.last_number and all(
             rb.state is RxState.RECEIVED for rb in self.buffers.values() if rb.number <= self.last_number)
         self.conn.emit(ev.Deliver(n, n - 1, size, final))
+
+    def _sample(self, n: int, first_pass: ev.FirstPass | None) -> None:
+        """Buffer ``n``'s delivery, for the rate selector: what arrived while its first
+        pass did (a data path that cannot time it says nothing)."""
+        burst = self.sent_at.pop(n, self.burst)
+        if burst != self.burst or first_pass is None or first_pass.spread <= 0:
+            return  # no timing, or a mixed sample: the sender changed its rate meanwhile
+        self.rates.arrived((first_pass.arrivals - 1) * self.conn.params.packet_size * 8, first_pass.spread,
+                           self._sending_bps(burst), burst[1] / 1000, lost=first_pass.lost > 0)
+
+    def _sending_bps(self, burst: tuple[int, int] | None = None) -> float:
+        size, interval = burst or self.burst
+        return size * self.conn.params.packet_size * 8 * 1000 / interval
+
+    def _offer(self) -> tuple[int, int]:
+        """The burst size and interval this receiver offers now (host/rate.py), never
+        more than negotiated; an older sender ignores what it cannot use."""
+        p = self.conn.params
+        rate = self.rates.offer(self._sending_bps())
+        if rate >= p.rate_bps:
+            return p.burst_size, p.burst_interval
+        slowest = p.packet_size * 8 * 1000 / 0xFFFF * 1.01
+        return burst_for_rate(max(rate, slowest), p.packet_size, min_interval=p.burst_interval,
+                              max_burst=p.burst_size)
 
     def _released(self, n: int, now: float) -> None:
         if (rb := self.buffers.get(n)) is None or rb.state is not RxState.RECEIVED:
             return
         del self.buffers[n]
+        # Once the path's rate is being measured, the offers pace the sender: every
+        # buffer may be GO'd. Until then, one more for each buffer done.
+        grown = self.conn.params.max_buffers if self.rates.offered is not None else self.window + 1
         self._post_next()
+        while self.window < min(grown, self.conn.params.max_buffers):
+            self.window += 1
+            self._post_next()
         self.conn.timers.cancel("ok-hold")
 
     def _missing(self, n: int, packets: tuple[int, ...], now: float) -> None:
         rb = self.buffers.get(n)
         if rb is None or rb.state is RxState.RECEIVED or not packets:
             return
-        rb.state = RxState.ACK_WAIT
-        rb.expected = len(packets)
+        # Ask for no more than twice what the path delivered of this buffer last time:
+        # on a path far slower than the sender's rate (before any OK has slowed it),
+        # a RESEND of everything missing would only overflow its queue again.
+        got = rb.expected - len(packets) if rb.asked is None else len(rb.asked.difference(packets))
+        packets = packets[:max(MIN_RESEND, 2 * got)]
+        rb.state, rb.expected, rb.asked = RxState.ACK_WAIT, len(packets), frozenset(packets)
         stats = self.conn.stats
         stats.data_timeouts += 1
         stats.packets_resent += len(packets)
@@ -211,7 +257,8 @@ class Receiver:
 
     def complete(self) -> bool:
         """Every buffer up to the last is delivered (or was held)."""
-        return self.last_number is not None and not any(n <= self.last_number for n in self.buffers)
+        return self.last_number is not None and self.next_number > self.last_number and \
+            not any(n <= self.last_number for n in self.buffers)
 
     def sending_data(self) -> bool:
         return False

@@ -14,6 +14,8 @@ from collections.abc import Hashable
 from . import events as ev
 from .control import SEQ_MODULUS, unwrap_seq
 from .packets import Control, Done, Go, Message, NullAck, Ok, Packet, Resend
+from .params import burst_for_rate
+from .rate import START_DIVISOR
 from .role import Context
 
 
@@ -38,6 +40,13 @@ class Sender:
         self.receiver_control_timer = 0.0
 
     def start(self, now: float) -> None:
+        p = self.conn.params
+        if p.auto_rate:
+            # A fraction of the cap, until the receiver's offers say what the path carries;
+            # the NULL-ACK tells it the rate its first buffers come at.
+            self.burst = burst_for_rate(p.rate_bps / START_DIVISOR, p.packet_size, min_interval=p.burst_interval,
+                                        max_burst=p.burst_size)
+            self.conn.transmit(NullAck(0, *self.burst), now)
         self.conn.emit(ev.SetRate(*self.burst))
         self.conn.emit(ev.StampHighAck(0))
 

@@ -278,8 +278,9 @@ def link_speed(mtu: int) -> dict[str, tuple[float, float]]:
 # -- 3. the software path ------------------------------------------------------------------
 
 
-def software_cpu(tmp: Path) -> tuple[float, float]:
-    """CPU seconds per GB of ``netblt send`` and ``netblt recv`` on loopback (their reports)."""
+def software_cpu(tmp: Path) -> dict[str, tuple[float, float]]:
+    """CPU seconds per GB of ``netblt send`` and ``netblt recv`` on loopback, from their
+    reports: (whole process, its data path's threads alone)."""
     source = tmp / "big.bin"
     with open(source, "wb") as f:
         for _ in range(SOFTWARE_BYTES >> 24):
@@ -293,7 +294,8 @@ def software_cpu(tmp: Path) -> tuple[float, float]:
                           text=True, timeout=600)
     received, _ = recv.communicate(timeout=60)
     per_gb = 1e9 / SOFTWARE_BYTES
-    return report(sent.stdout)["cpu_seconds"] * per_gb, report(received)["cpu_seconds"] * per_gb
+    return {end: (r["cpu_seconds"] * per_gb, r["datapath_cpu_seconds"] * per_gb)
+            for end, r in (("send", report(sent.stdout)), ("recv", report(received)))}
 
 
 # -- the figures ----------------------------------------------------------------------------
@@ -468,8 +470,12 @@ def print_tables(console, results, frames, mac, link, software, loop) -> None:
     for mtu, ways in link.items():
         table.add_row(str(mtu), *(f"{v:.3g}" for way in ("upload", "download") for v in ways[way]))
     console.print(table)
-    console.print(f"Software path on loopback: send {software[0]:.2f}, recv {software[1]:.2f} CPU s/GB "
-                  f"(whole processes: reading or writing the file and SHA-256 included)")
+    table = Table(title=f"The software path on loopback, {SOFTWARE_BYTES} bytes: host CPU s/GB")
+    for column in ("end", "whole process (file and SHA-256 included)", "its data path's threads"):
+        table.add_column(column, justify="right")
+    for end, (whole, data_path) in software.items():
+        table.add_row(end, f"{whole:.2f}", f"{data_path:.2f}")
+    console.print(table)
 
     if loop:
         table = Table(title=f"Control loop of the board's received buffers (median of {len(loop)})")

@@ -34,6 +34,9 @@ class PathConfig:
     """Bottleneck rate in bits per second; 0 means unlimited."""
     queue_bytes: int = 1 << 20
     """Bottleneck queue; a datagram that does not fit is dropped."""
+    rate_changes: tuple[tuple[float, float], ...] = ()
+    """(seconds after the first datagram, new bottleneck rate), in time order: a path
+    whose capacity changes during a transfer."""
 
 
 class Path:
@@ -43,18 +46,19 @@ class Path:
         self.busy_until = 0.0
         self.in_burst = False
         self.counts: Counter[str] = Counter()
+        self.started: float | None = None
 
     def send(self, datagram: bytes, now: float) -> list[tuple[float, bytes]]:
         """When and what arrives at the far end for one datagram sent at ``now``."""
         c, rnd = self.config, self.random
         self.counts["sent"] += 1
         depart = now
-        if c.rate_bps:
-            backlog = max(0.0, self.busy_until - now) * c.rate_bps / 8
+        if (rate := self.rate(now)):
+            backlog = max(0.0, self.busy_until - now) * rate / 8
             if backlog + len(datagram) > c.queue_bytes:
                 self.counts["queue drop"] += 1
                 return []
-            depart = max(now, self.busy_until) + len(datagram) * 8 / c.rate_bps
+            depart = max(now, self.busy_until) + len(datagram) * 8 / rate
             self.busy_until = depart
         if self._lost():
             self.counts["lost"] += 1
@@ -78,6 +82,16 @@ class Path:
             out.append((at, copy))
         self.counts["delivered"] += len(out)
         return out
+
+    def rate(self, now: float) -> float:
+        """The bottleneck's rate at ``now`` (0: unlimited)."""
+        if self.started is None:
+            self.started = now
+        rate = self.config.rate_bps
+        for at, changed in self.config.rate_changes:
+            if now - self.started >= at:
+                rate = changed
+        return rate
 
     def _lost(self) -> bool:
         c, rnd = self.config, self.random

@@ -5,15 +5,16 @@ free-running interval of ``interval`` clock cycles (gateware/pacer.py). At the w
 DATA frame whose data was ready starts a fixed pipeline delay after its grant, so on a
 grid of the interval; it starts later only when the board's one transmit port was busy
 with another frame at that moment, and then as soon as the wire frees. A buffer's first
-packet may start anywhere (its SEND came while a grant was unused). This module checks
-exactly that, frame by frame, and measures it.
+packet may start anywhere (its SEND came while a grant was unused), and so may the
+first after the interval was changed. This module checks exactly that, frame by frame,
+and measures it: :func:`check` for one interval, :func:`split` where the rate changed.
 """
 
 from __future__ import annotations
 
 import math
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 GAP_BYTES = 12
 """The inter-frame gap after every frame."""
@@ -27,6 +28,8 @@ class Frame:
     """When its inter-frame gap ended: the wire is free again."""
     data: tuple[int, int] | None = None
     """(buffer, packet) for a DATA packet of the transfer looked at; None for any other frame."""
+    restarts: bool = False
+    """The first DATA after the interval changed: it may start anywhere."""
 
 
 def frame_on_wire(end_ns: float, length: int, data: tuple[int, int] | None = None) -> Frame:
@@ -45,6 +48,7 @@ class Pacing:
     waited: int = 0
     """Packets that found the wire busy at their grid point and started as it freed."""
     first_of_buffer: int = 0
+    """Packets free to start anywhere: a buffer's first, or the first after a change."""
     worst_error: float = 0.0
     """Cycles, the largest distance from the grid point (or from the wire freeing) of any packet."""
     most_ahead: int = 0
@@ -81,7 +85,7 @@ def check(frames: list[Frame], interval: int, burst_size: int, clock_hz: int) ->
         cycles = (frame.start_ns - origin) / cycle
         point = grid_point(cycles)
         result.most_ahead = max(result.most_ahead, count - burst_size * (point - first + 1))
-        if frame.data[1] == 0:
+        if frame.data[1] == 0 or frame.restarts:
             result.first_of_buffer += 1
             continue
         late = cycles - phase - point * interval
@@ -120,3 +124,27 @@ def _wire_busy_until(frames: list[Frame], at_ns: float, frame: Frame, slack_ns: 
         else:
             return None  # a free stretch before this frame started
     return busy
+
+
+def split(frames: list[Frame], changes_ns: list[float]) -> list[list[Frame]]:
+    """``frames`` cut where the board's interval changed (at each of ``changes_ns``),
+    the first DATA frame after each cut free to start anywhere."""
+    frames = sorted(frames, key=lambda f: f.start_ns)
+    cuts = sorted(changes_ns)
+    parts: list[list[Frame]] = [[] for _ in range(len(cuts) + 1)]
+    for frame in frames:
+        part = parts[sum(1 for at in cuts if at <= frame.start_ns)]
+        if frame.data is not None and part is not parts[0] and not any(f.data for f in part):
+            frame = replace(frame, restarts=True)
+        part.append(frame)
+    return [part for part in parts if any(f.data for f in part)]
+
+
+def interval_of(frames: list[Frame], clock_hz: int) -> int:
+    """The interval in cycles the DATA among ``frames`` were paced at: the commonest gap
+    between packets of one buffer (packets after a buffer's first find their data ready)."""
+    cycle = 1e9 / clock_hz
+    data = [f for f in sorted(frames, key=lambda f: f.start_ns) if f.data is not None]
+    gaps = Counter(round((b.start_ns - a.start_ns) / cycle) for a, b in zip(data, data[1:])
+                   if a.data[0] == b.data[0] and a.data[1] and not b.restarts)
+    return gaps.most_common(1)[0][0] if gaps else 0

@@ -60,8 +60,30 @@ def test_reassembly_places_data_and_reports_buffer_events():
     for p in reversed(range(10)):  # reordered: LDATA first
         chunk = data[p * PS:(p + 1) * PS]
         out += rx.accept(header(1, p, len(chunk), ldata=p == 9), datagram(p, chunk), 0.0)
-    assert out == [ev.FirstPacket(1, False), ev.LdataSeen(1, 10), ev.BufferComplete(1, 950)]
+    # Reversed, only the first to arrive (the LDATA) is first-pass: the other nine came after it, lower.
+    first_pass = ev.FirstPass(spread=0.0, arrivals=1, lost=9)
+    assert out == [ev.FirstPacket(1, False), ev.LdataSeen(1, 10), ev.BufferComplete(1, 950, first_pass)]
     assert bytes(rx.take(1)) == data
+
+
+def test_a_buffers_first_pass_is_timed_with_everything_that_arrived_meanwhile():
+    """What the rate selector is told: packets 0-9 in order, 3 lost and asked for again,
+    another buffer's packet in between; the first pass ends when the missing are asked for."""
+    rx = ReceiveBuffers(PS, BS)
+    rx.post(1, 10)
+    rx.post(2, 10)
+    data = os.urandom(950)
+    at = iter(range(100))
+    out = []
+    for p in [0, 1, 2, 4, 5, 6, 7, 8, 9]:
+        chunk = data[p * PS:(p + 1) * PS]
+        out += rx.accept(header(1, p, len(chunk), ldata=p == 9), datagram(p, chunk), next(at) / 1000)
+        if p == 4:
+            rx.accept(header(2, 0, PS), datagram(0, data[:PS]), next(at) / 1000)
+    assert rx.missing(1) == (3,)
+    out += rx.accept(header(1, 3, PS), datagram(3, data[3 * PS:4 * PS]), 1.0)  # the resend, much later
+    (complete,) = [e for e in out if isinstance(e, ev.BufferComplete)]
+    assert complete.first_pass == ev.FirstPass(spread=0.009, arrivals=10, lost=1)
 
 
 def test_missing_list_is_exactly_what_was_withheld():

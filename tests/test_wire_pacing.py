@@ -69,3 +69,15 @@ def test_a_pacer_granting_every_packet_at_once_is_caught_even_when_each_one_wait
     """Unpaced: each DATA right behind the one before, so the wire was always busy."""
     frames = [data(370 + 610 * k, 1, k) for k in range(8)]
     assert any("ahead of 1 per interval" in fault for fault in check(frames, INTERVAL, 1, CLOCK_HZ).faults)
+
+
+def test_a_changed_interval_starts_a_new_grid_whose_first_packet_is_free():
+    from netblt.sim.wire_pacing import interval_of, split
+    frames = [data(370, 1, 0)] + [data(1000.0 * k, 1, k) for k in range(1, 5)] \
+        + [data(4000 + 450 + 1200.0 * k, 1, 5 + k) for k in range(4)]  # 1200 cycles from 4450 on
+    change_ns = 1_000_000 + 4100 * CYCLE
+    parts = split(frames, [change_ns])
+    assert [interval_of(part, CLOCK_HZ) for part in parts] == [1000, 1200]
+    assert [part[0].restarts for part in parts] == [False, True]
+    assert not any(check(part, interval, 1, CLOCK_HZ).faults for part, interval in zip(parts, (1000, 1200)))
+    assert check(frames, INTERVAL, 1, CLOCK_HZ).faults  # one grid for both is wrong

@@ -1,0 +1,131 @@
+"""Receiver-driven rate selection: the rate each OK offers (docs/protocol.md, "Choosing the rate").
+
+RFC 998 lets the receiver offer a new burst size and interval in every OK, and the
+sender adopts the offer or a more restrictive one. The receiver sees what the path
+delivers, so it chooses, as BBR does from delivery rates and as RBUDP and Tsunami let
+the receiver set the pace. A sample is what arrived while buffers' first passes came
+in, against the rate the sender was using for them:
+
+- Delivered less (under LIMITED of the sending rate): the sender outran a bottleneck,
+  whose rate is then what arrived (the queue in front of it drains at exactly that
+  rate). Start-up ends, and the offer cycles around that rate: two buffers probing
+  above it, two draining the queue the probe built, six at it.
+- Delivered nearly all of it: the path carried what was sent, whatever was lost at
+  random. In start-up the offer doubles; a probe that brought more than the bottleneck
+  passes means the path is faster now, and start-up begins again.
+
+What arrived counts every DATA packet of any buffer, resends included: with heavy loss
+a first pass is spread thin between resends, but the path's delivery is all of it.
+Bursts arrive with pauses between them when nothing queues, so a rate timed over k
+bursts may be off by one interval in k+1: buffers sent at one rate are pooled until
+they span SPAN intervals. Only buffers sent wholly at one rate count.
+
+Losses alone never lower the rate: random loss leaves the delivered share near 1, and
+congestion shows as a delivery rate below the sending rate before and while it drops.
+A sample below the sending rate with nothing lost may be a queue filling or the
+receiving host pausing; one alone changes nothing in start-up, and never lowers the
+bottleneck measured.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+LIMITED = 0.9
+"""A sample delivered at less than this share of its sending rate met a bottleneck."""
+FASTER = 1.06
+"""Delivered this much over the bottleneck's rate (by a probe), the path has got faster."""
+STARTUP_GAIN = 2.0
+REGAIN = 1.5
+"""The start-up gain when the path turns out faster than a bottleneck once measured."""
+PROBE_GAINS = (1.125, 1.125, 0.875, 0.875, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0)
+"""The offer against the bottleneck, sample by sample once it is known (BBR's ProbeBW
+cycle, each step two samples long: an offer takes effect part way through a buffer)."""
+FILTER = 3
+"""Samples over which the bottleneck is the highest delivery rate (BBR's max filter)."""
+CONFIRM = 2
+"""Limited samples in a row with nothing lost that count as a bottleneck."""
+SPAN = 10
+"""Burst intervals a sample spans at least."""
+START_DIVISOR = 8
+"""A sender choosing its rate automatically starts at this fraction of its cap."""
+START_WINDOW = 2
+"""Buffers a receiver GOs before the first is done (then one more per buffer done:
+doubling every round trip, as TCP's slow start does with segments)."""
+MIN_RESEND = 16
+"""Packets a RESEND may always ask for, however few the path delivered."""
+
+
+@dataclass
+class _Pool:
+    """Buffers sent at one rate, pooled into one sample."""
+
+    sending_bps: float
+    interval: float
+    """The sender's burst interval, seconds."""
+    bits: float = 0.0
+    seconds: float = 0.0
+    lost: bool = False
+
+
+class RateSelector:
+    """The rate a receiver offers, in bits/s, from what the path delivers."""
+
+    def __init__(self, limit_bps: float) -> None:
+        self.limit = limit_bps
+        """The rate negotiated at set-up: never offered more."""
+        self.startup = True
+        self.bottleneck = 0.0
+        """The slowest link's rate as last measured; 0 until a sample was limited."""
+        self.fastest = 0.0
+        """The highest rate the path carried since the bottleneck was last measured."""
+        self.phase = 0
+        self.queued = 0
+        """Limited samples in a row with nothing lost."""
+        self.offered: float | None = None
+        """None until the first sample: the sender's own rate stands."""
+        self.recent: deque[float] = deque(maxlen=FILTER)
+        """The last few samples' delivery rates."""
+        self.pool: _Pool | None = None
+
+    def arrived(self, bits: float, seconds: float, sending_bps: float, interval: float, lost: bool) -> None:
+        """``bits`` arrived in ``seconds`` while a buffer's first pass did, sent at
+        ``sending_bps`` in bursts every ``interval`` seconds; ``lost``: some of it did not."""
+        pool = self.pool
+        if pool is None or pool.sending_bps != sending_bps:
+            pool = self.pool = _Pool(sending_bps, interval)
+        pool.bits, pool.seconds, pool.lost = pool.bits + bits, pool.seconds + seconds, pool.lost or lost
+        if pool.seconds >= SPAN * pool.interval:
+            self.pool = None
+            self._sample(pool.bits / pool.seconds, pool.sending_bps, pool.lost)
+
+    def offer(self, sending_bps: float) -> float:
+        """The rate to offer now; ``sending_bps`` is the sender's current rate."""
+        return sending_bps if self.offered is None else self.offered
+
+    def _sample(self, rate_bps: float, sending_bps: float, lost: bool) -> None:
+        limited = rate_bps < LIMITED * sending_bps
+        self.queued = self.queued + 1 if limited and not lost else 0
+        self.recent.append(rate_bps)
+        if limited and (lost or self.queued >= CONFIRM or not self.startup and rate_bps > self.bottleneck):
+            # The most of the last few: one sample timed while the host was busy, or
+            # thinned by random loss, does not pull the bottleneck down on its own.
+            self.bottleneck = self.fastest = max(self.recent)
+            if self.startup:
+                self.startup, self.phase = False, 0  # the next step drains what start-up queued
+        elif not limited:
+            if self.startup:
+                self.fastest = max(self.fastest, sending_bps)
+            else:
+                self.fastest = max(self.fastest, min(sending_bps, rate_bps))
+                if rate_bps > FASTER * self.bottleneck:
+                    self.startup = True  # more arrived than the bottleneck passes: it is faster now
+        elif self.startup:
+            return  # one pause with nothing lost: the next sample tells
+        if self.startup:
+            gain = REGAIN if self.bottleneck else STARTUP_GAIN
+            self.offered = min(self.limit, gain * self.fastest)
+        else:
+            self.phase = (self.phase + 1) % len(PROBE_GAINS)
+            self.offered = min(self.limit, PROBE_GAINS[self.phase] * max(self.bottleneck, self.fastest))

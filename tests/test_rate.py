@@ -1,0 +1,153 @@
+"""Rate selection (host/rate.py): the selector on its own, then whole transfers with no
+--rate across emulated paths in virtual time (issue 15's cases)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+
+import pytest
+
+from netblt.host.params import Params, burst_for_rate
+from netblt.host.rate import FASTER, FILTER, LIMITED, PROBE_GAINS, REGAIN, SPAN, STARTUP_GAIN, RateSelector
+from netblt.sim.netem import PathConfig
+from netblt.sim.virtual import simulate
+
+M = 1e6
+INTERVAL = 0.001
+
+
+def sample(selector: RateSelector, rate: float, sending: float, lost: bool = False) -> float:
+    """One sample spanning SPAN intervals; the offer after it."""
+    selector.arrived(rate * SPAN * INTERVAL, SPAN * INTERVAL, sending, INTERVAL, lost)
+    return selector.offer(sending)
+
+
+def test_start_up_doubles_while_the_path_keeps_up_and_never_offers_more_than_negotiated():
+    selector = RateSelector(950 * M)
+    assert selector.offer(100 * M) == 100 * M  # no sample yet: the sender's own rate stands
+    assert sample(selector, 100 * M, 100 * M) == STARTUP_GAIN * 100 * M
+    assert sample(selector, 199 * M, 200 * M) == STARTUP_GAIN * 200 * M
+    assert sample(selector, 600 * M, 600 * M) == 950 * M
+    assert selector.startup
+
+
+def test_a_bottleneck_ends_start_up_and_the_offer_cycles_around_its_rate():
+    selector = RateSelector(950 * M)
+    sample(selector, 95 * M, 95 * M)
+    offer = sample(selector, 97 * M, 200 * M, lost=True)  # the queue drained at 97M, and overflowed
+    assert not selector.startup and selector.bottleneck == 97 * M
+    offers = [offer] + [sample(selector, 97 * M, 97 * M, lost=True) for _ in range(len(PROBE_GAINS) - 1)]
+    assert sorted(offers) == sorted(g * 97 * M for g in PROBE_GAINS)
+    assert offers[0] == PROBE_GAINS[1] * 97 * M
+
+
+def test_one_pause_with_nothing_lost_is_not_a_bottleneck_but_two_are():
+    selector = RateSelector(950 * M)
+    sample(selector, 200 * M, 200 * M)
+    assert sample(selector, 300 * M, 400 * M) == 400 * M  # the receiving host paused: offer stands
+    assert selector.startup
+    sample(selector, 300 * M, 400 * M)  # a queue filling
+    assert not selector.startup and selector.bottleneck == 300 * M
+
+
+def test_once_measured_the_bottleneck_falls_only_with_losses_and_not_for_one_sample():
+    selector = RateSelector(950 * M)
+    sample(selector, 100 * M, 200 * M, lost=True)
+    sample(selector, 60 * M, 100 * M)  # a pause: nothing lost
+    assert selector.bottleneck == 100 * M
+    for _ in range(FILTER - 1):  # the path halved: its queue overflows, sample after sample
+        sample(selector, 50 * M, 100 * M, lost=True)
+        assert selector.bottleneck > 50 * M  # the most of the last FILTER samples
+    sample(selector, 50 * M, 100 * M, lost=True)
+    assert selector.bottleneck == 50 * M
+
+
+def test_a_probe_that_brings_more_than_the_bottleneck_passes_starts_up_again():
+    selector = RateSelector(950 * M)
+    sample(selector, 50 * M, 100 * M, lost=True)
+    assert sample(selector, LIMITED * 56 * M, 56 * M) < STARTUP_GAIN * 50 * M  # within what 50M explains
+    assert not selector.startup
+    offer = sample(selector, 56 * M, 56 * M)  # 12% over the bottleneck: the path got faster
+    assert 56 * M > FASTER * 50 * M and selector.startup and offer == REGAIN * 56 * M
+
+
+def test_short_buffers_pool_into_one_sample_and_a_new_rate_starts_a_new_pool():
+    selector = RateSelector(950 * M)
+    tenth = SPAN * INTERVAL / 10
+    for _ in range(9):
+        selector.arrived(10 * M * tenth, tenth, 10 * M, INTERVAL, False)
+    assert selector.offered is None  # nine tenths of a sample
+    selector.arrived(10 * M * tenth, tenth, 20 * M, INTERVAL, False)  # another rate: those nine are dropped
+    assert selector.offered is None
+    for _ in range(9):
+        selector.arrived(20 * M * tenth, tenth, 20 * M, INTERVAL, False)
+    assert selector.offered == STARTUP_GAIN * 20 * M
+
+
+# -- whole transfers in virtual time --------------------------------------------------------------
+
+
+def auto(packet_size: int = 1448, buffers: int = 8, packets_per_buffer: int = 1024) -> Params:
+    """What ``netblt send`` proposes with no --rate: 950M a cap, chosen automatically."""
+    burst_size, burst_interval = burst_for_rate(950e6, packet_size)
+    return Params(buffer_size=packet_size * packets_per_buffer, packet_size=packet_size, burst_size=burst_size,
+                  burst_interval=burst_interval, max_buffers=buffers, data_checksum=False, death_timer=60,
+                  auto_rate=True)
+
+
+def transfer(megabytes: int, forward: PathConfig, delay: float, params: Params | None = None):
+    data = os.urandom(megabytes << 20)
+    result = simulate(data, params or auto(), forward=forward, backward=PathConfig(delay=delay), seed=1,
+                      time_limit=900)
+    assert result.ok, result.reason
+    assert result.received == data
+    return result
+
+
+def steady_mbps(result, after: float = 0.0) -> float:
+    """RFC 1030's steady state; with ``after``, of the buffers done from then on only."""
+    if not after:
+        return result.receiver.progress.steady_state_bps() / M
+    done = [(t, n) for t, n in result.receiver.progress.done_at if t >= after]
+    return 8 * sum(n for _, n in done[1:-1]) / (done[-2][0] - done[0][0]) / M
+
+
+def resent_share(result) -> float:
+    return result.sender.dp.tx.resent / result.forward.counts["sent"]
+
+
+def test_a_100M_bottleneck_with_a_1MB_queue_is_found_with_almost_nothing_resent(monkeypatch):
+    path = PathConfig(delay=0.02, rate_bps=100e6, queue_bytes=1 << 20)
+    result = transfer(100, path, 0.02)
+    assert steady_mbps(result) >= 90 and resent_share(result) <= 0.01
+    # Without selection: the sender at 950M throughout, the receiver's offers repeating it.
+    monkeypatch.setattr(RateSelector, "arrived", lambda *args, **kwargs: None)
+    fixed = transfer(100, path, 0.02, replace(auto(), auto_rate=False))
+    assert resent_share(fixed) > 0.1
+
+
+@pytest.mark.parametrize("rate, megabytes, one_way", [(1e6, 8, 0.025), (10e6, 40, 0.3), (10e6, 60, 0.9)],
+                         ids=["1M-50ms", "10M-geostationary", "10M-1.8s"])
+def test_slow_and_long_paths_run_near_their_bottleneck(rate, megabytes, one_way):
+    result = transfer(megabytes, PathConfig(delay=one_way, rate_bps=rate, queue_bytes=1 << 20), one_way)
+    assert steady_mbps(result) >= 0.9 * rate / M
+
+
+def test_with_no_bottleneck_the_cap_is_reached():
+    result = transfer(150, PathConfig(delay=0.00005), 0.00005)
+    assert steady_mbps(result, after=0.3) >= 900  # after a start-up of about 0.2 s
+
+
+@pytest.mark.parametrize("loss", [PathConfig(loss=0.01), PathConfig(burst_loss=0.002)], ids=["random", "bursts"])
+def test_loss_alone_does_not_slow_the_sender(loss):
+    result = transfer(100, replace(loss, delay=0.02, rate_bps=100e6, queue_bytes=1 << 20), 0.02)
+    assert steady_mbps(result) >= 90 and resent_share(result) <= 0.02
+
+
+@pytest.mark.parametrize("before, after", [(100e6, 50e6), (50e6, 100e6)], ids=["halves", "doubles"])
+def test_a_bottleneck_that_changes_mid_transfer_is_followed(before, after):
+    path = PathConfig(delay=0.02, rate_bps=before, queue_bytes=1 << 20, rate_changes=((4.0, after),))
+    result = transfer(100, path, 0.02)
+    assert steady_mbps(result, after=6.0) >= 0.85 * after / M
+    assert resent_share(result) <= 0.1
