@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo demo-board test bench bench-rates bench-board bench-gateware bench-ethernet bitstream load clean
+.PHONY: demo demo-board test bench bench-rates bench-auto bench-board bench-gateware bench-ethernet bitstream load clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,6 +28,10 @@ bench: $(STAMP)
 # Each end's steady-state rate against the rate asked for (1M to 950M, sender and receiver), about 4 minutes.
 bench-rates: $(STAMP)
 	$(BIN)/python -m netblt.host.bench --rates
+
+# Rate selection with no --rate, in virtual time, across bottlenecks, round trips and losses (about 2 minutes).
+bench-auto: $(STAMP)
+	$(BIN)/python -m netblt.sim.rate_bench
 
 # Offloaded transfers through netblt sim-board: host CPU and host-link bytes per data byte, the
 # control loop split into board and host time, pacing at the board's wire (about 6 minutes).

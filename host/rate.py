@@ -51,8 +51,7 @@ SPAN = 10
 START_DIVISOR = 8
 """A sender choosing its rate automatically starts at this fraction of its cap."""
 START_WINDOW = 2
-"""Buffers a receiver GOs before the first is done (then one more per buffer done:
-doubling every round trip, as TCP's slow start does with segments)."""
+"""Buffers a sender choosing its rate sends before its first OK (then all that are GO'd)."""
 MIN_RESEND = 16
 """Packets a RESEND may always ask for, however few the path delivered."""
 

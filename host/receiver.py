@@ -16,7 +16,7 @@ from . import events as ev
 from .control import ControlFifo, RttEstimator
 from .packets import Done, Go, NullAck, Packet, Resend
 from .params import burst_for_rate
-from .rate import MIN_RESEND, START_WINDOW, RateSelector
+from .rate import MIN_RESEND, RateSelector
 from .role import Context
 
 
@@ -54,9 +54,6 @@ class Receiver:
         self.rates = RateSelector(p.rate_bps)
         self.sent_at: dict[int, tuple[int, int]] = {}
         """Per buffer receiving, the sender's burst size and interval when its first packet came."""
-        self.window = min(START_WINDOW, p.max_buffers)
-        """Buffers GO'd at once: few until the path's rate is measured, so the first
-        round trips risk little on a path of unknown rate."""
         self.mean_gap = 0.0
         self.unsent = False
         self.lost: set[tuple[int, int]] = set()
@@ -65,7 +62,7 @@ class Receiver:
     # -- setup ---------------------------------------------------------------------------
 
     def start(self, now: float) -> None:
-        for _ in range(self.window):
+        for _ in range(self.conn.params.max_buffers):
             self._post_next()
 
     def _post_next(self) -> None:
@@ -174,13 +171,7 @@ class Receiver:
         if (rb := self.buffers.get(n)) is None or rb.state is not RxState.RECEIVED:
             return
         del self.buffers[n]
-        # Once the path's rate is being measured, the offers pace the sender: every
-        # buffer may be GO'd. Until then, one more for each buffer done.
-        grown = self.conn.params.max_buffers if self.rates.offered is not None else self.window + 1
         self._post_next()
-        while self.window < min(grown, self.conn.params.max_buffers):
-            self.window += 1
-            self._post_next()
         self.conn.timers.cancel("ok-hold")
 
     def _missing(self, n: int, packets: tuple[int, ...], now: float) -> None:

@@ -15,7 +15,7 @@ from . import events as ev
 from .control import SEQ_MODULUS, unwrap_seq
 from .packets import Control, Done, Go, Message, NullAck, Ok, Packet, Resend
 from .params import burst_for_rate
-from .rate import START_DIVISOR
+from .rate import START_DIVISOR, START_WINDOW
 from .role import Context
 
 
@@ -32,6 +32,9 @@ class Sender:
         """Messages processed above the high-ack, out of order."""
         self.sending: set[int] = set()
         """GO'd buffers not yet OK'd."""
+        self.held: list[int] = []
+        """GO'd buffers not yet started: a sender choosing its rate starts START_WINDOW of
+        them before its first OK, so its first round trip risks little on an unknown path."""
         self.acked: set[int] = set()
         self.limits = (p.burst_size, p.burst_interval)
         self.burst = self.limits
@@ -43,7 +46,7 @@ class Sender:
         p = self.conn.params
         if p.auto_rate:
             # A fraction of the cap, until the receiver's offers say what the path carries;
-            # the NULL-ACK tells it the rate its first buffers come at.
+            # the NULL-ACK tells the receiver the rate its first buffers come at.
             self.burst = burst_for_rate(p.rate_bps / START_DIVISOR, p.packet_size, min_interval=p.burst_interval,
                                         max_burst=p.burst_size)
             self.conn.transmit(NullAck(0, *self.burst), now)
@@ -63,6 +66,7 @@ class Sender:
             # Buffers GO'd past the end were never loaded: forget them (A26).
             self.total_buffers = event.buffer
             self.sending = {n for n in self.sending if n <= event.buffer}
+            self.held = [n for n in self.held if n <= event.buffer]
             self._dally_when_done(now)
 
     def on_timer(self, key: Hashable, now: float) -> None:
@@ -133,6 +137,8 @@ class Sender:
             elif n not in self.acked and self.total_buffers is not None and 1 <= n <= self.total_buffers:
                 self.acked.add(n)
                 self.conn.emit(ev.ReleaseSendBuffer(n, n - 1, sent=False))
+            while self.held:
+                self._start(self.held.pop(0))
             self.receiver_control_timer = message.control_timer / 1000
             offer = (min(message.burst_size, self.limits[0]) or 1,
                      max(message.burst_interval, self.limits[1]))
@@ -145,13 +151,19 @@ class Sender:
         # Buffer n holds the client's (n-1)-th buffer (reading A7), so GOs may be acted on
         # in any order. A GO past the last buffer (the receiver cannot know where the data
         # ends) or for a buffer already sent is acknowledged and otherwise ignored (A26).
-        if n in self.sending or n in self.acked or n < 1 or \
+        if n in self.sending or n in self.held or n in self.acked or n < 1 or \
                 self.total_buffers is not None and n > self.total_buffers:
             return
-        if len(self.sending) >= self.conn.params.max_buffers:
+        if len(self.sending) + len(self.held) >= self.conn.params.max_buffers:
             self.conn.fail(f"protocol error: GO for buffer {n} exceeds "
                            f"{self.conn.params.max_buffers} outstanding buffers", now)
             return
+        if self.conn.params.auto_rate and not self.acked and len(self.sending) >= START_WINDOW:
+            self.held.append(n)
+            return
+        self._start(n)
+
+    def _start(self, n: int) -> None:
         self.sending.add(n)
         self.conn.emit(ev.SendBuffer(n, n - 1, n == self.total_buffers))
         self.tx_busy = True

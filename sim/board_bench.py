@@ -44,7 +44,7 @@ from netblt.driver.link import BoardLink
 from netblt.gateware.registers import ADDRESS, EVENT_WORD, RECEIVED_FLAGS, Event
 from netblt.host import codec, packets
 from netblt.hw.liteeth_core import MAC_ADDRESS
-from netblt.sim.wire_pacing import check, frame_on_wire
+from netblt.sim.wire_pacing import check_transfer, sent
 
 NETBLT = [sys.executable, "-m", "netblt.host.cli"]
 PROBED = [sys.executable, "-m", "netblt.sim.board_bench", "--probed"]
@@ -490,25 +490,21 @@ def print_tables(console, results, frames, mac, link, software, loop) -> None:
 
 
 def pacing_table(results: dict, frames, mac: str) -> Table:
-    """The board's DATA at its wire in the send above, against its pacer's grid."""
-
-    recv_port, registers = results["paced"][2], results["registers"]
-    on_wire = []
-    for frame in frames:
-        if frame.src != mac:
-            continue
-        packet = _netblt(frame) if UDP in frame and frame[UDP].dport == recv_port else None
-        data = (packet.buffer, packet.packet) if isinstance(packet, packets.Data) else None
-        on_wire.append(frame_on_wire(float(frame.time) * 1e9, len(frame), data))
-    pacing = check(on_wire, registers["BURST_INTERVAL"], registers["BURST_SIZE"], registers["CLOCK_HZ"])
+    """The board's DATA at its wire in the paced send, against its pacer's grid (a new one
+    each time the receiver's offers changed the rate)."""
+    recv_port, registers, (sender, _, _) = results["paced"][2], results["registers"], results["paced"]
+    on_wire, changes = sent(frames, mac, results["board_port"], recv_port,
+                            (sender["burst_size"], sender["burst_interval_ms"]))
+    intervals, parts = check_transfer(on_wire, changes, registers["BURST_SIZE"], registers["CLOCK_HZ"])
     table = Table(title=f"Pacing of the board's DATA at its wire ({PACED} bytes sent at --rate {PACED_RATE})")
-    for column in ("burst / interval", "packets", "on the grid", "waited for the wire", "buffer's first",
+    for column in ("burst / interval", "packets", "on the grid", "waited for the wire", "free to start",
                    "worst error", "most ahead of the rate", "faults"):
         table.add_column(column, justify="right")
-    table.add_row(f"{pacing.burst_size} / {pacing.interval} cycles",
-                  str(pacing.on_grid + pacing.waited + pacing.first_of_buffer), str(pacing.on_grid),
-                  str(pacing.waited), str(pacing.first_of_buffer), f"{pacing.worst_error:.2f} cycles",
-                  str(pacing.most_ahead), str(len(pacing.faults)))
+    for interval, pacing in zip(intervals, parts):
+        table.add_row(f"{pacing.burst_size} / {interval} cycles",
+                      str(pacing.on_grid + pacing.waited + pacing.first_of_buffer), str(pacing.on_grid),
+                      str(pacing.waited), str(pacing.first_of_buffer), f"{pacing.worst_error:.2f} cycles",
+                      str(pacing.most_ahead), str(len(pacing.faults)))
     return table
 
 

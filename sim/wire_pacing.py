@@ -7,7 +7,8 @@ grid of the interval; it starts later only when the board's one transmit port wa
 with another frame at that moment, and then as soon as the wire frees. A buffer's first
 packet may start anywhere (its SEND came while a grant was unused), and so may the
 first after the interval was changed. This module checks exactly that, frame by frame,
-and measures it: :func:`check` for one interval, :func:`split` where the rate changed.
+and measures it: :func:`sent` reads a transfer's frames from a pcap, :func:`check_transfer`
+judges them on each interval the board was given in turn.
 """
 
 from __future__ import annotations
@@ -148,3 +149,39 @@ def interval_of(frames: list[Frame], clock_hz: int) -> int:
     gaps = Counter(round((b.start_ns - a.start_ns) / cycle) for a, b in zip(data, data[1:])
                    if a.data[0] == b.data[0] and a.data[1] and not b.restarts)
     return gaps.most_common(1)[0][0] if gaps else 0
+
+
+def sent(pcap_frames, board_mac: str, board_port: int, peer_port: int,
+         burst: tuple[int, int]) -> tuple[list[Frame], list[float]]:
+    """Every frame the board put on its wire while it sent DATA to ``peer_port`` (the
+    transfer's DATA marked), and when the rate changed: each NULL-ACK of the board's with
+    values other than those before it (``burst``: the set-up's burst size and interval)."""
+    from scapy.layers.inet import UDP
+
+    from netblt.host import codec, packets
+
+    ours, changes = [], []
+    for frame in pcap_frames:
+        if frame.src != board_mac:
+            continue
+        packet = None
+        if UDP in frame and (frame[UDP].sport, frame[UDP].dport) == (board_port, peer_port):
+            packet = codec.decode(bytes(frame[UDP].payload)[:frame[UDP].len - 8]).packet
+        data = (packet.buffer, packet.packet) if isinstance(packet, packets.Data) else None
+        on_wire = frame_on_wire(float(frame.time) * 1e9, len(frame), data)
+        ours.append(on_wire)
+        if isinstance(packet, packets.NullAck) and (packet.burst_size, packet.burst_interval) != burst:
+            burst = (packet.burst_size, packet.burst_interval)
+            changes.append(on_wire.start_ns)
+    data = [f for f in ours if f.data is not None]
+    start, end = data[0].start_ns, data[-1].end_ns
+    return [f for f in ours if start <= f.start_ns <= end], changes
+
+
+def check_transfer(frames: list[Frame], changes_ns: list[float], burst_size: int,
+                   clock_hz: int) -> tuple[list[int], list[Pacing]]:
+    """The intervals the board was given in turn (each read from its own packets), and
+    the pacing on each."""
+    parts = split(frames, changes_ns)
+    intervals = [interval_of(part, clock_hz) for part in parts]
+    return intervals, [check(part, interval, burst_size, clock_hz) for part, interval in zip(parts, intervals)]

@@ -23,7 +23,6 @@ from netblt.driver.framing import HEADER_SIZE
 from netblt.host import codec, packets
 from netblt.hw.liteeth_core import MAC_ADDRESS
 from netblt.sim import wire_pacing
-from netblt.sim.wire_pacing import frame_on_wire
 
 pytestmark = pytest.mark.xdist_group("node")  # the Verilator build the sim-board tests share
 
@@ -189,36 +188,22 @@ def test_every_frame_the_board_sent_decodes_and_obeys_negotiation(board, pcap, t
     frames = [f for f in everything if UDP in f and f[UDP].sport == board.netblt and f[IP].src != "127.0.0.1"]
     assert frames
     buffers: dict[int, set[int]] = {}
-    on_wire, changes, burst = [], [], (sender["burst_size"], sender["burst_interval_ms"])
     for frame in frames:
         wire = bytes(frame[UDP].payload)[:frame[UDP].len - 8]
         decoded = codec.decode(wire)  # raises on any malformed packet
         header, body = read(wire)  # scapy's reading, independent of the codec
         assert header.version == 2 and header.lport == board.netblt and header.fport == decoded.foreign_port
         assert (TYPES[header.type] in {"DATA", "LDATA"}) == isinstance(decoded.packet, packets.Data)
-        if frame[UDP].dport != receiver_port:
-            continue
-        if isinstance(decoded.packet, packets.Data):
+        if isinstance(decoded.packet, packets.Data) and frame[UDP].dport == receiver_port:
             assert len(decoded.packet.payload) <= 1448
             assert len(wire) == HEADER_SIZE + len(decoded.packet.payload)
             buffers.setdefault(decoded.packet.buffer, set()).add(decoded.packet.packet)
-            on_wire.append(frame_on_wire(float(frame.time) * 1e9, len(frame),
-                                         (decoded.packet.buffer, decoded.packet.packet)))
-        elif isinstance(decoded.packet, packets.NullAck):
-            offered = (decoded.packet.burst_size, decoded.packet.burst_interval)
-            if offered != burst:
-                burst = offered
-                changes.append(frame_on_wire(float(frame.time) * 1e9, len(frame)).start_ns)
     assert sorted(buffers) == [1, 2, 3]
     assert buffers[1] == buffers[2] == set(range(12)) and buffers[3] == set(range(math.ceil((SIZE - 2 * 16384) / 1448)))
-    span = (min(f.start_ns for f in on_wire), max(f.end_ns for f in on_wire))
-    on_wire += [frame_on_wire(float(f.time) * 1e9, len(f)) for f in everything
-                if f.src == MAC_ADDRESS and span[0] <= float(f.time) * 1e9 <= span[1] + 20_000
-                and not (UDP in f and f[UDP].sport == board.netblt and f[UDP].dport == receiver_port)]
-    parts = wire_pacing.split(on_wire, changes)
-    intervals = [wire_pacing.interval_of(part, registers["CLOCK_HZ"]) for part in parts]
+    on_wire, changes = wire_pacing.sent(everything, MAC_ADDRESS, board.netblt, receiver_port,
+                                        (sender["burst_size"], sender["burst_interval_ms"]))
+    intervals, results = wire_pacing.check_transfer(on_wire, changes, 1, registers["CLOCK_HZ"])
     assert intervals[-1] == registers["BURST_INTERVAL"]
-    results = [wire_pacing.check(part, interval, 1, registers["CLOCK_HZ"]) for part, interval in zip(parts, intervals)]
     assert not [fault for r in results for fault in r.faults]
     assert sum(r.on_grid + r.waited + r.first_of_buffer for r in results) == sum(map(len, buffers.values()))
     assert sum(r.on_grid for r in results) > sum(r.waited + r.first_of_buffer for r in results)

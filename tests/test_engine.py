@@ -501,3 +501,16 @@ def test_empty_transfer_is_one_buffer():
     conn, _ = sender(transfer_size=0)
     actions = conn.handle(control(Go(1, 1)), 0.1)
     assert of(actions, ev.SendBuffer) == [ev.SendBuffer(1, 0, True)]
+
+
+def test_a_sender_choosing_its_rate_starts_low_says_so_and_holds_gos_until_its_first_ok():
+    params = replace(PARAMS, max_buffers=4, burst_size=40, burst_interval=1, auto_rate=True)
+    conn, actions = sender(transfer_size=100_000, params=params)
+    (start,) = of(actions, ev.SetRate)
+    assert (start.burst_size, start.burst_interval) == (5, 1)  # an eighth of 40 per ms
+    assert sent(actions, NullAck) == [NullAck(0, 5, 1)]  # the receiver hears the rate its data comes at
+    actions = conn.handle(control(Go(1, 1), Go(2, 2), Go(3, 3), Go(4, 4)), 0.1)
+    assert [a.buffer for a in of(actions, ev.SendBuffer)] == [1, 2]  # START_WINDOW before any OK
+    actions = conn.handle(control(Ok(5, 1, 40, 1, 100)), 0.2)
+    assert [a.buffer for a in of(actions, ev.SendBuffer)] == [3, 4]
+    assert of(actions, ev.SetRate) == [ev.SetRate(40, 1)]  # the receiver's offer, up to the cap

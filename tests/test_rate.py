@@ -127,11 +127,12 @@ def test_a_100M_bottleneck_with_a_1MB_queue_is_found_with_almost_nothing_resent(
     assert resent_share(fixed) > 0.1
 
 
-@pytest.mark.parametrize("rate, megabytes, one_way", [(1e6, 8, 0.025), (10e6, 40, 0.3), (10e6, 60, 0.9)],
+@pytest.mark.parametrize("rate, megabytes, one_way, share", [(1e6, 8, 0.025, 0.9), (10e6, 40, 0.3, 0.9),
+                                                             (10e6, 60, 0.9, 0.85)],
                          ids=["1M-50ms", "10M-geostationary", "10M-1.8s"])
-def test_slow_and_long_paths_run_near_their_bottleneck(rate, megabytes, one_way):
+def test_slow_and_long_paths_run_near_their_bottleneck(rate, megabytes, one_way, share):
     result = transfer(megabytes, PathConfig(delay=one_way, rate_bps=rate, queue_bytes=1 << 20), one_way)
-    assert steady_mbps(result) >= 0.9 * rate / M
+    assert steady_mbps(result) >= share * rate / M
 
 
 def test_with_no_bottleneck_the_cap_is_reached():
