@@ -35,7 +35,7 @@ from netblt.host.params import Params, burst_for_rate
 from . import link_format as F
 from .control_codec import ControlCodec
 from .link import BoardInUse, BoardLink, LinkError, Request
-from .transport import Address, Kind, show
+from .transport import Address, Kind
 
 WIRE_BPS = 1e9
 """The board's Ethernet: gigabit."""

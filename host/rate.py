@@ -42,6 +42,9 @@ REGAIN = 1.5
 PROBE_GAINS = (1.125, 1.125, 0.875, 0.875, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0)
 """The offer against the bottleneck, sample by sample once it is known (BBR's ProbeBW
 cycle, each step two samples long: an offer takes effect part way through a buffer)."""
+OVERFLOW = 0.02
+"""A first pass missing more than this share of its buffer lost packets to a queue
+overflowing; less is the path's random loss, which says nothing about its rate."""
 FILTER = 3
 """Samples over which the bottleneck is the highest delivery rate (BBR's max filter)."""
 CONFIRM = 2
@@ -49,7 +52,10 @@ CONFIRM = 2
 SPAN = 10
 """Burst intervals a sample spans at least."""
 START_DIVISOR = 8
-"""A sender choosing its rate automatically starts at this fraction of its cap."""
+"""A sender choosing its rate automatically starts at this fraction of its cap..."""
+SMALL_START = 1 << 20
+"""...unless its first START_WINDOW buffers hold no more than this: a bottleneck's
+queue takes them whatever the rate."""
 START_WINDOW = 2
 """Buffers a sender choosing its rate sends before its first OK (then all that are GO'd)."""
 MIN_RESEND = 16

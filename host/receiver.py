@@ -16,7 +16,7 @@ from . import events as ev
 from .control import ControlFifo, RttEstimator
 from .packets import Done, Go, NullAck, Packet, Resend
 from .params import burst_for_rate
-from .rate import MIN_RESEND, RateSelector
+from .rate import MIN_RESEND, OVERFLOW, RateSelector
 from .role import Context
 
 
@@ -99,7 +99,7 @@ class Receiver:
                     rb.expected = min(rb.expected, count)
                     self.conn.timers.shorten(("data", n), now + self._variance())
             case ev.BufferComplete(buffer=n, size=size, first_pass=first_pass):
-                self._sample(n, first_pass)
+                self._sample(n, size, first_pass)
                 self._complete(n, size, now)
             case ev.MissingPackets(buffer=n, packets=packets):
                 self._missing(n, packets, now)
@@ -143,14 +143,16 @@ class Receiver:
             rb.state is RxState.RECEIVED for rb in self.buffers.values() if rb.number <= self.last_number)
         self.conn.emit(ev.Deliver(n, n - 1, size, final))
 
-    def _sample(self, n: int, first_pass: ev.FirstPass | None) -> None:
+    def _sample(self, n: int, size: int, first_pass: ev.FirstPass | None) -> None:
         """Buffer ``n``'s delivery, for the rate selector: what arrived while its first
         pass did (a data path that cannot time it says nothing)."""
         burst = self.sent_at.pop(n, self.burst)
         if burst != self.burst or first_pass is None or first_pass.spread <= 0:
             return  # no timing, or a mixed sample: the sender changed its rate meanwhile
-        self.rates.arrived((first_pass.arrivals - 1) * self.conn.params.packet_size * 8, first_pass.spread,
-                           self._sending_bps(burst), burst[1] / 1000, lost=first_pass.lost > 0)
+        packet_size = self.conn.params.packet_size
+        overflowed = first_pass.lost > OVERFLOW * -(-size // packet_size)
+        self.rates.arrived((first_pass.arrivals - 1) * packet_size * 8, first_pass.spread,
+                           self._sending_bps(burst), burst[1] / 1000, lost=overflowed)
 
     def _sending_bps(self, burst: tuple[int, int] | None = None) -> float:
         size, interval = burst or self.burst

@@ -504,8 +504,8 @@ def test_empty_transfer_is_one_buffer():
 
 
 def test_a_sender_choosing_its_rate_starts_low_says_so_and_holds_gos_until_its_first_ok():
-    params = replace(PARAMS, max_buffers=4, burst_size=40, burst_interval=1, auto_rate=True)
-    conn, actions = sender(transfer_size=100_000, params=params)
+    params = replace(PARAMS, buffer_size=600_000, max_buffers=4, burst_size=40, burst_interval=1, auto_rate=True)
+    conn, actions = sender(transfer_size=6_000_000, params=params)
     (start,) = of(actions, ev.SetRate)
     assert (start.burst_size, start.burst_interval) == (5, 1)  # an eighth of 40 per ms
     assert sent(actions, NullAck) == [NullAck(0, 5, 1)]  # the receiver hears the rate its data comes at
@@ -514,3 +514,5 @@ def test_a_sender_choosing_its_rate_starts_low_says_so_and_holds_gos_until_its_f
     actions = conn.handle(control(Ok(5, 1, 40, 1, 100)), 0.2)
     assert [a.buffer for a in of(actions, ev.SendBuffer)] == [3, 4]
     assert of(actions, ev.SetRate) == [ev.SetRate(40, 1)]  # the receiver's offer, up to the cap
+    _, actions = sender(params=replace(params, buffer_size=10_000))
+    assert of(actions, ev.SetRate) == [ev.SetRate(40, 1)]  # two buffers a queue holds go at the cap
