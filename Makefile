@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 
 .PHONY: demo demo-board test bench bench-rates bench-auto bench-board bench-gateware bench-ethernet bitstream load clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml driver/_fastpath.c
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet -e '.[test,hw]'
 	touch $@

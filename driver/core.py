@@ -15,7 +15,7 @@ from netblt.host.packets import Packet
 from netblt.host.params import Params
 
 from .control_codec import ControlCodec
-from .framing import HEADER_SIZE, FrameError, build_header, is_data, parse_header
+from .framing import is_data, pack
 from .pacer import BurstPacer
 from .reassembly import ReceiveBuffers
 from .txqueue import TransmitQueue
@@ -38,7 +38,6 @@ class DataPathCore:
         self.events: list[ev.Event] = []
         self.dropped: Counter[str] = Counter()
         """Bad packets counted and dropped, by reason."""
-        self._header = bytearray(HEADER_SIZE)
         self._busy = False
 
     host_link_bytes = 0
@@ -55,7 +54,8 @@ class DataPathCore:
         self.params = params
         self.control.configure(peer)
         self.tx = TransmitQueue(params.packet_size)
-        self.rx = ReceiveBuffers(params.packet_size, params.buffer_size)
+        self.rx = ReceiveBuffers(params.packet_size, params.buffer_size, self.control.local_port,
+                                 self.control.foreign_port, params.data_checksum)
 
     # -- calls from the engine (one per action) ---------------------------------------------
 
@@ -110,48 +110,46 @@ class DataPathCore:
 
     # -- per packet -------------------------------------------------------------------------
 
-    def next_packet(self, now: float) -> tuple[bytes, memoryview, bytes] | None:
-        """Header, payload and padding of the next DATA packet the pacer allows now."""
-        if self.tx is None or self.pacer.allowance(now) == 0:
+    def next_datagrams(self, now: float, out: bytearray, limit: int) -> tuple[int, int] | None:
+        """Up to ``limit`` DATA packets the pacer allows now, consecutive in one buffer,
+        packed back to back into ``out``: returns the bytes written and the size of every
+        packet but the last (a shorter LDATA)."""
+        if self.tx is None or (allowed := self.pacer.allowance(now)) == 0:
             return None
-        item = self.tx.pop()
-        if item is None:
+        run = self.tx.pop_run(min(limit, allowed))
+        if run is None:
             self._idle()
             return None
-        self.pacer.sent()
-        padding = build_header(
-            self._header, local_port=self.control.local_port, foreign_port=self.control.foreign_port,
-            buffer=item.buffer, packet=item.packet, high_ack=self.high_ack, ldata=item.ldata,
-            last_buffer=item.last_buffer, payload=item.payload,
-            data_checksum=self.params.data_checksum)
-        return bytes(self._header), item.payload, padding
+        self.pacer.sent(run.n)
+        return pack(out, run.data, self.params.packet_size, run.first, run.n, run.buffer, self.high_ack,
+                    run.last_buffer, self.control.local_port, self.control.foreign_port,
+                    self.params.data_checksum)
 
     def _idle(self) -> None:
         if self._busy:
             self._busy = False
             self.events.append(ev.TransmitIdle())
 
-    def receive(self, datagram: memoryview, now: float, source: ev.Address) -> None:
-        """One datagram: the peer's DATA is placed, anything else goes to the engine."""
-        if is_data(datagram):
-            if self.rx is None:
-                self.dropped["data before setup"] += 1
-                return
-            if source != self.peer:
-                self.dropped["not from the peer"] += 1
-                return
-            try:
-                header = parse_header(datagram, self.params.data_checksum)
-            except FrameError as exc:
-                self.dropped[str(exc)] += 1
-                return
-            if header.foreign_port != self.control.local_port or header.local_port != self.control.foreign_port:
-                self.dropped["ports"] += 1
-                return
-            self.events.extend(self.rx.accept(header, datagram, now))
+    def receive(self, view: memoryview, now: float, source: ev.Address, segment: int = 0) -> None:
+        """Datagrams from ``source``, each ``segment`` bytes (the last may be shorter; 0: one
+        datagram): the peer's DATA is placed, anything else goes to the engine."""
+        segment = segment or len(view)
+        if self.rx is not None and source == self.peer and segment:
+            events, others = self.rx.accept(view, segment, now)
+            self.events += events
             if report := self.rx.report(REPORT_INTERVAL):
                 self.events.append(report)
+            for start, end in others:
+                self._control(view[start:end], source)
             return
+        for at in range(0, len(view), segment) if segment else (0,):
+            datagram = view[at:at + segment] if segment else view
+            if is_data(datagram):
+                self.dropped["data before setup" if self.rx is None else "not from the peer"] += 1
+            else:
+                self._control(datagram, source)
+
+    def _control(self, datagram: memoryview, source: ev.Address) -> None:
         packet = self.control.decode(datagram, source, self.dropped)
         if packet is not None:
             self.events.append(ev.PacketReceived(packet, source))

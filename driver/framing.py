@@ -1,7 +1,12 @@
-"""The per-packet fast path for DATA/LDATA headers, derived from the host layouts."""
+"""The per-packet fast path for DATA/LDATA headers, derived from the host layouts.
+
+:func:`pack` lays out a run of DATA packets for sending; driver/_fastpath.c does it
+(and reassembly's placing) in C where the Makefile built it, else the Python here does.
+"""
 
 from __future__ import annotations
 
+import math
 import struct
 from typing import NamedTuple
 
@@ -16,6 +21,18 @@ _CHECKSUM = struct.Struct(">H")
 assert _NAMES == ("checksum", "version", "type", "length", "local_port", "foreign_port", "pad",
                   "buffer", "high_ack", "packet", "data_checksum", "flags"), _NAMES
 _PADDING = (b"", b"\0\0\0", b"\0\0", b"\0")
+
+try:
+    from . import _fastpath as fastpath
+except ImportError:  # not built: the pure-Python code below does the same
+    fastpath = None
+else:
+    _FIELDS = {f.name: f for f in L.HEADER.fields + L.DATA.fields}
+    fastpath.layout(tuple((_FIELDS[name].offset, _FIELDS[name].width) for name in (
+                        # the order of the C code's field enum
+                        "checksum", "version", "type", "length", "local_port", "foreign_port", "buffer",
+                        "high_ack", "packet", "data_checksum", "flags")),
+                    HEADER_SIZE, L.VERSION, L.PacketType.DATA, L.PacketType.LDATA, L.FLAG_LAST_BUFFER)
 
 
 class DataHeader(NamedTuple):
@@ -66,3 +83,31 @@ def parse_header(datagram: memoryview, data_checksum: bool) -> DataHeader:
         raise FrameError("data checksum")
     return DataHeader(kind == L.PacketType.LDATA, length, local_port, foreign_port, buffer,
                       high_ack, packet, dsum, bool(flags & L.FLAG_LAST_BUFFER))
+
+
+def python_pack(out: bytearray, data: bytes | bytearray | memoryview, packet_size: int, first: int, n: int,
+                buffer: int, high_ack: int, last_buffer: bool, local_port: int, foreign_port: int,
+                data_checksum: bool) -> tuple[int, int]:
+    """Packets ``first`` .. ``first + n - 1`` of buffer ``buffer`` (its data ``data``), each
+    header, payload and padding, back to back into ``out``; returns the bytes written and
+    the first packet's size (every packet's but a shorter LDATA's)."""
+    count = max(1, math.ceil(len(data) / packet_size))
+    if packet_size < 1 or first < 0 or n < 1 or first + n > count:
+        raise ValueError("pack: packets outside the buffer")
+    view, at, segment = memoryview(data), 0, 0
+    for p in range(first, first + n):
+        payload = view[p * packet_size:(p + 1) * packet_size]
+        end = at + HEADER_SIZE + len(payload) + (-len(payload) % 4)
+        if end > len(out):
+            raise ValueError("pack: the output is too small")
+        padding = build_header(memoryview(out)[at:at + HEADER_SIZE], local_port=local_port,
+                               foreign_port=foreign_port, buffer=buffer, packet=p, high_ack=high_ack,
+                               ldata=p == count - 1, last_buffer=last_buffer, payload=payload,
+                               data_checksum=data_checksum)
+        out[at + HEADER_SIZE:end] = bytes(payload) + padding
+        segment = segment or end - at
+        at = end
+    return at, segment
+
+
+pack = fastpath.pack if fastpath else python_pack

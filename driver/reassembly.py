@@ -1,8 +1,11 @@
 """Receive buffers: payloads written in place, one bit (byte) per packet, completion.
 
 Per-packet work for the software and simulated data paths. A packet can only ever
-write inside its own posted buffer: the number, the size and the LDATA count are all
-checked before a byte is copied.
+write inside its own posted buffer: its header checksum, ports, buffer number, size and
+LDATA count are all checked before a byte is copied.
+
+The work is done by the compiled ``_fastpath.Slots`` (driver/_fastpath.c) where it was
+built, else by :class:`PythonSlots`, which does exactly the same, more slowly.
 """
 
 from __future__ import annotations
@@ -12,8 +15,7 @@ from dataclasses import dataclass
 
 from netblt.host import events as ev
 
-from .framing import HEADER_SIZE, DataHeader
-
+from .framing import HEADER_SIZE, DataHeader, FrameError, fastpath, is_data, parse_header
 
 @dataclass
 class _Slot:
@@ -40,9 +42,14 @@ class _Slot:
     """Its own packets in its first pass."""
 
 
-class ReceiveBuffers:
-    def __init__(self, packet_size: int, buffer_size: int) -> None:
+class PythonSlots:
+    """Posted buffers by number; DATA datagrams checked against the negotiated sizes and
+    the connection's ports, and placed."""
+
+    def __init__(self, packet_size: int, buffer_size: int, local_port: int, foreign_port: int,
+                 data_checksum: bool) -> None:
         self.packet_size, self.buffer_size = packet_size, buffer_size
+        self.local_port, self.foreign_port, self.data_checksum = local_port, foreign_port, data_checksum
         self._slots: dict[int, _Slot] = {}
         self.dropped: Counter[str] = Counter()
         self.accepted = 0
@@ -54,9 +61,6 @@ class ReceiveBuffers:
         has been delivered."""
         self.high_ack = 0
         self.last_at = 0.0
-        self.mean_gap = 0.0
-        self._reported = (0, 0.0, 0)
-        """(packets seen, arrival time, high-ack) at the last report."""
         self.seen = 0
 
     def post(self, number: int, capacity: int) -> None:
@@ -80,19 +84,28 @@ class ReceiveBuffers:
         slot = self._slots[number]
         return memoryview(slot.data)[:slot.size]
 
-    def report(self, interval: float) -> ev.Arrivals | None:
-        """Activity since the last report, once the high-ack moves or ``interval`` passes."""
-        seen, at, high_ack = self._reported
-        if self.seen == seen or (self.high_ack == high_ack and self.last_at - at < interval):
-            return None
-        if at and self.seen - seen > 1:
-            gap = (self.last_at - at) / (self.seen - seen)
-            self.mean_gap = gap if not self.mean_gap else 0.75 * self.mean_gap + 0.25 * gap
-        self._reported = (self.seen, self.last_at, self.high_ack)
-        return ev.Arrivals(self.last_at, self.mean_gap, self.high_ack)
+    def accept(self, view: memoryview, segment: int, now: float) -> tuple[list[ev.Event], list[tuple[int, int]]]:
+        """Datagrams of ``segment`` bytes back to back (the last may be shorter): each DATA
+        is checked and placed; returns the events they cause, and where the others are."""
+        events: list[ev.Event] = []
+        others = []
+        for at in range(0, len(view), segment):
+            datagram = view[at:at + segment]
+            if not is_data(datagram):
+                others.append((at, at + len(datagram)))
+                continue
+            try:
+                header = parse_header(datagram, self.data_checksum)
+            except FrameError as exc:
+                self.dropped[str(exc)] += 1
+                continue
+            if header.foreign_port != self.local_port or header.local_port != self.foreign_port:
+                self.dropped["ports"] += 1
+                continue
+            events += self._place(header, datagram, now)
+        return events, others
 
-    def accept(self, header: DataHeader, datagram: memoryview, at: float) -> list[ev.Event]:
-        """Place one checked DATA/LDATA packet; returns the buffer-level events it causes."""
+    def _place(self, header: DataHeader, datagram: memoryview, at: float) -> list[ev.Event]:
         self.last_at = at
         self.seen += 1
         if (header.high_ack - self.high_ack) % 0x10000 < 0x8000:
@@ -142,3 +155,29 @@ class ReceiveBuffers:
                                       slot.count - slot.first_pass)
             out.append(ev.BufferComplete(slot.number, slot.size, first_pass))
         return out
+
+
+Slots = fastpath.Slots if fastpath else PythonSlots
+
+
+class ReceiveBuffers(Slots):
+    """The posted buffers, and the arrival reports that tell the engine how fast DATA comes."""
+
+    def __init__(self, packet_size: int, buffer_size: int, local_port: int, foreign_port: int,
+                 data_checksum: bool) -> None:
+        super().__init__(packet_size, buffer_size, local_port, foreign_port, data_checksum)
+        self.mean_gap = 0.0
+        self._reported = (0, 0.0, 0)
+        """(packets seen, arrival time, high-ack) at the last report."""
+
+    def report(self, interval: float) -> ev.Arrivals | None:
+        """Activity since the last report, once the high-ack moves or ``interval`` passes."""
+        seen, at, high_ack = self._reported
+        now_seen, last_at, now_high_ack = self.seen, self.last_at, self.high_ack
+        if now_seen == seen or (now_high_ack == high_ack and last_at - at < interval):
+            return None
+        if at and now_seen - seen > 1:
+            gap = (last_at - at) / (now_seen - seen)
+            self.mean_gap = gap if not self.mean_gap else 0.75 * self.mean_gap + 0.25 * gap
+        self._reported = (now_seen, last_at, now_high_ack)
+        return ev.Arrivals(last_at, self.mean_gap, now_high_ack)

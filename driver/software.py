@@ -16,10 +16,9 @@ from netblt.host.packets import Packet
 from netblt.host.params import Params
 
 from .core import DataPathCore
-from .transport import Address, Transport
+from .framing import HEADER_SIZE
+from .transport import GSO_MAX_BYTES, GSO_MAX_SEGMENTS, Address, Transport
 
-BATCH = 64
-"""Packets the transmit thread takes from the pacer at a time."""
 SPIN = 0.0002
 """Sleep until this close to a deadline, then spin."""
 QUIET = 0.05
@@ -75,7 +74,10 @@ class SoftwareDataPath(DataPathCore):
         self.cpu_at_configure = self.thread_cpu()
 
     def transmit(self, packet: Packet, to: Address) -> None:
-        self._send_many([[self.encode(packet, to)]], to)
+        try:
+            self.transport.send([self.encode(packet, to)], to)
+        except OSError:
+            self._icmp_errors()
 
     def send_buffer(self, number: int, data, last: bool) -> None:
         with self._work:
@@ -122,12 +124,6 @@ class SoftwareDataPath(DataPathCore):
 
     # -- threads ------------------------------------------------------------------------------
 
-    def _send_many(self, datagrams: list[list], to: Address) -> None:
-        try:
-            self.transport.send_many(datagrams, to)
-        except OSError:
-            self._icmp_errors()
-
     def _icmp_errors(self) -> None:
         """An ICMP error is pending: report it if it is about the peer, else count it."""
         for about, detail in self.transport.errors():
@@ -153,38 +149,43 @@ class SoftwareDataPath(DataPathCore):
         buf = bytearray(1 << 16)
         while self._running:
             try:
-                datagrams, source = self.transport.receive(buf)
+                view, segment, source = self.transport.receive(buf)
             except OSError:
                 if not self._running:
                     return
                 self._icmp_errors()
                 continue
-            if not datagrams:
+            if source is None:
                 continue
             with self._lock:
-                now = time.monotonic()
-                for datagram in datagrams:
-                    self.receive(datagram, now, source)
+                self.receive(view, time.monotonic(), source, segment)
                 ready = bool(self.events)
             if ready:
                 self._notify_events()
 
     def _transmit(self) -> None:
+        out = bytearray(GSO_MAX_BYTES)
         while self._running:
             with self._work:
-                now = time.monotonic()
-                batch = []
-                while len(batch) < BATCH and (item := self.next_packet(now)) is not None:
-                    header, payload, padding = item
-                    batch.append([header, payload, padding] if padding else [header, payload])
-                if not batch:
+                packed = None
+                if self.params is not None:
+                    largest = HEADER_SIZE + self.params.packet_size + 3
+                    if len(out) < largest:
+                        out = bytearray(largest)
+                    packed = self.next_datagrams(time.monotonic(), out,
+                                                 min(GSO_MAX_SEGMENTS, len(out) // largest))
+                if packed is None:
                     pending, next_burst = bool(self.tx), self.pacer.next_burst
                     if self.events:
                         self._notify_events()
                     if not pending:
                         self._work.wait(QUIET)
                         continue
-            if not batch:
+            if packed is None:
                 wait_until(next_burst)
                 continue
-            self._send_many(batch, self.peer)
+            size, segment = packed
+            try:
+                self.transport.send_segments(memoryview(out)[:size], segment, self.peer)
+            except OSError:
+                self._icmp_errors()

@@ -13,7 +13,6 @@ import errno
 import ipaddress
 import socket
 import struct
-from collections.abc import Sequence
 from typing import Literal
 
 from netblt.host.layout import IP_PROTOCOL
@@ -148,65 +147,48 @@ class Transport:
     def send(self, parts: list, to: Address) -> None:
         self.sock.sendmsg(parts, [], 0, self.destination(to))
 
-    def send_many(self, datagrams: Sequence[list], to: Address) -> None:
-        """Send datagrams (each a list of parts) in as few system calls as segmentation
-        offload allows: runs of equal-sized datagrams, the last of a run may be shorter."""
-        if not self.offload:
-            for parts in datagrams:
-                self.send(parts, to)
+    def send_segments(self, view: memoryview, segment: int, to: Address) -> None:
+        """Datagrams of ``segment`` bytes back to back (the last may be shorter), in one
+        system call where segmentation offload allows (at most :data:`GSO_MAX_SEGMENTS`
+        and :data:`GSO_MAX_BYTES`); each is still one datagram on the wire."""
+        if self.offload and len(view) > segment:
+            self.sock.sendmsg([view], [(socket.SOL_UDP, UDP_SEGMENT, _GSO_SIZE.pack(segment))], 0,
+                              self.destination(to))
             return
-        destination = self.destination(to)
-        sizes = [sum(map(len, parts)) for parts in datagrams]
-        start = 0
-        while start < len(datagrams):
-            size = sizes[start]
-            end, total = start + 1, size
-            while (end < len(datagrams) and end - start < GSO_MAX_SEGMENTS
-                   and total + size <= GSO_MAX_BYTES):
-                this = sizes[end]
-                if this > size:
-                    break
-                total += this
-                end += 1
-                if this < size:
-                    break
-            parts = [p for datagram in datagrams[start:end] for p in datagram]
-            ancillary = [] if end - start == 1 else [(socket.SOL_UDP, UDP_SEGMENT, _GSO_SIZE.pack(size))]
-            self.sock.sendmsg(parts, ancillary, 0, destination)
-            start = end
+        for at in range(0, len(view), segment):
+            self.send([view[at:at + segment]], to)
 
-    def receive(self, buf: bytearray) -> tuple[list[memoryview], Address | None]:
-        """The NETBLT datagrams one system call brings (several when the kernel coalesced
-        them) and their source; none on a timeout or when nothing was for us.
+    def receive(self, buf: bytearray) -> tuple[memoryview, int, Address | None]:
+        """The NETBLT datagrams one system call brings (several of ``segment`` bytes each,
+        the last maybe shorter, when the kernel coalesced them) and their source; nothing
+        on a timeout or when nothing was for us.
 
         Raises ConnectionRefusedError (or another OSError) when an ICMP error arrived:
         :meth:`errors` says about whom.
         """
+        nothing = memoryview(buf)[:0], 0, None
         if self.offload:
             try:
                 n, ancillary, _flags, address = self.sock.recvmsg_into([buf], socket.CMSG_SPACE(4))
             except TimeoutError:
-                return [], None
-            view = memoryview(buf)[:n]
-            source = address[:2]
+                return nothing
             for level, kind, data in ancillary:
                 if level == socket.SOL_UDP and kind == UDP_GRO:
-                    size = _GRO_SIZE.unpack(data[:4])[0]
-                    return [view[at:at + size] for at in range(0, n, size)], source
-            return [view], source
+                    return memoryview(buf)[:n], _GRO_SIZE.unpack(data[:4])[0], address[:2]
+            return memoryview(buf)[:n], 0, address[:2]
         try:
             n, address = self.sock.recvfrom_into(buf)
         except TimeoutError:
-            return [], None
+            return nothing
         view = memoryview(buf)[:n]
         if self.kind == "ip":
             # A raw socket sees every protocol-30 datagram on the host, its own included:
             # keep those addressed to our NETBLT port.
             view = view[(view[0] & 0x0F) * 4:] if n else view
             if len(view) < 10 or int.from_bytes(view[8:10], "big") != self.local_port:
-                return [], None
-            return [view], (address[0], 0)
-        return [view], address[:2]
+                return nothing
+            return view, 0, (address[0], 0)
+        return view, 0, address[:2]
 
     def errors(self) -> list[tuple[Address | None, str]]:
         """The queued ICMP errors: the address of the datagram that drew each, and what it said."""

@@ -13,11 +13,14 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 
-class TxPacket(NamedTuple):
+class TxRun(NamedTuple):
+    """Packets ``first`` .. ``first + n - 1`` of one buffer, to go in that order."""
+
     buffer: int
-    packet: int
-    payload: memoryview
-    ldata: bool
+    first: int
+    n: int
+    data: memoryview
+    """The whole buffer's data."""
     last_buffer: bool
 
 
@@ -26,9 +29,14 @@ class _TxBuffer:
     data: memoryview
     count: int
     last: bool
+    fresh: int = 0
+    """Packets below this have gone at least once; the rest wait for their first time."""
     pending: list[int] = field(default_factory=list)
-    """A heap of packet numbers to send."""
+    """A heap of packet numbers below ``fresh`` to send again."""
     queued: set[int] = field(default_factory=set)
+
+    def waiting(self) -> bool:
+        return bool(self.pending) or self.fresh < self.count
 
 
 class TransmitQueue:
@@ -36,57 +44,57 @@ class TransmitQueue:
         self.packet_size = packet_size
         self._buffers: dict[int, _TxBuffer] = {}
         self._ready: list[int] = []
-        """A heap of buffer numbers that may have pending packets."""
+        """A heap of buffer numbers that may have packets waiting."""
         self.sent = 0
         self.resent = 0
 
     def __bool__(self) -> bool:
-        return any(b.pending for b in self._buffers.values())
+        return any(b.waiting() for b in self._buffers.values())
 
     def load(self, number: int, data: bytes | bytearray | memoryview, last: bool) -> None:
         """Queue every packet of a new buffer; an empty buffer is one empty LDATA (A28)."""
         count = max(1, math.ceil(len(data) / self.packet_size))
         self._buffers[number] = _TxBuffer(memoryview(data), count, last)
-        self._queue(number, range(count))
+        heapq.heappush(self._ready, number)
 
     def resend(self, number: int, packets: tuple[int, ...] | list[int]) -> int:
         """Queue packets again; numbers past the LDATA ask for the LDATA (A12).
 
-        Returns how many were queued; unknown buffers and duplicates queue nothing.
+        Returns how many were queued; unknown buffers and packets already waiting queue nothing.
         """
         buf = self._buffers.get(number)
         if buf is None:
             return 0
-        wanted = {min(p, buf.count - 1) for p in packets}
-        return self._queue(number, wanted, resend=True)
-
-    def release(self, number: int) -> None:
-        self._buffers.pop(number, None)
-
-    def _queue(self, number: int, packets, resend: bool = False) -> int:
-        buf = self._buffers[number]
-        added = [p for p in packets if p not in buf.queued]
+        added = [p for p in {min(p, buf.count - 1) for p in packets} if p < buf.fresh and p not in buf.queued]
         for p in added:
             heapq.heappush(buf.pending, p)
             buf.queued.add(p)
         if added:
             heapq.heappush(self._ready, number)
-            if resend:
-                self.resent += len(added)
+            self.resent += len(added)
         return len(added)
 
-    def pop(self) -> TxPacket | None:
-        """The next packet to send, or None when nothing is waiting."""
+    def release(self, number: int) -> None:
+        self._buffers.pop(number, None)
+
+    def pop_run(self, limit: int) -> TxRun | None:
+        """Up to ``limit`` packets that go next, consecutive in one buffer; None when
+        nothing is waiting."""
         while self._ready:
             number = self._ready[0]
             buf = self._buffers.get(number)
-            if buf is None or not buf.pending:
+            if buf is None or not buf.waiting():
                 heapq.heappop(self._ready)
                 continue
-            p = heapq.heappop(buf.pending)
-            buf.queued.discard(p)
-            self.sent += 1
-            start = p * self.packet_size
-            return TxPacket(number, p, buf.data[start:start + self.packet_size],
-                            p == buf.count - 1, buf.last)
+            if buf.pending:  # resends first: they are all below ``fresh``
+                first, n = heapq.heappop(buf.pending), 1
+                while n < limit and buf.pending and buf.pending[0] == first + n:
+                    heapq.heappop(buf.pending)
+                    n += 1
+                buf.queued.difference_update(range(first, first + n))
+            else:
+                first, n = buf.fresh, min(limit, buf.count - buf.fresh)
+                buf.fresh += n
+            self.sent += n
+            return TxRun(number, first, n, buf.data, buf.last)
         return None

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from netblt.driver.core import DataPathCore
+from netblt.driver.framing import HEADER_SIZE
 from netblt.host import events as ev
 from netblt.host.endpoint import Admission, Endpoint, MemorySink, MemorySource, Source
 from netblt.host.engine import Connection
@@ -65,9 +66,9 @@ class SimDataPath(DataPathCore):
         """Send what the pacer allows now, and come back when the next burst is due."""
         self._pump_at = None
         now = self.world.now
-        while (item := self.next_packet(now)) is not None:
-            header, payload, padding = item
-            self._wire(header + bytes(payload) + padding, self.peer)
+        out = bytearray(HEADER_SIZE + self.params.packet_size + 3) if self.params else bytearray()
+        while (packed := self.next_datagrams(now, out, 1)) is not None:
+            self._wire(bytes(out[:packed[0]]), self.peer)
         if self.tx:
             self.schedule_pump(self.pacer.next_burst)
 

@@ -7,9 +7,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from netblt.driver.core import DataPathCore
-from netblt.driver.framing import DataHeader, FrameError, build_header, parse_header
+from netblt.driver.framing import FrameError, build_header, fastpath, parse_header
 from netblt.driver.pacer import BurstPacer
-from netblt.driver.reassembly import ReceiveBuffers
+from netblt.driver.reassembly import PythonSlots, ReceiveBuffers
 from netblt.driver.txqueue import TransmitQueue
 from netblt.host import events as ev
 from netblt.host.codec import decode, encode
@@ -19,12 +19,27 @@ from netblt.host.params import Params
 PS, BS = 100, 1000  # 10 packets per buffer
 
 
-def header(buffer, packet, length=PS, ldata=False, last=False):
-    return DataHeader(ldata, 24 + length, 1, 2, buffer, 0, packet, 0, last)
+IMPLEMENTATIONS = [PythonSlots] + ([fastpath.Slots] if fastpath else [])
+"""Every test of the receive buffers runs on the pure-Python code and on the compiled one."""
 
 
-def datagram(packet, payload):
-    return memoryview(bytes(24) + payload)
+@pytest.fixture(params=IMPLEMENTATIONS, ids=lambda impl: impl.__module__.rsplit(".", 1)[-1])
+def rx(request):
+    return request.param(PS, BS, 2, 1, False)  # receiving on NETBLT port 2 from port 1
+
+
+def datagram(buffer, packet, payload, ldata=False, last=False, high_ack=0):
+    """A DATA/LDATA packet from port 1 to port 2, as the wire carries it."""
+    head = bytearray(24)
+    padding = build_header(head, local_port=1, foreign_port=2, buffer=buffer, packet=packet, high_ack=high_ack,
+                           ldata=ldata, last_buffer=last, payload=memoryview(payload), data_checksum=False)
+    return memoryview(bytes(head) + payload + padding)
+
+
+def feed(rx, wire, at=0.0):
+    events, others = rx.accept(wire, len(wire), at)
+    assert others == []
+    return events
 
 
 def test_fast_header_matches_the_codec():
@@ -52,24 +67,22 @@ def test_bad_data_packets_are_named(damage, reason):
         parse_header(memoryview(damage(wire)), data_checksum=True)
 
 
-def test_reassembly_places_data_and_reports_buffer_events():
-    rx = ReceiveBuffers(PS, BS)
+def test_reassembly_places_data_and_reports_buffer_events(rx):
     rx.post(1, 10)
     data = os.urandom(950)
     out = []
     for p in reversed(range(10)):  # reordered: LDATA first
         chunk = data[p * PS:(p + 1) * PS]
-        out += rx.accept(header(1, p, len(chunk), ldata=p == 9), datagram(p, chunk), 0.0)
+        out += feed(rx, datagram(1, p, chunk, ldata=p == 9))
     # Reversed, only the first to arrive (the LDATA) is first-pass: the other nine came after it, lower.
     first_pass = ev.FirstPass(spread=0.0, arrivals=1, lost=9)
     assert out == [ev.FirstPacket(1, False), ev.LdataSeen(1, 10), ev.BufferComplete(1, 950, first_pass)]
     assert bytes(rx.take(1)) == data
 
 
-def test_a_buffers_first_pass_is_timed_with_everything_that_arrived_meanwhile():
+def test_a_buffers_first_pass_is_timed_with_everything_that_arrived_meanwhile(rx):
     """What the rate selector is told: packets 0-9 in order, 3 lost and asked for again,
     another buffer's packet in between; the first pass ends when the missing are asked for."""
-    rx = ReceiveBuffers(PS, BS)
     rx.post(1, 10)
     rx.post(2, 10)
     data = os.urandom(950)
@@ -77,99 +90,156 @@ def test_a_buffers_first_pass_is_timed_with_everything_that_arrived_meanwhile():
     out = []
     for p in [0, 1, 2, 4, 5, 6, 7, 8, 9]:
         chunk = data[p * PS:(p + 1) * PS]
-        out += rx.accept(header(1, p, len(chunk), ldata=p == 9), datagram(p, chunk), next(at) / 1000)
+        out += feed(rx, datagram(1, p, chunk, ldata=p == 9), next(at) / 1000)
         if p == 4:
-            rx.accept(header(2, 0, PS), datagram(0, data[:PS]), next(at) / 1000)
+            feed(rx, datagram(2, 0, data[:PS]), next(at) / 1000)
     assert rx.missing(1) == (3,)
-    out += rx.accept(header(1, 3, PS), datagram(3, data[3 * PS:4 * PS]), 1.0)  # the resend, much later
+    out += feed(rx, datagram(1, 3, data[3 * PS:4 * PS]), 1.0)  # the resend, much later
     (complete,) = [e for e in out if isinstance(e, ev.BufferComplete)]
     assert complete.first_pass == ev.FirstPass(spread=0.009, arrivals=10, lost=1)
 
 
-def test_missing_list_is_exactly_what_was_withheld():
-    rx = ReceiveBuffers(PS, BS)
+def test_missing_list_is_exactly_what_was_withheld(rx):
     rx.post(1, 10)
     withheld = {0, 3, 4, 8}
     for p in set(range(10)) - withheld:
-        rx.accept(header(1, p, ldata=p == 9), datagram(p, bytes(PS)), 0.0)
+        feed(rx, datagram(1, p, bytes(PS), ldata=p == 9))
     assert rx.missing(1) == tuple(sorted(withheld))
 
 
-def test_missing_list_without_ldata_covers_the_capacity():
-    rx = ReceiveBuffers(PS, BS)
+def test_missing_list_without_ldata_covers_the_capacity(rx):
     rx.post(1, 10)
-    rx.accept(header(1, 2), datagram(2, bytes(PS)), 0.0)
+    feed(rx, datagram(1, 2, bytes(PS)))
     assert rx.missing(1) == (0, 1, 3, 4, 5, 6, 7, 8, 9)
 
 
 @pytest.mark.parametrize("bad, reason", [
-    (header(2, 0), "unknown buffer"),
-    (header(1, 10), "outside buffer"),
-    (header(1, 9, length=PS + 1, ldata=True), "outside buffer"),
-    (header(1, 3, length=PS - 1), "data length"),
+    (datagram(2, 0, bytes(PS)), "unknown buffer"),
+    (datagram(1, 10, bytes(PS)), "outside buffer"),
+    (datagram(1, 9, bytes(PS + 1), ldata=True), "outside buffer"),
+    (datagram(1, 10, b"", ldata=True), "outside buffer"),  # ends at the slot's end, numbered past it
+    (datagram(1, 3, bytes(PS - 1)), "data length"),
+    (datagram(1, 3, bytes(PS))[:20], "truncated"),
+    (memoryview(bytes(datagram(1, 3, bytes(PS)))[:2] + b"\x05" + bytes(datagram(1, 3, bytes(PS)))[3:]), "version"),
+    (datagram(1, 3, bytes(PS))[:-1], "length"),
+    (memoryview(bytes(datagram(1, 3, bytes(PS)))[:12] + b"\xff" + bytes(datagram(1, 3, bytes(PS)))[13:]), "checksum"),
 ])
-def test_hostile_data_is_counted_and_dropped(bad, reason):
-    rx = ReceiveBuffers(PS, BS)
+def test_hostile_data_is_counted_and_dropped(rx, bad, reason):
     rx.post(1, 10)
-    assert rx.accept(bad, datagram(0, b"\xee" * (bad.length - 24)), 0.0) == []
+    assert feed(rx, bad) == []
     assert rx.dropped[reason] == 1
     assert rx.missing(1) == tuple(range(10))
 
 
-def test_packets_past_the_ldata_and_a_second_ldata_are_dropped():
-    rx = ReceiveBuffers(PS, BS)
+def test_data_for_other_ports_is_dropped(rx):
     rx.post(1, 10)
-    rx.accept(header(1, 4, 50, ldata=True), datagram(4, bytes(50)), 0.0)
-    rx.accept(header(1, 5), datagram(5, bytes(PS)), 0.0)
-    rx.accept(header(1, 3, 20, ldata=True), datagram(3, bytes(20)), 0.0)
+    head = bytearray(24)
+    build_header(head, local_port=1, foreign_port=3, buffer=1, packet=0, high_ack=0, ldata=False,
+                 last_buffer=False, payload=memoryview(bytes(PS)), data_checksum=False)
+    assert feed(rx, memoryview(bytes(head) + bytes(PS))) == [] and rx.dropped == {"ports": 1}
+
+
+def test_packets_past_the_ldata_and_a_second_ldata_are_dropped(rx):
+    rx.post(1, 10)
+    feed(rx, datagram(1, 4, bytes(50), ldata=True))
+    feed(rx, datagram(1, 5, bytes(PS)))
+    feed(rx, datagram(1, 3, bytes(20), ldata=True))
     assert rx.dropped["past ldata"] == 2
     assert rx.missing(1) == (0, 1, 2, 3)
 
 
-@settings(max_examples=300)
-@given(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 70), st.integers(0, 300), st.booleans()),
-                max_size=60))
-def test_no_packet_ever_writes_outside_its_slot(packets):
-    rx = ReceiveBuffers(PS, BS)
-    rx.post(1, 10)
-    rx.post(2, 10)
-    for buffer, packet, length, ldata in packets:
-        rx.accept(header(buffer, packet, length, ldata), datagram(packet, b"\x01" * length), 0.0)
+def test_datagrams_that_are_not_data_are_handed_back():
+    """A batch the kernel coalesced: the DATA is placed, the rest is located for the control path."""
+    for impl in IMPLEMENTATIONS:
+        rx = impl(PS, BS, 2, 1, False)
+        rx.post(1, 10)
+        control = encode(Refused("no"), 1, 2)
+        control += bytes(len(datagram(1, 0, bytes(PS))) - len(control))
+        batch = bytes(datagram(1, 0, bytes(PS))) + control + bytes(datagram(1, 1, bytes(PS)))
+        events, others = rx.accept(memoryview(batch), len(control), 0.0)
+        assert others == [(len(control), 2 * len(control))] and rx.missing(1) == tuple(range(2, 10))
+        assert events == [ev.FirstPacket(1, False)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 11) | st.integers(0, 70),
+                          st.just(PS) | st.integers(0, 300), st.booleans(), st.booleans(), st.integers(0, 0xFFFF)),
+                max_size=80),
+       st.sets(st.integers(0, 70)))
+def test_the_compiled_and_python_slots_agree_on_anything(packets, damaged):
+    """Random and hostile packets (unknown buffers, packet numbers past the slot, any length,
+    stray LDATAs, damaged bytes) go to both implementations: the same events, counts,
+    missing lists and data; and no completed buffer is ever larger than a slot."""
+    if not fastpath:
+        pytest.skip("the compiled fast path is not built")
+    both = [impl(PS, BS, 2, 1, False) for impl in (PythonSlots, fastpath.Slots)]
+    for rx in both:
+        rx.post(1, 10)
+        rx.post(2, 10)
+    placed, asked = [[], []], [[], []]
+    for i, (buffer, packet, length, ldata, last, high_ack) in enumerate(packets):
+        wire = bytearray(datagram(buffer, packet, bytes([i % 251 + 1]) * length, ldata, last, high_ack))
+        if i in damaged:
+            wire[(i * 7) % len(wire)] ^= 1 << (i % 8)
+        for k, rx in enumerate(both):
+            placed[k].append(rx.accept(memoryview(bytes(wire)), len(wire), i / 1000))
+            if i % 5 == 4:
+                asked[k].append(rx.missing(1 + i % 2))
+    assert placed[0] == placed[1] and asked[0] == asked[1]
+    state = [(dict(rx.dropped), rx.seen, rx.accepted, rx.duplicates, rx.highest_posted, rx.high_ack, rx.last_at)
+             for rx in both]
+    assert state[0] == state[1]
+    completed = {e.buffer for events, _ in placed[0] for e in events if isinstance(e, ev.BufferComplete)}
     for number in (1, 2):
-        slot = rx._slots[number]
-        assert len(slot.data) == BS and len(slot.bitmap) == 10
-    assert b"\x01" not in rx._slots[2].data or any(b == 2 for b, *_ in packets)
+        assert both[0].missing(number) == both[1].missing(number)
+        if number in completed:
+            assert bytes(both[0].take(number)) == bytes(both[1].take(number))
+            assert len(both[0].take(number)) <= BS
+
+
+def drain(tx, limit=64):
+    """Every packet the queue gives, as (buffer, packet, ldata, last_buffer)."""
+    out = []
+    while (run := tx.pop_run(limit)) is not None:
+        count = max(1, -(-len(run.data) // PS))
+        out += [(run.buffer, p, p == count - 1, run.last_buffer) for p in range(run.first, run.first + run.n)]
+    return out
 
 
 def test_priority_pipe_resends_lower_buffers_first_and_in_packet_order():
     tx = TransmitQueue(PS)
     tx.load(1, bytes(BS), last=False)
     tx.load(2, bytes(250), last=True)
-    first = [tx.pop()[:2] for _ in range(12)]
-    assert first == [(1, p) for p in range(10)] + [(2, 0), (2, 1)]
-    tx.resend(1, (7, 2))
-    rest = []
-    while (item := tx.pop()) is not None:
-        rest.append((item.buffer, item.packet, item.ldata, item.last_buffer))
-    assert rest == [(1, 2, False, False), (1, 7, False, False), (2, 2, True, True)]
-    assert tx.resent == 2
+    first = [(run.buffer, run.first, run.n) for run in iter(lambda: tx.pop_run(4), None)]
+    assert first == [(1, 0, 4), (1, 4, 4), (1, 8, 2), (2, 0, 3)]
+    tx.resend(2, (0,))
+    tx.resend(1, (7, 2, 3))
+    assert drain(tx, 64) == [(1, 2, False, False), (1, 3, False, False), (1, 7, False, False),
+                             (2, 0, False, True)]
+    assert tx.resent == 4
+
+
+def test_a_resend_for_a_packet_not_yet_sent_adds_nothing():
+    tx = TransmitQueue(PS)
+    tx.load(1, bytes(BS), last=False)
+    tx.pop_run(3)
+    assert tx.resend(1, (1, 5, 9)) == 1 and tx.resend(1, (1,)) == 0
+    assert drain(tx) == [(1, 1, False, False)] + [(1, p, p == 9, False) for p in range(3, 10)]
 
 
 def test_resend_past_the_ldata_sends_the_ldata_and_unknown_buffers_nothing():
     tx = TransmitQueue(PS)
     tx.load(3, bytes(250), last=True)
-    while tx.pop():
-        pass
+    drain(tx)
     assert tx.resend(3, (5, 9, 2)) == 1  # 5 and 9 both mean "your LDATA"
-    assert tx.pop()[:2] == (3, 2) and tx.pop() is None
+    assert drain(tx) == [(3, 2, True, True)]
     assert tx.resend(4, (0,)) == 0
 
 
 def test_empty_buffer_is_one_empty_ldata():
     tx = TransmitQueue(PS)
     tx.load(1, b"", last=True)
-    item = tx.pop()
-    assert (item.packet, len(item.payload), item.ldata, item.last_buffer) == (0, 0, True, True)
+    assert drain(tx) == [(1, 0, True, True)]
 
 
 def test_pacer_bursts_on_schedule_and_restarts_after_idle():
@@ -203,15 +273,16 @@ def test_core_round_trip_from_send_buffer_to_complete():
     b.post_receive(1, 10)
     data = os.urandom(BS)
     a.send_buffer(1, data, last=True)
-    now = 0.0
+    now, out = 0.0, bytearray(1000)
     while not any(isinstance(e, ev.BufferComplete) for e in b.events):
-        while (item := a.next_packet(now)) is not None:
-            header_, payload, padding = item
-            b.receive(memoryview(header_ + bytes(payload) + padding), now, "a")
+        while (packed := a.next_datagrams(now, out, 8)) is not None:
+            size, segment = packed
+            assert size == 4 * segment or size < segment * 3  # at most one burst of 4, whole packets
+            b.receive(memoryview(bytes(out[:size])), now, "a", segment)
         now += 0.001
     assert now == pytest.approx(0.003)  # 10 packets at 4 per ms: bursts at 0, 1, 2 ms
     assert bytes(b.take(1)) == data
-    assert a.next_packet(now) is None and a.take_events() == [ev.TransmitIdle()]
+    assert a.next_datagrams(now, out, 8) is None and a.take_events() == [ev.TransmitIdle()]
 
 
 def test_only_the_peers_data_is_placed():
@@ -240,11 +311,34 @@ def test_each_opener_is_answered_on_its_own_netblt_port():
     assert decode(core.encode(Refused("x"), "A")).foreign_port == 11
 
 
-def test_late_copies_of_a_delivered_buffer_are_duplicates_not_drops():
-    rx = ReceiveBuffers(PS, BS)
+def test_late_copies_of_a_delivered_buffer_are_duplicates_not_drops(rx):
     rx.post(1, 10)
     rx.post(2, 10)
     rx.drop(1)  # delivered
-    rx.accept(header(1, 3), datagram(3, bytes(PS)), 0.0)
-    rx.accept(header(7, 3), datagram(3, bytes(PS)), 0.0)
+    feed(rx, datagram(1, 3, bytes(PS)))
+    feed(rx, datagram(7, 3, bytes(PS)))
     assert rx.duplicates == 1 and dict(rx.dropped) == {"unknown buffer": 1}
+
+
+def test_the_compiled_fast_path_is_built():
+    """make test builds driver/_fastpath.c; silently falling back to Python would cost line rate."""
+    assert fastpath is not None and ReceiveBuffers.__mro__[1] is fastpath.Slots
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(1, 300), st.integers(0, 2000), st.booleans(), st.booleans(), st.data())
+def test_compiled_and_python_packing_agree(packet_size, length, data_checksum, last, draw):
+    if not fastpath:
+        pytest.skip("the compiled fast path is not built")
+    from netblt.driver.framing import python_pack
+    data = os.urandom(length)
+    count = max(1, -(-length // packet_size))
+    first = draw.draw(st.integers(0, count - 1))
+    n = draw.draw(st.integers(1, count - first))
+    outs = [bytearray(n * (packet_size + 27)), bytearray(n * (packet_size + 27))]
+    args = (packet_size, first, n, 77, 0xBEEF, last, 5, 6, data_checksum)
+    assert fastpath.pack(outs[0], data, *args) == python_pack(outs[1], data, *args)
+    assert outs[0] == outs[1]
+    size = len(datagram(1, 0, b"")) + min(packet_size, length - first * packet_size)
+    head = parse_header(memoryview(outs[0])[:size + (-size % 4)], data_checksum)
+    assert (head.buffer, head.packet, head.local_port, head.high_ack) == (77, first, 5, 0xBEEF)
