@@ -155,7 +155,7 @@ class Transport:
             self.sock.sendmsg([view], [(socket.SOL_UDP, UDP_SEGMENT, _GSO_SIZE.pack(segment))], 0,
                               self.destination(to))
             return
-        for at in range(0, len(view), segment):
+        for at in range(0, max(len(view), 1), segment):  # an empty datagram is a datagram too
             self.send([view[at:at + segment]], to)
 
     def receive(self, buf: bytearray) -> tuple[memoryview, int, Address | None]:
@@ -170,7 +170,7 @@ class Transport:
         if self.offload:
             try:
                 n, ancillary, _flags, address = self.sock.recvmsg_into([buf], socket.CMSG_SPACE(4))
-            except TimeoutError:
+            except (TimeoutError, BlockingIOError):
                 return nothing
             for level, kind, data in ancillary:
                 if level == socket.SOL_UDP and kind == UDP_GRO:
@@ -178,7 +178,7 @@ class Transport:
             return memoryview(buf)[:n], 0, address[:2]
         try:
             n, address = self.sock.recvfrom_into(buf)
-        except TimeoutError:
+        except (TimeoutError, BlockingIOError):
             return nothing
         view = memoryview(buf)[:n]
         if self.kind == "ip":

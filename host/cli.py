@@ -9,7 +9,6 @@ import signal
 import sys
 import threading
 from collections.abc import Sequence
-from importlib.metadata import version
 
 from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, ProgressColumn, Task, TimeRemainingColumn
@@ -82,9 +81,18 @@ def _add_common_options(parser: argparse.ArgumentParser) -> None:
     o.add_argument("-v", "--verbose", action="store_true", help="also print drops and duplicates")
 
 
+class _Version(argparse.Action):
+    """--version, with the package metadata read only when asked (it costs start-up time)."""
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        from importlib.metadata import version
+        print(f"netblt {version('netblt')}")
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="netblt", description=__doc__)
-    parser.add_argument("--version", action="version", version=f"netblt {version('netblt')}")
+    parser.add_argument("--version", action=_Version, nargs=0, help="show the version and exit")
     sub = parser.add_subparsers(dest="command", required=True)
     send_ = sub.add_parser("send", help="send files, directories or a stream to a waiting receiver",
                            description="Send files, directories (every file below, hidden ones skipped) "

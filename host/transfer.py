@@ -20,9 +20,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from netblt.driver.board import BoardDataPath
 from netblt.driver.software import SoftwareDataPath
 from netblt.driver.transport import DEFAULT_PORT, Address, Kind, Transport, host_address, show
 
@@ -139,8 +138,11 @@ class Report:
 # -- the run loop -----------------------------------------------------------------------------
 
 
-RealTimeDataPath = SoftwareDataPath | BoardDataPath
-"""What a transfer in real time runs on: this host's sockets, or a board."""
+if TYPE_CHECKING:
+    from netblt.driver.board import BoardDataPath
+
+    RealTimeDataPath = SoftwareDataPath | BoardDataPath
+    """What a transfer in real time runs on: this host's sockets, or a board."""
 
 
 @contextmanager
@@ -148,6 +150,7 @@ def data_path(options: Options, feedback: Feedback, *, peer: Address | None = No
               listen: Address | None = None) -> Iterator[RealTimeDataPath]:
     """The data path the options name, with its socket or board session, closed after."""
     if options.board is not None:
+        from netblt.driver.board import BoardDataPath  # the gateware's definitions: imported when used
         port = listen[1] if listen else options.local_port or DEFAULT_PORT
         dp = BoardDataPath.open(options.board, local_port=port,
                                 kind=options.kind, peer=peer, notice=feedback.status)
@@ -503,7 +506,7 @@ def serve(listen: Address, output: Output, options: Options, feedback: Feedback 
     with data_path(options, feedback, listen=listen) as dp:
         params = dp.fit(options.params, sending=False)
         if listening:
-            if isinstance(dp, BoardDataPath):
+            if options.board is not None:
                 listening(f"board {show(options.board)}'s {show((dp.geometry.address, dp.control.local_port))}")
             else:
                 anywhere = "::" if dp.transport.family == socket.AF_INET6 else "0.0.0.0"

@@ -17,12 +17,14 @@ import sys
 import time
 from dataclasses import dataclass
 
+from netblt.driver.transport import GSO_MAX_BYTES, GSO_MAX_SEGMENTS, Address, Transport
 from netblt.host.units import parse_duration, parse_probability, parse_rate, parse_size
 
 from .netem import Path, PathConfig
 
 BATCH = 64
-"""Datagrams read from one socket before looking at the clock again."""
+"""Reads from one socket (each up to 64 datagrams the kernel coalesced) before looking at
+the clock again."""
 
 
 @dataclass
@@ -32,28 +34,28 @@ class RelayStats:
 
 
 class Relay:
-    def __init__(self, listen: tuple[str, int], forward: tuple[str, int], config: PathConfig,
+    """Datagrams are read and sent in batches (segmentation offload, as the software data
+    path does); each one still meets the path model on its own."""
+
+    def __init__(self, listen: Address, forward: Address, config: PathConfig,
                  backward: PathConfig | None = None, seed: int = 1) -> None:
-        self.front = socket.socket(_family(listen[0]), socket.SOCK_DGRAM)
-        self.front.bind(listen)
-        self.back = socket.socket(_family(forward[0]), socket.SOCK_DGRAM)
-        self.back.bind(("::" if self.back.family == socket.AF_INET6 else "", 0))
-        for sock in (self.front, self.back):
-            sock.setblocking(False)
-            for option in (socket.SO_RCVBUF, socket.SO_SNDBUF):
-                sock.setsockopt(socket.SOL_SOCKET, option, 8 << 20)
-        self.address = self.front.getsockname()[:2]
+        self.front = Transport("udp", listen)
+        self.back = Transport("udp", ("", 0), family=_family(forward[0]))
+        for transport in (self.front, self.back):
+            transport.sock.setblocking(False)
+        self.address = self.front.sock.getsockname()[:2]
         self.target = forward
-        self.client: tuple[str, int] | None = None
+        self.client: Address | None = None
         self.stats = RelayStats(Path(config, seed), Path(backward or config, seed + 1))
-        self._queue: list[tuple[float, int, socket.socket, bytes, tuple[str, int]]] = []
+        self._queue: list[tuple[float, int, Transport, bytes, Address]] = []
         self._order = itertools.count()
+        self._buf = bytearray(1 << 16)
 
     def run(self, duration: float = 0.0) -> None:
         """Relay for ``duration`` seconds (0: until interrupted)."""
         selector = selectors.DefaultSelector()
-        selector.register(self.front, selectors.EVENT_READ)
-        selector.register(self.back, selectors.EVENT_READ)
+        selector.register(self.front.sock, selectors.EVENT_READ, self.front)
+        selector.register(self.back.sock, selectors.EVENT_READ, self.back)
         end = time.monotonic() + duration if duration else float("inf")
         try:
             while time.monotonic() < end:
@@ -61,36 +63,66 @@ class Relay:
                 self._deliver(now)
                 wait = min(0.05, self._queue[0][0] - now) if self._queue else 0.05
                 for key, _ in selector.select(max(0.0, wait)):
-                    self._read(key.fileobj, time.monotonic())
+                    self._read(key.data, time.monotonic())
         finally:
             selector.close()
             self.front.close()
             self.back.close()
 
-    def _read(self, sock: socket.socket, now: float) -> None:
+    def _read(self, transport: Transport, now: float) -> None:
+        due: list[tuple[Transport, bytes, Address]] = []
         for _ in range(BATCH):
             try:
-                datagram, source = sock.recvfrom(1 << 16)
-            except (BlockingIOError, ConnectionRefusedError):
-                return
-            if sock is self.front:
-                self.client = source[:2]
+                view, segment, source = transport.receive(self._buf)
+            except OSError:
+                transport.errors()  # the far end went away: what it was sent is lost, as on a real path
+                continue
+            if source is None:
+                break
+            if transport is self.front:
+                self.client = source
                 path, out, dest = self.stats.forward, self.back, self.target
             elif self.client is not None:
                 path, out, dest = self.stats.backward, self.front, self.client
             else:
                 continue
-            for at, copy in path.send(datagram, now):
-                heapq.heappush(self._queue, (at, next(self._order), out, copy, dest))
+            segment = segment or len(view)
+            for at in range(0, len(view), segment) if segment else (0,):
+                for when, copy in path.send(bytes(view[at:at + segment]), now):
+                    if when <= now and not self._queue:
+                        due.append((out, copy, dest))
+                    else:
+                        heapq.heappush(self._queue, (when, next(self._order), out, copy, dest))
+        _send(due)
         self._deliver(time.monotonic())
 
     def _deliver(self, now: float) -> None:
+        due = []
         while self._queue and self._queue[0][0] <= now:
             _, _, out, datagram, dest = heapq.heappop(self._queue)
-            try:
-                out.sendto(datagram, dest)
-            except OSError:
-                pass  # the far end went away: the datagram is lost, as on a real path
+            due.append((out, datagram, dest))
+        _send(due)
+
+
+def _send(due: list[tuple[Transport, bytes, Address]]) -> None:
+    """Send in order, runs of equal-sized datagrams to one place in one system call each."""
+    start = 0
+    while start < len(due):
+        out, first, dest = due[start]
+        end, total = start + 1, len(first)
+        while first and end < len(due) and end - start < GSO_MAX_SEGMENTS:
+            then, datagram, to = due[end]
+            if then is not out or to != dest or len(datagram) > len(first) or total + len(datagram) > GSO_MAX_BYTES:
+                break
+            total += len(datagram)
+            end += 1
+            if len(datagram) < len(first):
+                break  # a shorter one ends a run
+        try:
+            out.send_segments(memoryview(b"".join(d for _, d, _ in due[start:end])), len(first) or 1, dest)
+        except OSError:
+            out.errors()  # the far end went away: the datagrams are lost, as on a real path
+        start = end
 
 
 def _family(host: str) -> socket.AddressFamily:
@@ -155,6 +187,9 @@ def run_from_args(args: argparse.Namespace, parser: argparse.ArgumentParser | No
         return 2
     try:
         relay = Relay(listen, forward, config, seed=args.seed)
+    except TransportError as exc:
+        print(f"netblt netem: error: {exc}", file=sys.stderr)
+        return 1
     except OSError as exc:
         print(f"netblt netem: error: cannot listen on {args.listen}: {exc.strerror or exc}", file=sys.stderr)
         return 1
