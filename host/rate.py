@@ -53,6 +53,10 @@ SPAN = 10
 """Burst intervals a sample spans at least."""
 START_DIVISOR = 8
 """A sender choosing its rate automatically starts at this fraction of its cap..."""
+START_BUFFER_TIME = 0.2
+"""...or faster, so that its first buffer takes no longer than this: the first OK, and
+with it the first measurement, comes after a whole buffer, which at an eighth of the
+cap is seconds for buffers of many MB..."""
 SMALL_START = 1 << 20
 """...unless its first START_WINDOW buffers hold no more than this: a bottleneck's
 queue takes them whatever the rate."""

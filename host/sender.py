@@ -15,7 +15,7 @@ from . import events as ev
 from .control import SEQ_MODULUS, unwrap_seq
 from .packets import Control, Done, Go, Message, NullAck, Ok, Packet, Resend
 from .params import burst_for_rate
-from .rate import SMALL_START, START_DIVISOR, START_WINDOW
+from .rate import SMALL_START, START_BUFFER_TIME, START_DIVISOR, START_WINDOW
 from .role import Context
 
 
@@ -44,12 +44,12 @@ class Sender:
 
     def start(self, now: float) -> None:
         p = self.conn.params
-        if p.auto_rate and START_WINDOW * p.buffer_size > SMALL_START:
+        start = max(p.rate_bps / START_DIVISOR, p.buffer_size * 8 / START_BUFFER_TIME)
+        if p.auto_rate and START_WINDOW * p.buffer_size > SMALL_START and start < p.rate_bps:
             # A fraction of the cap, until the receiver's offers say what the path carries
             # (buffers so small that a queue holds the first of them go at the cap); the
             # NULL-ACK tells the receiver the rate its first buffers come at.
-            self.burst = burst_for_rate(p.rate_bps / START_DIVISOR, p.packet_size, min_interval=p.burst_interval,
-                                        max_burst=p.burst_size)
+            self.burst = burst_for_rate(start, p.packet_size, min_interval=p.burst_interval, max_burst=p.burst_size)
             self.conn.transmit(NullAck(0, *self.burst), now)
         self.conn.emit(ev.SetRate(*self.burst))
         self.conn.emit(ev.StampHighAck(0))

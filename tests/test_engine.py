@@ -516,3 +516,12 @@ def test_a_sender_choosing_its_rate_starts_low_says_so_and_holds_gos_until_its_f
     assert of(actions, ev.SetRate) == [ev.SetRate(40, 1)]  # the receiver's offer, up to the cap
     _, actions = sender(params=replace(params, buffer_size=10_000))
     assert of(actions, ev.SetRate) == [ev.SetRate(40, 1)]  # two buffers a queue holds go at the cap
+
+
+def test_a_sender_choosing_its_rate_with_big_buffers_sends_the_first_in_a_fifth_of_a_second():
+    params = replace(PARAMS, buffer_size=4_000_000, max_buffers=4, burst_size=40, burst_interval=1, auto_rate=True)
+    _, actions = sender(transfer_size=40_000_000, params=params)
+    assert of(actions, ev.SetRate) == [ev.SetRate(20, 1)]  # 4 MB in 0.2 s: 160 Mb/s, above an eighth of 320
+    assert sent(actions, NullAck) == [NullAck(0, 20, 1)]
+    _, actions = sender(transfer_size=40_000_000, params=replace(params, buffer_size=10_000_000))
+    assert of(actions, ev.SetRate) == [ev.SetRate(40, 1)] and sent(actions, NullAck) == []  # faster than the cap
