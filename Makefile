@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo demo-board test bench bench-rates bench-auto bench-board bench-gateware bench-ethernet bitstream load clean
+.PHONY: demo demo-board test bench bench-rates bench-auto bench-tcp bench-board bench-gateware bench-ethernet bitstream load clean
 
 $(STAMP): pyproject.toml driver/_fastpath.c
 	$(PYTHON) -m venv $(VENV)
@@ -32,6 +32,11 @@ bench-rates: $(STAMP)
 # Rate selection with no --rate, in virtual time, across bottlenecks, round trips and losses (about 2 minutes).
 bench-auto: $(STAMP)
 	$(BIN)/python -m netblt.sim.rate_bench
+
+# NETBLT without --rate against Linux TCP (reno, cubic, bbr) through the same emulated paths, applied
+# between two network namespaces by netblt netem --tun's relay (needs root; about 10 minutes).
+bench-tcp: $(STAMP)
+	$(BIN)/python -m netblt.sim.tcp_bench
 
 # Offloaded transfers through netblt sim-board: host CPU and host-link bytes per data byte, the
 # control loop split into board and host time, pacing at the board's wire (about 6 minutes).

@@ -130,8 +130,11 @@ def _family(host: str) -> socket.AddressFamily:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--listen", required=True, metavar="ADDR:PORT", help="where the sender sends")
-    parser.add_argument("--forward", required=True, metavar="ADDR:PORT", help="the receiver")
+    parser.add_argument("--listen", metavar="ADDR:PORT", help="where the sender sends")
+    parser.add_argument("--forward", metavar="ADDR:PORT", help="the receiver")
+    parser.add_argument("--tun", metavar="NAME", help="instead of relaying UDP: create network namespaces "
+                        "NAME-a (10.77.0.1) and NAME-b (10.77.0.2) joined through the path, for any IP "
+                        "traffic (TCP, NETBLT over UDP or IP protocol 30); needs root")
     g = parser.add_argument_group("the path, applied in each direction")
     g.add_argument("--delay", type=parse_duration, default=0.0, metavar="TIME",
                    help="one-way delay, with a unit: 20ms, 0.3s (default: 0)")
@@ -180,6 +183,14 @@ def run_from_args(args: argparse.Namespace, parser: argparse.ArgumentParser | No
     config = PathConfig(delay=args.delay, jitter=args.jitter, loss=args.loss, burst_loss=args.burst_loss,
                         burst_length=args.burst_length, reorder=args.reorder, duplicate=args.duplicate,
                         corrupt=args.corrupt, rate_bps=args.rate, queue_bytes=args.queue)
+    if args.tun:
+        if args.listen or args.forward:
+            print("netblt netem: error: --tun takes no --listen or --forward", file=sys.stderr)
+            return 2
+        return _run_tun(args, config)
+    if not (args.listen and args.forward):
+        print("netblt netem: error: give --listen and --forward (or --tun NAME)", file=sys.stderr)
+        return 2
     try:
         listen, forward = parse_address(args.listen), parse_address(args.forward)
     except TransportError as exc:
@@ -199,6 +210,32 @@ def run_from_args(args: argparse.Namespace, parser: argparse.ArgumentParser | No
         relay.run(args.duration)
     except KeyboardInterrupt:
         pass
-    for name, path in (("forward", relay.stats.forward), ("backward", relay.stats.backward)):
-        print(f"{name}: " + ", ".join(f"{k} {v}" for k, v in sorted(path.counts.items())), flush=True)
+    _print_counts(relay.stats.forward, relay.stats.backward)
     return 0
+
+
+def _run_tun(args: argparse.Namespace, config: PathConfig) -> int:
+    from .tun_path import ADDRESSES, TunPath
+    tun = TunPath(config, config, name=args.tun, seed=args.seed)
+    try:
+        tun.__enter__()
+    except OSError as exc:
+        print(f"netblt netem: error: {exc.strerror or exc}", file=sys.stderr)
+        return 1
+    (a, b), end = tun.names, time.monotonic() + args.duration if args.duration else float("inf")
+    print(f"netblt netem: namespace {a} ({ADDRESSES[0]}) <-> {b} ({ADDRESSES[1]}): {describe(config)}; "
+          f"run programs there with: ip netns exec {a} COMMAND", flush=True)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        tun.run(end)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        tun.close()
+    _print_counts(*tun.paths)
+    return 0
+
+
+def _print_counts(forward: Path, backward: Path) -> None:
+    for name, path in (("forward", forward), ("backward", backward)):
+        print(f"{name}: " + ", ".join(f"{k} {v}" for k, v in sorted(path.counts.items())), flush=True)

@@ -1,0 +1,73 @@
+"""netblt netem --tun: the path model between two network namespaces, for any IP traffic.
+
+Needs root (namespaces, TUN devices); skipped without it, as make test itself does not.
+"""
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import threading
+
+import pytest
+
+from netblt.sim.netem import PathConfig
+from netblt.sim.tun_path import ADDRESSES, TunPath
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not os.path.exists("/dev/net/tun") or not shutil.which("ip"),
+                                reason="needs root, /dev/net/tun and iproute2")
+NETBLT = [sys.executable, "-m", "netblt.host.cli"]
+
+
+def namespaces() -> set[str]:
+    return set(subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split())
+
+
+@pytest.fixture
+def tun():
+    with TunPath(PathConfig(delay=0.005, loss=0.01), name=f"nbt{os.getpid()}") as path:
+        done = threading.Event()
+        relay = threading.Thread(target=path.run, kwargs={"stop": done.is_set})
+        relay.start()
+        yield path
+        done.set()
+        relay.join()
+    assert not set(path.names) & namespaces()  # gone with the relay
+
+
+def test_netblt_and_tcp_cross_the_same_emulated_path(tun, tmp_path):
+    data = os.urandom(1 << 20)
+    (tmp_path / "f.bin").write_bytes(data)
+    out = tmp_path / "out"
+    out.mkdir()
+    recv = subprocess.Popen(tun.exec(1, *NETBLT, "recv", "--listen", f"{ADDRESSES[1]}:2998", "--out", f"{out}/"),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    recv.stderr.readline()
+    sent = subprocess.run(tun.exec(0, *NETBLT, "send", str(tmp_path / "f.bin"), ADDRESSES[1], "-q"),
+                          capture_output=True, text=True, timeout=120)
+    recv.communicate(timeout=60)
+    assert sent.returncode == 0 and recv.returncode == 0, sent.stderr
+    assert hashlib.sha256((out / "f.bin").read_bytes()).digest() == hashlib.sha256(data).digest()
+    forward, backward = tun.paths
+    assert forward.counts["lost"] > 0 and forward.counts["delivered"] >= len(data) // 1500
+    echo = ("import socket\ns = socket.create_server(('10.77.0.2', 5002))\nprint('ready', flush=True)\n"
+            "c, _ = s.accept()\nc.sendall(c.recv(100).upper())")
+    server = subprocess.Popen(tun.exec(1, sys.executable, "-c", echo), stdout=subprocess.PIPE, text=True)
+    assert server.stdout.readline() == "ready\n"
+    ask = "import socket\nc = socket.create_connection(('10.77.0.2', 5002))\nc.sendall(b'tcp')\nprint(c.recv(100))"
+    answer = subprocess.run(tun.exec(0, sys.executable, "-c", ask), capture_output=True, text=True, timeout=60)
+    server.wait(timeout=10)
+    assert answer.stdout.strip() == "b'TCP'"
+
+
+def test_netem_tun_says_where_to_run_programs_and_cleans_up():
+    name = f"nbc{os.getpid()}"
+    result = subprocess.run(NETBLT + ["netem", "--tun", name, "--delay", "1ms", "--duration", "1s"],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert f"ip netns exec {name}-a" in result.stdout.splitlines()[0]
+    assert not {f"{name}-a", f"{name}-b"} & namespaces()
+    clash = subprocess.run(NETBLT + ["netem", "--tun", name, "--listen", "127.0.0.1:0"], capture_output=True,
+                           text=True)
+    assert clash.returncode == 2 and "--tun takes no --listen" in clash.stderr
