@@ -379,11 +379,13 @@ static int place(Slots *self, const uint8_t *d, Py_ssize_t len, double now, PyOb
     slot->bitmap[p] = 1;
     slot->received++;
     self->accepted++;
-    if (p > slot->top && !slot->queried) {
-        if (slot->top < 0)
-            slot->first_at = now, slot->first_seen = self->seen;
-        slot->top = p, slot->pass_at = now, slot->pass_seen = self->seen;
-        slot->first_pass++;
+    if (!slot->queried) {
+        slot->first_pass++;  /* reordered or not: the path brought it before anything was asked for */
+        if (p > slot->top) {
+            if (slot->top < 0)
+                slot->first_at = now, slot->first_seen = self->seen;
+            slot->top = p, slot->pass_at = now, slot->pass_seen = self->seen;
+        }
     }
     PyObject *event;
     if (slot->received == 1) {

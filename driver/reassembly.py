@@ -39,7 +39,7 @@ class _Slot:
     pass_seen: int = 0
     """DATA packets seen (of any buffer) by then."""
     first_pass: int = 0
-    """Its own packets in its first pass."""
+    """Its own packets that arrived before the missing ones were asked for."""
 
 
 class PythonSlots:
@@ -138,11 +138,12 @@ class PythonSlots:
         slot.bitmap[p] = 1
         slot.received += 1
         self.accepted += 1
-        if p > slot.top and not slot.queried:
-            if slot.top < 0:
-                slot.first_at, slot.first_seen = at, self.seen
-            slot.top, slot.pass_at, slot.pass_seen = p, at, self.seen
-            slot.first_pass += 1
+        if not slot.queried:
+            slot.first_pass += 1  # reordered or not: the path brought it before anything was asked for
+            if p > slot.top:
+                if slot.top < 0:
+                    slot.first_at, slot.first_seen = at, self.seen
+                slot.top, slot.pass_at, slot.pass_seen = p, at, self.seen
         out: list[ev.Event] = []
         if slot.received == 1:
             out.append(ev.FirstPacket(slot.number, header.last_buffer))

@@ -57,7 +57,8 @@ class FirstPass:
     arrivals: int
     """DATA packets that arrived in that time, both ends counted, resends included."""
     lost: int
-    """Of the buffer's own packets, those its first pass did not bring."""
+    """Of the buffer's own packets, those not there when the missing ones were first
+    asked for (packets that came out of order before that are not lost)."""
 
 
 @dataclass(frozen=True)

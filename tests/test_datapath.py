@@ -74,8 +74,9 @@ def test_reassembly_places_data_and_reports_buffer_events(rx):
     for p in reversed(range(10)):  # reordered: LDATA first
         chunk = data[p * PS:(p + 1) * PS]
         out += feed(rx, datagram(1, p, chunk, ldata=p == 9))
-    # Reversed, only the first to arrive (the LDATA) is first-pass: the other nine came after it, lower.
-    first_pass = ev.FirstPass(spread=0.0, arrivals=1, lost=9)
+    # Reversed, the first pass is timed by the LDATA alone (the highest, and first to arrive); the
+    # other nine came after it, lower, but before anything was asked for: reordered, not lost.
+    first_pass = ev.FirstPass(spread=0.0, arrivals=1, lost=0)
     assert out == [ev.FirstPacket(1, False), ev.LdataSeen(1, 10), ev.BufferComplete(1, 950, first_pass)]
     assert bytes(rx.take(1)) == data
 
