@@ -22,10 +22,13 @@ class BurstPacer:
         """How many packets may go at ``now``; starts a new burst when one is due.
 
         A burst that is late by less than :data:`CATCH_UP` intervals keeps the schedule;
-        after a longer idle spell the schedule restarts at ``now``.
+        after a longer idle spell the schedule restarts at ``now``, and what the last
+        burst left unsent lapses (else a sender that ran out of data mid-burst would
+        send that rest at once whenever data came again, at any rate set since).
         """
-        if self.remaining == 0 and now >= self.next_burst:
-            start = self.next_burst if now - self.next_burst < CATCH_UP * self.interval else now
+        idle = now - self.next_burst >= CATCH_UP * self.interval
+        if (self.remaining == 0 or idle) and now >= self.next_burst:
+            start = now if idle else self.next_burst
             self.next_burst = start + self.interval
             self.remaining = self.burst_size
         return self.remaining

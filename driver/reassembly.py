@@ -160,6 +160,9 @@ class PythonSlots:
 
 Slots = fastpath.Slots if fastpath else PythonSlots
 
+GAP_SPAN = 2
+"""Packets over which one inter-arrival sample is timed."""
+
 
 class ReceiveBuffers(Slots):
     """The posted buffers, and the arrival reports that tell the engine how fast DATA comes."""
@@ -170,6 +173,8 @@ class ReceiveBuffers(Slots):
         self.mean_gap = 0.0
         self._reported = (0, 0.0, 0)
         """(packets seen, arrival time, high-ack) at the last report."""
+        self._gap_from = (0, 0.0)
+        """(packets seen, arrival time) where the next inter-arrival sample starts."""
 
     def report(self, interval: float) -> ev.Arrivals | None:
         """Activity since the last report, once the high-ack moves or ``interval`` passes."""
@@ -177,8 +182,13 @@ class ReceiveBuffers(Slots):
         now_seen, last_at, now_high_ack = self.seen, self.last_at, self.high_ack
         if now_seen == seen or (now_high_ack == high_ack and last_at - at < interval):
             return None
-        if at and now_seen - seen > 1:
-            gap = (last_at - at) / (now_seen - seen)
-            self.mean_gap = gap if not self.mean_gap else 0.75 * self.mean_gap + 0.25 * gap
+        # A gap sample spans GAP_SPAN packets however often reports are flushed (before
+        # every timer): one packet's report alone would time nothing.
+        gap_seen, gap_at = self._gap_from
+        if now_seen - gap_seen >= GAP_SPAN:
+            if gap_at:
+                gap = (last_at - gap_at) / (now_seen - gap_seen)
+                self.mean_gap = gap if not self.mean_gap else 0.75 * self.mean_gap + 0.25 * gap
+            self._gap_from = (now_seen, last_at)
         self._reported = (now_seen, last_at, now_high_ack)
         return ev.Arrivals(last_at, self.mean_gap, now_high_ack)

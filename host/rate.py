@@ -131,7 +131,11 @@ class RateSelector:
                 if rate_bps > FASTER * self.bottleneck:
                     self.startup = True  # more arrived than the bottleneck passes: it is faster now
         elif self.startup:
-            return  # one pause with nothing lost: the next sample tells
+            # One sample with nothing lost: a host's pause, or the first sight of a
+            # bottleneck. Not yet measured, but the next buffers go no faster than twice
+            # what arrived (a sender releases all it holds at its first OK's offer).
+            self.offered = min(self.limit, STARTUP_GAIN * rate_bps, self.offer(sending_bps))
+            return
         if self.startup:
             gain = REGAIN if self.bottleneck else STARTUP_GAIN
             self.offered = min(self.limit, gain * self.fastest)

@@ -9,6 +9,7 @@ Buffers the client already holds (a resumed transfer) get an OK instead of a GO.
 from __future__ import annotations
 
 import enum
+import math
 from collections.abc import Hashable
 from dataclasses import dataclass
 
@@ -55,6 +56,12 @@ class Receiver:
         self.sent_at: dict[int, tuple[int, int]] = {}
         """Per buffer receiving, the sender's burst size and interval when its first packet came."""
         self.mean_gap = 0.0
+        self.last_arrival = -1.0
+        """When the newest DATA packet arrived, as the data path last reported."""
+        self.newest = 0
+        """The highest buffer a packet of which has arrived."""
+        self.ok_at = -math.inf
+        """When the latest OK was queued."""
         self.unsent = False
         self.lost: set[tuple[int, int]] = set()
         """(buffer, packet) found missing at least once."""
@@ -89,8 +96,8 @@ class Receiver:
 
     def on_event(self, event: ev.Event, now: float) -> None:
         match event:
-            case ev.Arrivals(mean_gap=gap, high_ack=high_ack):
-                self.mean_gap = gap or self.mean_gap
+            case ev.Arrivals(last_at=last_at, mean_gap=gap, high_ack=high_ack):
+                self.mean_gap, self.last_arrival = gap or self.mean_gap, last_at
                 self._high_ack(high_ack, now)
             case ev.FirstPacket(buffer=n, last_buffer=last):
                 self._first_packet(n, last, now)
@@ -113,6 +120,7 @@ class Receiver:
         if rb is None or rb.state is RxState.RECEIVED:
             return
         self.sent_at.setdefault(n, self.burst)
+        self.newest = max(self.newest, n)
         if rb.state in (RxState.ACK_WAIT, RxState.ACKED):
             rb.state = RxState.RECEIVING
             self.conn.timers.set(("data", n), now + self._estimate(n))
@@ -135,7 +143,7 @@ class Receiver:
         rb.state = RxState.RECEIVED
         self.conn.timers.cancel(("data", n))
         self.fifo.ok(n, *self._offer(), round(self.rtt.timeout * 1000))
-        self.unsent = True
+        self.unsent, self.ok_at = True, now
         # Hold the CONTROL packet until the client releases the buffer (or ok_hold passes),
         # so the OK travels with the next GO.
         self.conn.timers.set("ok-hold", now + self.conn.timing.ok_hold)
@@ -213,7 +221,11 @@ class Receiver:
             self.rtt.back_off()
             self._send(now)
         elif isinstance(key, tuple) and key[0] == "data":
-            self.conn.emit(ev.QueryMissing(key[1]))
+            n = key[1]
+            if (later := self._not_due(n, now)) is not None:
+                self.conn.timers.set(("data", n), later)
+            else:
+                self.conn.emit(ev.QueryMissing(n))
 
     def _per_packet(self) -> float:
         burst_size, burst_interval = self.burst
@@ -221,6 +233,30 @@ class Receiver:
 
     def _variance(self) -> float:
         return max(self.conn.timing.data_variance, 4 * self.burst[1] / 1000, 16 * self.mean_gap)
+
+    def _not_due(self, n: int, now: float) -> float | None:
+        """A later deadline for buffer ``n``'s data timer if its packets may still come.
+
+        Buffers go in number order, so nothing is due while no later buffer has begun
+        and DATA still arrives: the path is slower than the timer assumed (the sender's
+        rate before any OK). A buffer none of whose packets came may not have been
+        started: a sender choosing its rate holds all but its first buffers until an OK
+        reaches it, so it is not due until a round trip after the latest OK.
+        """
+        if n < self.newest:
+            return None
+        if now - self.last_arrival < self._quiet():
+            return now + self._estimate(n)
+        rb = self.buffers.get(n)
+        if rb and rb.state is RxState.ACKED and (start := self.ok_at + self.rtt.timeout) > now:
+            return start + self._estimate(n)
+        return None
+
+    def _quiet(self) -> float:
+        """How long no DATA may come before the path counts as paused: the variance once
+        arrivals are timed, a control round trip before (the first packets' spacing is
+        the path's, not the sender's, and jitter may part them further)."""
+        return self._variance() if self.mean_gap else max(self._variance(), self.rtt.timeout)
 
     def _estimate(self, n: int) -> float:
         """Twice the time for every packet still expected at or below buffer ``n``, plus

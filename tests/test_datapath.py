@@ -264,6 +264,14 @@ def test_pacer_bursts_on_schedule_and_restarts_after_idle():
     assert pacer.allowance(1.0) == 3 and pacer.next_burst == pytest.approx(1.01)  # idle: restart
 
 
+def test_a_burst_left_unfinished_lapses_after_an_idle_spell():
+    pacer = BurstPacer(100, 0.002)
+    assert pacer.allowance(0.0) == 100
+    pacer.sent(20)  # the data ran out mid-burst
+    pacer.set_rate(1, 0.006)  # and the receiver slowed the sender meanwhile
+    assert pacer.allowance(2.0) == 1 and pacer.next_burst == pytest.approx(2.006)
+
+
 def test_core_round_trip_from_send_buffer_to_complete():
     params = Params(buffer_size=BS, packet_size=PS, burst_size=4, burst_interval=1, max_buffers=2,
                     data_checksum=True, death_timer=5)
@@ -343,3 +351,15 @@ def test_compiled_and_python_packing_agree(packet_size, length, data_checksum, l
     size = len(datagram(1, 0, b"")) + min(packet_size, length - first * packet_size)
     head = parse_header(memoryview(outs[0])[:size + (-size % 4)], data_checksum)
     assert (head.buffer, head.packet, head.local_port, head.high_ack) == (77, first, 5, 0xBEEF)
+
+
+def test_arrival_reports_flushed_packet_by_packet_still_time_the_gap():
+    # The engine flushes a report before every timer, often after a single packet: the
+    # inter-arrival time must come out all the same (data timers on a slow path need it).
+    rx = ReceiveBuffers(PS, BS, 2, 1, False)
+    rx.post(1, 10)
+    gaps = []
+    for p in range(6):
+        rx.accept(datagram(1, p, bytes(PS)), PS + 24, 0.011 * p)
+        gaps.append(rx.report(interval=0.0).mean_gap)
+    assert gaps[0] == 0.0 and gaps[-1] == pytest.approx(0.011)

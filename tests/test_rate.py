@@ -51,6 +51,15 @@ def test_one_pause_with_nothing_lost_is_not_a_bottleneck_but_two_are():
     assert not selector.startup and selector.bottleneck == 300 * M
 
 
+def test_one_sample_far_below_the_sending_rate_holds_the_next_buffers_to_twice_it():
+    # A sender releases every buffer it held at its first OK's offer: after one slow
+    # sample that offer is no more than twice what arrived, still in start-up.
+    selector = RateSelector(950 * M)
+    assert sample(selector, 1 * M, 950 * M) == STARTUP_GAIN * 1 * M
+    assert selector.startup and not selector.bottleneck
+    assert sample(selector, 2 * M, 2 * M) == STARTUP_GAIN * 2 * M  # the host had paused: doubling resumes
+
+
 def test_once_measured_the_bottleneck_falls_only_with_losses_and_not_for_one_sample():
     selector = RateSelector(950 * M)
     sample(selector, 100 * M, 200 * M, lost=True)
@@ -144,6 +153,19 @@ def test_with_no_bottleneck_the_cap_is_reached():
 def test_loss_alone_does_not_slow_the_sender(loss):
     result = transfer(100, replace(loss, delay=0.02, rate_bps=100e6, queue_bytes=1 << 20), 0.02)
     assert steady_mbps(result) >= 90 and resent_share(result) <= 0.02
+
+
+def test_on_a_slow_long_path_nothing_is_asked_for_before_it_could_come():
+    # RFC 1030's Wideband channel, 10-packet buffers: the first packets come a thousand
+    # times slower than the sender's cap, and the sender holds all but two buffers until
+    # the first OK reaches it. Data timers that took the cap's pace, or fired for buffers
+    # not yet started, asked for whole buffers again (22% of packets resent, 17 twice).
+    params = Params(buffer_size=14320, packet_size=1432, burst_size=165, burst_interval=2, max_buffers=22,
+                    data_checksum=True, death_timer=60, auto_rate=True)
+    path = PathConfig(delay=0.9, jitter=0.02, loss=0.01, rate_bps=1.05e6, queue_bytes=64_000)
+    result = transfer(1, path, 0.9, params)
+    assert result.receiver.dp.rx.duplicates == 0
+    assert resent_share(result) <= 0.03
 
 
 @pytest.mark.parametrize("before, after", [(100e6, 50e6), (50e6, 100e6)], ids=["halves", "doubles"])
