@@ -61,7 +61,7 @@ class Receiver:
         self.newest = 0
         """The highest buffer a packet of which has arrived."""
         self.ok_at = -math.inf
-        """When the latest OK was queued."""
+        """When the latest OK was queued; -inf before the first."""
         self.unsent = False
         self.lost: set[tuple[int, int]] = set()
         """(buffer, packet) found missing at least once."""
@@ -238,15 +238,16 @@ class Receiver:
         """A later deadline for buffer ``n``'s data timer if its packets may still come.
 
         Buffers go in number order, so nothing is due while no later buffer has begun
-        and DATA still arrives: the path is slower than the timer assumed (the sender's
-        rate before any OK). A buffer none of whose packets came may not have been
+        and DATA of the first buffers still arrives: until a buffer is complete (and
+        OK'd) the timers assumed the sender's pace, its cap if it chooses its rate,
+        which a slow path delivers far slower. A buffer none of whose packets came may not have been
         started: a sender choosing its rate holds all but its first buffers until an OK
         reaches it, so it is not due until a round trip after the latest OK.
         """
         if n < self.newest:
             return None
-        if now - self.last_arrival < self._quiet():
-            return now + self._estimate(n)
+        if self.ok_at < 0 and (paused_at := self.last_arrival + self._quiet()) > now:
+            return paused_at  # asked again once DATA pauses
         rb = self.buffers.get(n)
         if rb and rb.state is RxState.ACKED and (start := self.ok_at + self.rtt.timeout) > now:
             return start + self._estimate(n)

@@ -357,6 +357,32 @@ def test_no_resend_merely_because_a_later_buffer_started_or_ldata_came_early():
     assert conn.timers._at[("data", 1)] == pytest.approx(0.05 + 0.4)
 
 
+def test_before_the_first_ok_a_data_timer_waits_while_data_still_arrives():
+    # The first timers assume the sender's pace; a slow path delivers far slower, and
+    # asking for packets still on their way would have them sent twice.
+    conn, _ = receiver()
+    conn.handle(ev.PacketReceived(NullAck(2, 5, 10)), 0.0)
+    conn.handle(ev.FirstPacket(1, last_buffer=False), 0.01)
+    deadline = conn.timers._at[("data", 1)]
+    conn.handle(ev.Arrivals(last_at=deadline - 0.001, mean_gap=0.0, high_ack=2), deadline)
+    assert not of(conn.handle_timeout(deadline), ev.QueryMissing)
+    paused = conn.timers._at[("data", 1)]
+    assert paused > deadline
+    assert ev.QueryMissing(1) in of(conn.handle_timeout(paused), ev.QueryMissing)  # DATA stopped
+
+
+def test_after_the_first_ok_a_data_timer_asks_at_once_whatever_else_arrives():
+    conn, _ = receiver()
+    conn.handle(ev.PacketReceived(NullAck(2, 5, 10)), 0.0)
+    conn.handle(ev.BufferComplete(1, 10_000), 0.05)
+    conn.handle(ev.BufferReleased(1), 0.05)  # the OK goes out
+    conn.handle(ev.FirstPacket(2, last_buffer=False), 0.06)
+    deadline = conn.timers._at[("data", 2)]
+    # Resends of other buffers still arriving say nothing about buffer 2's packets.
+    conn.handle(ev.Arrivals(last_at=deadline - 0.001, mean_gap=0.002, high_ack=2), deadline)
+    assert of(conn.handle_timeout(deadline), ev.QueryMissing) == [ev.QueryMissing(2)]
+
+
 def test_complete_buffer_is_delivered_and_ok_travels_with_the_next_go():
     conn, _ = receiver()
     conn.handle(ev.PacketReceived(NullAck(2, 5, 10)), 0.0)
