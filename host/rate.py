@@ -32,6 +32,9 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
+from .events import FirstPass
+from .params import Params, burst_for_rate
+
 LIMITED = 0.9
 """A sample delivered at less than this share of its sending rate met a bottleneck."""
 FASTER = 1.06
@@ -142,3 +145,34 @@ class RateSelector:
         else:
             self.phase = (self.phase + 1) % len(PROBE_GAINS)
             self.offered = min(self.limit, PROBE_GAINS[self.phase] * max(self.bottleneck, self.fastest))
+
+
+class BurstOffers:
+    """The selector in the protocol's terms: a buffer's first pass at the sender's burst
+    size and interval in, the burst size and interval an OK offers out, never more than
+    negotiated (an older sender ignores what it cannot use)."""
+
+    def __init__(self, params: Params) -> None:
+        self.params = params
+        self.selector = RateSelector(params.rate_bps)
+
+    def first_pass(self, size: int, burst: tuple[int, int], first_pass: FirstPass) -> None:
+        """A buffer of ``size`` bytes whose first pass came wholly at ``burst``."""
+        packet_size = self.params.packet_size
+        overflowed = first_pass.lost > OVERFLOW * -(-size // packet_size)
+        self.selector.arrived((first_pass.arrivals - 1) * packet_size * 8, first_pass.spread,
+                              self._bps(burst), burst[1] / 1000, lost=overflowed)
+
+    def offer(self, burst: tuple[int, int]) -> tuple[int, int]:
+        """What to offer while the sender uses ``burst``."""
+        p = self.params
+        rate = self.selector.offer(self._bps(burst))
+        if rate >= p.rate_bps:
+            return p.burst_size, p.burst_interval
+        slowest = p.packet_size * 8 * 1000 / 0xFFFF * 1.01
+        return burst_for_rate(max(rate, slowest), p.packet_size, min_interval=p.burst_interval,
+                              max_burst=p.burst_size)
+
+    def _bps(self, burst: tuple[int, int]) -> float:
+        size, interval = burst
+        return size * self.params.packet_size * 8 * 1000 / interval

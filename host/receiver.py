@@ -16,8 +16,7 @@ from dataclasses import dataclass
 from . import events as ev
 from .control import ControlFifo, RttEstimator
 from .packets import Done, Go, NullAck, Packet, Resend
-from .params import burst_for_rate
-from .rate import MIN_RESEND, OVERFLOW, RateSelector
+from .rate import MIN_RESEND, BurstOffers
 from .role import Context
 
 
@@ -52,7 +51,7 @@ class Receiver:
         self.last_number: int | None = last
         self.burst = (p.burst_size, p.burst_interval)
         """The sender's burst size and interval in force, as its NULL-ACKs say."""
-        self.rates = RateSelector(p.rate_bps)
+        self.offers = BurstOffers(p)
         self.sent_at: dict[int, tuple[int, int]] = {}
         """Per buffer receiving, the sender's burst size and interval when its first packet came."""
         self.mean_gap = 0.0
@@ -75,7 +74,7 @@ class Receiver:
     def _post_next(self) -> None:
         """GO the next buffer still needed; say OK for those held before it."""
         while self.next_number in self.held:
-            self.fifo.ok(self.next_number, *self._offer(), round(self.rtt.timeout * 1000))
+            self.fifo.ok(self.next_number, *self.offers.offer(self.burst), round(self.rtt.timeout * 1000))
             self.next_number += 1
             self.unsent = True
         n, capacity = self.next_number, self.conn.params.packets_per_buffer
@@ -142,7 +141,7 @@ class Receiver:
             return
         rb.state = RxState.RECEIVED
         self.conn.timers.cancel(("data", n))
-        self.fifo.ok(n, *self._offer(), round(self.rtt.timeout * 1000))
+        self.fifo.ok(n, *self.offers.offer(self.burst), round(self.rtt.timeout * 1000))
         self.unsent, self.ok_at = True, now
         # Hold the CONTROL packet until the client releases the buffer (or ok_hold passes),
         # so the OK travels with the next GO.
@@ -152,30 +151,12 @@ class Receiver:
         self.conn.emit(ev.Deliver(n, n - 1, size, final))
 
     def _sample(self, n: int, size: int, first_pass: ev.FirstPass | None) -> None:
-        """Buffer ``n``'s delivery, for the rate selector: what arrived while its first
-        pass did (a data path that cannot time it says nothing)."""
+        """Buffer ``n``'s delivery, for the rate offers: what arrived while its first pass
+        did (a data path that cannot time it says nothing)."""
         burst = self.sent_at.pop(n, self.burst)
-        if burst != self.burst or first_pass is None or first_pass.spread <= 0:
-            return  # no timing, or a mixed sample: the sender changed its rate meanwhile
-        packet_size = self.conn.params.packet_size
-        overflowed = first_pass.lost > OVERFLOW * -(-size // packet_size)
-        self.rates.arrived((first_pass.arrivals - 1) * packet_size * 8, first_pass.spread,
-                           self._sending_bps(burst), burst[1] / 1000, lost=overflowed)
-
-    def _sending_bps(self, burst: tuple[int, int] | None = None) -> float:
-        size, interval = burst or self.burst
-        return size * self.conn.params.packet_size * 8 * 1000 / interval
-
-    def _offer(self) -> tuple[int, int]:
-        """The burst size and interval this receiver offers now (host/rate.py), never
-        more than negotiated; an older sender ignores what it cannot use."""
-        p = self.conn.params
-        rate = self.rates.offer(self._sending_bps())
-        if rate >= p.rate_bps:
-            return p.burst_size, p.burst_interval
-        slowest = p.packet_size * 8 * 1000 / 0xFFFF * 1.01
-        return burst_for_rate(max(rate, slowest), p.packet_size, min_interval=p.burst_interval,
-                              max_burst=p.burst_size)
+        if burst == self.burst and first_pass is not None and first_pass.spread > 0:
+            self.offers.first_pass(size, burst, first_pass)
+        # else no timing, or a mixed sample: the sender changed its rate meanwhile
 
     def _released(self, n: int, now: float) -> None:
         if (rb := self.buffers.get(n)) is None or rb.state is not RxState.RECEIVED:
