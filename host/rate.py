@@ -40,6 +40,10 @@ LIMITED = 0.9
 FASTER = 1.06
 """Delivered this much over the bottleneck's rate (by a probe), the path has got faster."""
 STARTUP_GAIN = 2.0
+UNCONFIRMED_GAIN = 1.25
+"""In start-up, the offer after one limited sample with nothing lost, against what
+arrived: a bottleneck not yet confirmed (BBR's probing gain: room for a noisy sample,
+and a sender held to it overflows a queue slowly if the dip was real)."""
 REGAIN = 1.5
 """The start-up gain when the path turns out faster than a bottleneck once measured."""
 PROBE_GAINS = (1.125, 1.125, 0.875, 0.875, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0)
@@ -135,9 +139,9 @@ class RateSelector:
                     self.startup = True  # more arrived than the bottleneck passes: it is faster now
         elif self.startup:
             # One sample with nothing lost: a host's pause, or the first sight of a
-            # bottleneck. Not yet measured, but the next buffers go no faster than twice
+            # bottleneck. Not yet measured, but the next buffers go little faster than
             # what arrived (a sender releases all it holds at its first OK's offer).
-            self.offered = min(self.limit, STARTUP_GAIN * rate_bps, self.offer(sending_bps))
+            self.offered = min(self.limit, UNCONFIRMED_GAIN * rate_bps, self.offer(sending_bps))
             return
         if self.startup:
             gain = REGAIN if self.bottleneck else STARTUP_GAIN

@@ -9,7 +9,9 @@ from dataclasses import replace
 import pytest
 
 from netblt.host.params import Params, burst_for_rate
-from netblt.host.rate import FASTER, FILTER, LIMITED, PROBE_GAINS, REGAIN, SPAN, STARTUP_GAIN, RateSelector
+from netblt.host.rate import (
+    FASTER, FILTER, LIMITED, PROBE_GAINS, REGAIN, SPAN, STARTUP_GAIN, UNCONFIRMED_GAIN, RateSelector,
+)
 from netblt.sim.netem import PathConfig
 from netblt.sim.virtual import simulate
 
@@ -45,19 +47,21 @@ def test_a_bottleneck_ends_start_up_and_the_offer_cycles_around_its_rate():
 def test_one_pause_with_nothing_lost_is_not_a_bottleneck_but_two_are():
     selector = RateSelector(950 * M)
     sample(selector, 200 * M, 200 * M)
-    assert sample(selector, 300 * M, 400 * M) == 400 * M  # the receiving host paused: offer stands
+    # The receiving host paused, or a bottleneck: not yet a bottleneck, the offer held near what arrived.
+    assert sample(selector, 300 * M, 400 * M) == UNCONFIRMED_GAIN * 300 * M
     assert selector.startup
     sample(selector, 300 * M, 400 * M)  # a queue filling
     assert not selector.startup and selector.bottleneck == 300 * M
 
 
-def test_one_sample_far_below_the_sending_rate_holds_the_next_buffers_to_twice_it():
+def test_one_sample_far_below_the_sending_rate_holds_the_next_buffers_near_it():
     # A sender releases every buffer it held at its first OK's offer: after one slow
-    # sample that offer is no more than twice what arrived, still in start-up.
+    # sample that offer is a little over what arrived, still in start-up.
     selector = RateSelector(950 * M)
-    assert sample(selector, 1 * M, 950 * M) == STARTUP_GAIN * 1 * M
+    assert sample(selector, 1 * M, 950 * M) == UNCONFIRMED_GAIN * 1 * M
     assert selector.startup and not selector.bottleneck
-    assert sample(selector, 2 * M, 2 * M) == STARTUP_GAIN * 2 * M  # the host had paused: doubling resumes
+    held = UNCONFIRMED_GAIN * 1 * M
+    assert sample(selector, held, held) == STARTUP_GAIN * held  # the host had paused: doubling resumes
 
 
 def test_once_measured_the_bottleneck_falls_only_with_losses_and_not_for_one_sample():
