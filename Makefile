@@ -29,7 +29,7 @@ bench: $(STAMP)
 bench-rates: $(STAMP)
 	$(BIN)/python -m netblt.host.bench --rates
 
-# Rate selection with no --rate, in virtual time, across bottlenecks, round trips and losses (about 2 minutes).
+# Rate selection with no --rate, in virtual time, across bottlenecks, round trips and losses (about 30 s).
 bench-auto: $(STAMP)
 	$(BIN)/python -m netblt.sim.rate_bench
 

@@ -27,7 +27,7 @@ class BurstPacer:
         send that rest at once whenever data came again, at any rate set since).
         """
         idle = now - self.next_burst >= CATCH_UP * self.interval
-        if (self.remaining == 0 or idle) and now >= self.next_burst:
+        if idle or (self.remaining == 0 and now >= self.next_burst):
             start = now if idle else self.next_burst
             self.next_burst = start + self.interval
             self.remaining = self.burst_size

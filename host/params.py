@@ -62,7 +62,7 @@ class Params:
     @property
     def rate_bps(self) -> float:
         """The peak data rate the burst parameters allow, in bits per second."""
-        return self.burst_size * self.packet_size * 8 * 1000 / self.burst_interval
+        return burst_rate_bps(self.burst_size, self.burst_interval, self.packet_size)
 
     @classmethod
     def from_setup(cls, packet: Setup) -> Params:
@@ -116,6 +116,11 @@ RATE_TOLERANCE = 0.01
 """How far below a requested rate the chosen burst size and interval may fall."""
 
 
+def burst_rate_bps(burst_size: int, burst_interval: int, packet_size: int) -> float:
+    """Bits per second of ``burst_size`` packets every ``burst_interval`` ms."""
+    return burst_size * packet_size * 8 * 1000 / burst_interval
+
+
 def burst_for_rate(rate_bps: float, packet_size: int, *, min_interval: int = 1,
                    max_burst: int = 0xFFFF) -> tuple[int, int]:
     """Burst size and interval (ms) for ``rate_bps``, never above it.
@@ -128,7 +133,7 @@ def burst_for_rate(rate_bps: float, packet_size: int, *, min_interval: int = 1,
         raise ParamError(f"rate {rate_bps} must be positive")
     per_ms = rate_bps / 8 / 1000 / packet_size
     if per_ms * 0xFFFF < 1:
-        slowest = packet_size * 8000 / 0xFFFF
+        slowest = burst_rate_bps(1, 0xFFFF, packet_size)
         raise ParamError(f"rate {rate_bps:g} b/s is below the slowest {packet_size}-byte packets allow "
                          f"(one per 65.535 s, {slowest:.0f} b/s)")
     max_burst = max(1, min(0xFFFF, max_burst))

@@ -33,7 +33,7 @@ from collections import deque
 from dataclasses import dataclass
 
 from .events import FirstPass
-from .params import Params, burst_for_rate
+from .params import Params, burst_for_rate, burst_rate_bps
 
 LIMITED = 0.9
 """A sample delivered at less than this share of its sending rate met a bottleneck."""
@@ -165,18 +165,14 @@ class BurstOffers:
         packet_size = self.params.packet_size
         overflowed = first_pass.lost > OVERFLOW * -(-size // packet_size)
         self.selector.arrived((first_pass.arrivals - 1) * packet_size * 8, first_pass.spread,
-                              self._bps(burst), burst[1] / 1000, lost=overflowed)
+                              burst_rate_bps(*burst, packet_size), burst[1] / 1000, lost=overflowed)
 
     def offer(self, burst: tuple[int, int]) -> tuple[int, int]:
         """What to offer while the sender uses ``burst``."""
         p = self.params
-        rate = self.selector.offer(self._bps(burst))
+        rate = self.selector.offer(burst_rate_bps(*burst, p.packet_size))
         if rate >= p.rate_bps:
             return p.burst_size, p.burst_interval
-        slowest = p.packet_size * 8 * 1000 / 0xFFFF * 1.01
+        slowest = burst_rate_bps(1, 0xFFFF, p.packet_size) * 1.01  # the 16-bit interval's longest
         return burst_for_rate(max(rate, slowest), p.packet_size, min_interval=p.burst_interval,
                               max_burst=p.burst_size)
-
-    def _bps(self, burst: tuple[int, int]) -> float:
-        size, interval = burst
-        return size * self.params.packet_size * 8 * 1000 / interval

@@ -221,9 +221,10 @@ class Receiver:
         Buffers go in number order, so nothing is due while no later buffer has begun
         and DATA of the first buffers still arrives: until a buffer is complete (and
         OK'd) the timers assumed the sender's pace, its cap if it chooses its rate,
-        which a slow path delivers far slower. A buffer none of whose packets came may not have been
-        started: a sender choosing its rate holds all but its first buffers until an OK
-        reaches it, so it is not due until a round trip after the latest OK.
+        which a slow path delivers far slower. A buffer none of whose packets came may
+        not have been started: a sender choosing its rate holds all but its first
+        buffers until an OK reaches it, so it is not due until a round trip after the
+        latest OK.
         """
         if n < self.newest:
             return None
