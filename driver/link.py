@@ -18,7 +18,9 @@ simulated board drive it exactly as :class:`BoardLink` does over a UDP socket.
 
 from __future__ import annotations
 
+import errno
 import secrets
+import select
 import socket
 import time
 from collections import deque
@@ -28,7 +30,7 @@ from netblt.host.endpoint import DataPathError
 from netblt.gateware.registers import ENGINE_REGISTERS, LINK_REGISTERS, REGISTER_MAP
 
 from . import link_format as F
-from .transport import show
+from .transport import GSO_MAX_BYTES, GSO_MAX_SEGMENTS, segmented, show
 
 ID_MODULUS = 1 << 16
 
@@ -151,7 +153,7 @@ class LinkClient:
         the replies to everything in flight."""
         if not self.in_flight:
             return True
-        oldest = min(self.in_flight, key=lambda i: (i - self.waiting[0].id) % ID_MODULUS)
+        oldest = next(iter(self.in_flight))  # requests go in flight in ID order
         return (self.waiting[0].id - oldest) % ID_MODULUS < F.WINDOW
 
     @property
@@ -301,6 +303,12 @@ class BoardLink:
         family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
         self.sock = socket.socket(family, socket.SOCK_DGRAM)
         self.sock.connect(address)
+        self.sock.setblocking(False)
+        self.poller = select.poll()
+        self.poller.register(self.sock, select.POLLIN)
+        self.offload = True
+        """Runs of equal-sized datagrams go out in one system call (UDP segmentation
+        offload) until the kernel refuses it once."""
         self.bytes_out = self.bytes_in = 0
         """UDP payload bytes sent to and received from the board."""
         self.sent_at = time.monotonic()
@@ -346,26 +354,66 @@ class BoardLink:
             self.step(None)
 
     def flush(self) -> None:
-        for datagram in self.client.outgoing(time.monotonic()):
-            self.sock.send(datagram)
-            self.bytes_out += len(datagram)
+        """Send what the client has to send now."""
+        datagrams = self.client.outgoing(time.monotonic())
+        if datagrams:
+            self._send(datagrams)
             self.sent_at = time.monotonic()
 
     def step(self, until: float | None) -> None:
+        """Send what waits, then take everything that came, waiting for the first datagram
+        until ``until``, the client's retry deadline or half a second, whichever is first."""
         client = self.client
         try:
             self.flush()
-            deadline = client.deadline
-            limit = min(x for x in (deadline, until, time.monotonic() + 0.5) if x is not None)
-            self.sock.settimeout(max(0.0, limit - time.monotonic()) or 1e-4)
-            try:
-                datagram = self.sock.recv(65536)
-            except TimeoutError:
-                client.timeout(time.monotonic())
-                return
-            self.bytes_in += len(datagram)
-            client.receive(datagram, time.monotonic())
+            came = self._receive()
+            if not came:
+                limit = min(x for x in (client.deadline, until, time.monotonic() + 0.5) if x is not None)
+                if not self.poller.poll(max(0.0, limit - time.monotonic()) * 1000 or 0.1):
+                    client.timeout(time.monotonic())
+                    return
+                came = self._receive()
+            now = time.monotonic()
+            for datagram in came:
+                client.receive(datagram, now)
         except ConnectionRefusedError:
             raise LinkError(f"no board at {self.shown}: nothing listens on that port") from None
         except LinkError as exc:
             raise type(exc)(f"board {self.shown}: {exc}") from None
+
+    def _send(self, datagrams: list[bytes]) -> None:
+        """Each datagram as it is; a run of equal-sized ones (an upload's) in one call where
+        the kernel segments it. A datagram the socket has no room for is as good as lost:
+        the link recovers it."""
+        at = 0
+        while at < len(datagrams):
+            size, end = len(datagrams[at]), at + 1
+            most = min(GSO_MAX_SEGMENTS, GSO_MAX_BYTES // size) if self.offload else 1
+            while end < len(datagrams) and end - at < most and len(datagrams[end]) == size:
+                end += 1
+            try:
+                if end - at > 1:
+                    self.sock.sendmsg(datagrams[at:end], segmented(size))
+                else:
+                    self.sock.send(datagrams[at])
+            except BlockingIOError:
+                pass
+            except OSError as exc:
+                if end - at == 1 or exc.errno not in (errno.EINVAL, errno.EOPNOTSUPP, errno.EIO):
+                    raise
+                self.offload = False  # no segmentation offload here: one call a datagram
+                continue
+            else:
+                self.bytes_out += size * (end - at)
+            at = end
+
+    def _receive(self) -> list[bytes]:
+        """Every datagram waiting on the socket, without blocking."""
+        came = []
+        while True:
+            try:
+                datagram = self.sock.recv(65536)
+            except BlockingIOError:
+                return came
+            self.bytes_in += len(datagram)
+            came.append(datagram)

@@ -7,8 +7,10 @@ from these layouts: field offsets and widths are never typed anywhere else.
 from __future__ import annotations
 
 import enum
+import operator
 import struct
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from netblt.host.layout import sequential
 
@@ -76,8 +78,7 @@ class FormatError(ValueError):
     """A datagram that is not a host-link datagram; the message says why."""
 
 
-@dataclass(frozen=True)
-class Header:
+class Header(NamedTuple):
     type: int
     id: int = 0
     session: int = 0
@@ -88,19 +89,25 @@ class Header:
     version: int = VERSION
 
 
+_in_wire_order = operator.attrgetter(*HEADER.names)
+_from_wire_order = [HEADER.names.index(name) for name in Header._fields]
+"""Header's fields in the layout's order, and back: every datagram is encoded or decoded
+with one struct call."""
+
+
 def encode(header: Header, body: bytes = b"") -> bytes:
-    values = {name: getattr(header, name, 0) for name in HEADER.names}
-    return HEADER.struct.pack(*(values[name] for name in HEADER.names)) + body
+    return HEADER.struct.pack(*_in_wire_order(header)) + body
 
 
 def decode(datagram: bytes | memoryview) -> tuple[Header, memoryview]:
     view = memoryview(datagram)
     if len(view) < HEADER.end:
         raise FormatError(f"{len(view)} bytes: a host-link datagram has a {HEADER.end}-byte header")
-    fields = dict(zip(HEADER.names, HEADER.struct.unpack_from(view)))
-    if fields["version"] != VERSION:
-        raise FormatError(f"host-link version {fields['version']}, expected {VERSION}")
-    return Header(**fields), view[HEADER.end:]
+    fields = HEADER.struct.unpack_from(view)
+    header = Header._make([fields[at] for at in _from_wire_order])
+    if header.version != VERSION:
+        raise FormatError(f"host-link version {header.version}, expected {VERSION}")
+    return header, view[HEADER.end:]
 
 
 @dataclass(frozen=True)

@@ -152,8 +152,7 @@ class Transport:
         system call where segmentation offload allows (at most :data:`GSO_MAX_SEGMENTS`
         and :data:`GSO_MAX_BYTES`); each is still one datagram on the wire."""
         if self.offload and len(view) > segment:
-            self.sock.sendmsg([view], [(socket.SOL_UDP, UDP_SEGMENT, _GSO_SIZE.pack(segment))], 0,
-                              self.destination(to))
+            self.sock.sendmsg([view], segmented(segment), 0, self.destination(to))
             return
         for at in range(0, max(len(view), 1), segment):  # an empty datagram is a datagram too
             self.send([view[at:at + segment]], to)
@@ -209,6 +208,11 @@ class Transport:
 
     def close(self) -> None:
         self.sock.close()
+
+
+def segmented(segment: int) -> list[tuple[int, int, bytes]]:
+    """The ancillary data that has one sendmsg carry datagrams of ``segment`` bytes."""
+    return [(socket.SOL_UDP, UDP_SEGMENT, _GSO_SIZE.pack(segment))]
 
 
 def _family_of(host: str) -> int:

@@ -5,6 +5,8 @@ frames are read back with the host codec and with scapy."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import os
 import random
@@ -59,11 +61,26 @@ def data(tmp_path: Path, seed: int) -> Path:
     return path
 
 
-def board_sends(board: SimBoard, tmp_path: Path, *options: str, loss: str = "0%", link_loss: str = "0%",
-                seed: int = 1) -> tuple[dict, dict]:
-    source = data(tmp_path, seed)
+def partly_received(tmp_path: Path, source: Path, held: int) -> Path:
+    """An output folder holding buffer ``held`` (of 16 KiB) of ``source`` in a partial file
+    with its resume record, as an interrupted transfer leaves them."""
     out = tmp_path / "out"
     out.mkdir()
+    data = source.read_bytes()
+    start, end = (held - 1) * 16384, min(held * 16384, len(data))
+    with open(out / "data.bin.partial", "wb") as f:
+        f.seek(start)
+        f.write(data[start:end])
+    (out / "data.bin.partial.resume").write_text(json.dumps(
+        {"size": len(data), "sha256": hashlib.sha256(data).hexdigest(), "ranges": [[start, end]]}))
+    return out
+
+
+def board_sends(board: SimBoard, tmp_path: Path, *options: str, loss: str = "0%", link_loss: str = "0%",
+                seed: int = 1, held: int | None = None) -> tuple[dict, dict]:
+    source = data(tmp_path, seed)
+    out = partly_received(tmp_path, source, held) if held else tmp_path / "out"
+    out.mkdir(exist_ok=True)
     recv, port = start_recv(out)
     peer = relay(port, loss, seed) if loss != "0%" else port
     link = relay(board.link, link_loss, seed + 100) if link_loss != "0%" else board.link
@@ -72,14 +89,15 @@ def board_sends(board: SimBoard, tmp_path: Path, *options: str, loss: str = "0%"
     got, err = finish(recv, timeout=60)
     assert done.returncode == 0, f"board's host: {done.stderr}\nreceiver: {err}"
     assert (out / "data.bin").read_bytes() == source.read_bytes()
+    assert sorted(p.name for p in out.iterdir()) == ["data.bin"]
     return reports(done.stdout)[0], got[0]
 
 
 def board_receives(board: SimBoard, tmp_path: Path, *send_options: str, loss: str = "0%", link_loss: str = "0%",
-                   seed: int = 1, during=None) -> tuple[dict, dict]:
+                   seed: int = 1, during=None, held: int | None = None) -> tuple[dict, dict]:
     source = data(tmp_path, seed)
-    out = tmp_path / "out"
-    out.mkdir()
+    out = partly_received(tmp_path, source, held) if held else tmp_path / "out"
+    out.mkdir(exist_ok=True)
     link = relay(board.link, link_loss, seed + 100) if link_loss != "0%" else board.link
     recv = spawn(["recv", "--board", f"127.0.0.1:{link}", "--listen", f":{board.netblt}", "--out", str(out),
                   "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=out)
@@ -94,6 +112,7 @@ def board_receives(board: SimBoard, tmp_path: Path, *send_options: str, loss: st
     stdout, err = recv.communicate(timeout=60)
     assert done.returncode == 0, f"sender: {done.stderr}\nreceiving board's host: {err}{stdout}"
     assert (out / "data.bin").read_bytes() == source.read_bytes()
+    assert sorted(p.name for p in out.iterdir()) == ["data.bin"]
     return reports(done.stdout)[0], reports(stdout)[0]
 
 
@@ -122,6 +141,16 @@ def test_a_board_sends_over_a_lossy_wan(board, tmp_path, loss):
 def test_a_board_receives_over_a_lossy_wan(board, tmp_path, loss):
     sender, receiver = board_receives(board, tmp_path, loss=loss, seed=int(loss[0]) + 10)
     assert receiver["ok"]
+
+
+@pytest.mark.parametrize("way, held", [("sends", 2), ("receives", 1)])
+def test_a_transfer_through_a_board_resumes_a_partial_file(board, tmp_path, way, held):
+    """The receiver already holds one buffer of the file, as an interrupted transfer left
+    it: the board's end sends, or takes, only the others."""
+    carry = board_sends if way == "sends" else board_receives
+    sender, receiver = carry(board, tmp_path, held=held, seed=61 + held)
+    assert sender["ok"] and receiver["ok"]
+    assert receiver["resumed_bytes"] == 16384 and receiver["bytes"] == SIZE - 16384
 
 
 def test_a_board_sends_to_a_board_over_a_lossy_wan(board, tmp_path):
