@@ -34,7 +34,7 @@ from netblt.host.params import Params, burst_for_rate
 
 from . import link_format as F
 from .control_codec import ControlCodec
-from .link import BoardInUse, BoardLink, LinkError, Request
+from .link import BoardInUse, BoardLink, LinkError, Part, Request
 from .transport import Address, Kind
 
 WIRE_BPS = 1e9
@@ -123,7 +123,7 @@ class Slot:
     data: bytes | None = None
     queried: bool = False
     """Its missing packets were asked for: resends came, so its arrivals are no first pass."""
-    timing: Request | None = None
+    timing: Request | Part | None = None
     """The read of its arrival times, made as it completed."""
 
 
@@ -507,7 +507,7 @@ class BoardDataPath:
                 if not slot.queried:  # every packet came in the first pass: its times are the rate selector's
                     timing = [_write("STATUS_SLOT", index), _read("SLOT_RECEIVED"), _read("SLOT_FIRST_AT"),
                               _read("SLOT_LAST_AT")]
-                    (slot.timing,) = self.link.submit([(F.Type.REGISTERS, F.encode_operations(timing), 0)])
+                    (slot.timing,) = self.link.submit([(F.Type.REGISTERS, F.encode_operations(timing), 0)], join=True)
                 slot.download = self.link.submit(F.download_requests(
                     index * self.geometry.slot_bytes // 4, slot.size, self.link.mtu))
 
@@ -574,7 +574,7 @@ class BoardDataPath:
     def _operations(self, operations: list[F.Operation], wait: bool = False) -> list[int]:
         """Queue register operations (as few requests as fit); with ``wait``, their read values."""
         requests = self.link.submit([(F.Type.REGISTERS, F.encode_operations(operations[at:at + OPERATIONS]), 0)
-                                     for at in range(0, len(operations), OPERATIONS)])
+                                     for at in range(0, len(operations), OPERATIONS)], join=True)
         if not wait:
             return []
         replies = self.link.wait(requests)

@@ -60,6 +60,22 @@ class Request:
 
 
 @dataclass
+class Part:
+    """Register operations that joined an earlier request: their share of its reply."""
+
+    request: Request
+    start: int
+    length: int
+
+    @property
+    def reply(self) -> tuple[F.Header, bytes] | None:
+        if self.request.reply is None:
+            return None
+        header, body = self.request.reply
+        return header, body[self.start:self.start + self.length]
+
+
+@dataclass
 class Pushed:
     """What the board pushed: EVENT words and control packets, in arrival order."""
 
@@ -106,7 +122,16 @@ class LinkClient:
     def opened(self) -> bool:
         return self.opening is not None and self.opening.reply is not None
 
-    def submit(self, kind: F.Type, body: bytes = b"", value: int = 0) -> Request:
+    def submit(self, kind: F.Type, body: bytes = b"", value: int = 0, join: bool = False) -> Request | Part:
+        """Queue a request. With ``join``, register operations join the last request still
+        waiting when that is register operations with room: one datagram instead of
+        several, each way, and the same order of execution."""
+        last = self.waiting[-1] if self.waiting else None
+        if join and kind == F.Type.REGISTERS and last is not None and last.type == F.Type.REGISTERS \
+                and len(last.body) + len(body) <= F.MAX_OPERATIONS * F.OPERATION.end:
+            part = Part(last, len(last.body), len(body))
+            last.body += body
+            return part
         request = Request(self.next_id, kind, body, value)
         self.next_id = (self.next_id + 1) % ID_MODULUS
         self.waiting.append(request)
@@ -318,11 +343,11 @@ class BoardLink:
         self.client.open(take_over)
         self._run(lambda: self.client.opened)
 
-    def submit(self, requests: F.Requests) -> list[Request]:
+    def submit(self, requests: F.Requests, join: bool = False) -> list[Request | Part]:
         """Queue requests; they go out as the window allows while the link runs."""
-        return [self.client.submit(kind, body, value) for kind, body, value in requests]
+        return [self.client.submit(kind, body, value, join) for kind, body, value in requests]
 
-    def wait(self, requests: list[Request]) -> list[tuple[F.Header, bytes]]:
+    def wait(self, requests: list[Request | Part]) -> list[tuple[F.Header, bytes]]:
         self._run(lambda: all(r.reply is not None for r in requests))
         return [r.reply for r in requests]
 

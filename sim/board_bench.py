@@ -14,6 +14,7 @@ board keeps time.
    downloading 64 MiB to a loopback responder that answers each request at once (a
    separate process, so only the host side's CPU is counted). A simulated board runs
    thousands of times slower than the host, so this is how CPU per GB is measured.
+   Beside it, the floor: the same bytes through one socket with no protocol at all.
 3. The software path's CPU per GB: ``netblt send`` to ``netblt recv`` on loopback, 256 MiB.
 """
 
@@ -192,21 +193,35 @@ def through_board(tmp: Path) -> dict:
     return results
 
 
-def link_kind(datagram: bytes) -> str:
-    """What a host-link datagram is for, by its type and, for REGISTERS, what it touches."""
+TIMED, FIRST_PASS = "REGISTERS: reads before a timer (time-driven)", "REGISTERS: a buffer's first-pass times"
+OPERATION_KINDS = {"CYCLES": TIMED, "STATE": TIMED, "RX_HIGH_ACK": TIMED,
+                   "ARG0": "REGISTERS: commands", "ARG1": "REGISTERS: commands", "COMMAND": "REGISTERS: commands",
+                   "SEND_DATA": "REGISTERS: control packets out", "SEND_LENGTH": "REGISTERS: control packets out"}
+NAMES = {address: name for name, address in ADDRESS.items()}
 
+
+def link_bytes_by_kind(datagram: bytes) -> Counter[str]:
+    """A host-link datagram's bytes by what they are for: its type, or for REGISTERS, each
+    operation by the register it touches (requests carry several kinds once joined), the
+    header going with the first. A slot's reads (STATUS_SLOT, then its SLOT_ registers)
+    are a buffer's first-pass times when they include SLOT_FIRST_AT, else a timer's."""
     header, body = F.decode(datagram)
     kind = F.Type(header.type & ~F.REPLY)
     if kind != F.Type.REGISTERS:
-        return kind.name
-    registers = {op.register for op in F.decode_operations(body)}
-    if ADDRESS["CYCLES"] in registers:
-        return "REGISTERS: reads before a timer (time-driven)"
-    if ADDRESS["COMMAND"] in registers:
-        return "REGISTERS: commands"
-    if ADDRESS["SEND_DATA"] in registers:
-        return "REGISTERS: control packets out"
-    return "REGISTERS: set-up and counters"
+        return Counter({kind.name: len(datagram)})
+    names = [NAMES.get(op.register, "") for op in F.decode_operations(body)]
+    kinds, slot_reads = [], []
+    for name in names + [""]:
+        if slot_reads and (name == "STATUS_SLOT" or not name.startswith("SLOT_")):
+            kinds += [FIRST_PASS if "SLOT_FIRST_AT" in slot_reads else TIMED] * len(slot_reads)
+            slot_reads = []
+        if name == "STATUS_SLOT" or slot_reads:
+            slot_reads.append(name)
+        elif name:
+            kinds.append(OPERATION_KINDS.get(name, "REGISTERS: set-up and counters"))
+    counts = Counter({k: F.OPERATION.end * n for k, n in Counter(kinds).items()})
+    counts[kinds[0] if kinds else "REGISTERS: set-up and counters"] += F.HEADER.end
+    return counts
 
 
 def host_link_bytes(frames) -> Counter[str]:
@@ -214,8 +229,7 @@ def host_link_bytes(frames) -> Counter[str]:
     counts: Counter[str] = Counter()
     for frame in frames:
         if UDP in frame and F.LINK_PORT in (frame[UDP].sport, frame[UDP].dport):
-            datagram = bytes(frame[UDP].payload)[:frame[UDP].len - 8]
-            counts[link_kind(datagram)] += len(datagram)
+            counts += link_bytes_by_kind(bytes(frame[UDP].payload)[:frame[UDP].len - 8])
     return counts
 
 
@@ -451,7 +465,7 @@ def main(argv: list[str] | None = None) -> int:
         console.print(f"1. {TRANSFER >> 20} MiB each way through netblt sim-board (minutes) ...")
         results = through_board(tmp)
         console.print(f"2. the host link against a loopback responder, {LINK_BYTES >> 20} MiB each way ...")
-        link = {mtu: link_speed(mtu) for mtu in (1500, 9000)}
+        link = {mtu: link_speed(mtu) | {"floor": kernel_floor(mtu)} for mtu in (1500, 9000)}
         console.print(f"3. the software path on loopback, {SOFTWARE_BYTES >> 20} MiB ...")
         software = software_cpu(tmp)
         frames = rdpcap(str(results["pcap"]))
@@ -488,10 +502,12 @@ def print_tables(console, results, frames, mac, link, software, loop) -> None:
     console.print(table)
 
     table = Table(title="The host link at the host's speed (BoardLink against a loopback responder)")
-    for column in ("MTU", "upload Mb/s", "upload CPU s/GB", "download Mb/s", "download CPU s/GB"):
+    for column in ("MTU", "upload Mb/s", "upload CPU s/GB", "download Mb/s", "download CPU s/GB",
+                   "the bytes alone through a socket, CPU s/GB"):
         table.add_column(column, justify="right")
     for mtu, ways in link.items():
-        table.add_row(str(mtu), *(f"{v:.3g}" for way in ("upload", "download") for v in ways[way]))
+        table.add_row(str(mtu), *(f"{v:.3g}" for way in ("upload", "download") for v in ways[way]),
+                      f"{ways['floor']:.3g}")
     console.print(table)
     table = Table(title=f"The software path on loopback, {SOFTWARE_BYTES} bytes: host CPU s/GB")
     for column in ("end", "whole process (file and SHA-256 included)", "its data path's threads"):

@@ -38,6 +38,27 @@ def test_every_request_runs_exactly_once_in_order_through_a_bad_path(seed):
 
 
 @pytest.mark.parametrize("seed", range(5))
+def test_joined_operations_run_once_in_order_and_each_gets_its_own_reply(seed):
+    """Register operations submitted with ``join`` share a request while it waits (as many
+    as one holds); an upload between them ends the sharing, so the order holds."""
+    board = BoardModel()
+    board.fifo.extend(range(1000, 1200))
+    client, link = opened(board, seed, **IMPAIRED)
+    parts = []
+    for i in range(100):
+        ops = [F.Operation(F.Opcode.WRITE, 1, i), F.Operation(F.Opcode.READ, EVENT_REGISTER)]
+        parts.append(client.submit(F.Type.REGISTERS, F.encode_operations(ops), join=True))
+        if i == 50:
+            client.submit(F.Type.UPLOAD, b"\0\0\0\1", 0)
+    link.run(client, lambda: all(p.reply for p in parts))
+    carriers = list(dict.fromkeys(p.request.id if hasattr(p, "request") else p.id for p in parts))
+    assert carriers == [1, 2, 4, 5]  # 31 pairs fill a request: 31 + 20, the upload (3), 31 + 18
+    assert [i for i, kind in board.executed if kind == F.Type.REGISTERS] == carriers
+    assert [F.decode_operations(p.reply[1])[1].value for p in parts] == list(range(1000, 1100))
+    assert [F.decode_operations(p.reply[1])[0].value for p in parts] == list(range(100))
+
+
+@pytest.mark.parametrize("seed", range(5))
 def test_uploads_and_downloads_are_byte_exact_through_a_bad_path(seed):
     board = BoardModel()
     data = os.urandom(4 * 2000)
