@@ -84,10 +84,10 @@ def run_probed(argv: list[str]) -> int:
         log.extend((now, "in", d) for d in came)
         return came
 
-    def probed_submit(self, requests: F.Requests) -> list:
+    def probed_submit(self, requests: F.Requests, join: bool = False) -> list:
         now = time.monotonic()
         log.extend((now, "submit", F.encode(F.Header(kind, value=value), body)) for kind, body, value in requests)
-        return submit(self, requests)
+        return submit(self, requests, join)
 
     taken, downloaded = board.BoardDataPath._event, board.BoardDataPath._downloaded
 

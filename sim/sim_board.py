@@ -17,6 +17,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from netblt.host.layout import IP_PROTOCOL
 from netblt.host.units import parse_port
 
 MODULE = "netblt.sim.sim_board_tb"
@@ -32,6 +33,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--mtu", type=int, default=1500, choices=(1500, 9000),
                         help="the largest IP datagram the simulated wire carries (default: 1500)")
     parser.add_argument("--pcap", type=Path, metavar="FILE", help="write every frame on the board's wire here")
+    parser.add_argument("--transport", choices=("udp", "ip"), default="udp",
+                        help="ip: carry NETBLT natively on IP protocol 30 to and from the board's NETBLT port "
+                             "as well as in UDP (needs root or CAP_NET_RAW)")
 
 
 def design(board: str | None):
@@ -58,6 +62,13 @@ def run_from_args(args: argparse.Namespace) -> int:
             except OSError as exc:
                 print(f"netblt sim-board: error: cannot listen on 127.0.0.1:{port}: {exc.strerror}", file=sys.stderr)
                 return 1
+    if args.transport == "ip":
+        try:
+            socket.socket(socket.AF_INET, socket.SOCK_RAW, IP_PROTOCOL).close()
+        except OSError as exc:
+            print(f"netblt sim-board: error: --transport ip needs a raw socket (root or CAP_NET_RAW): "
+                  f"{exc.strerror}", file=sys.stderr)
+            return 1
     if args.pcap is not None and not args.pcap.parent.is_dir():
         print(f"netblt sim-board: error: no directory {str(args.pcap.parent)!r} for the pcap", file=sys.stderr)
         return 2
@@ -82,6 +93,7 @@ def run_from_args(args: argparse.Namespace) -> int:
         print(f"netblt sim-board: error: the Verilator build failed; see {log}", file=sys.stderr)
         return 1
     settings = {"link_port": args.link_port, "netblt_port": args.netblt_port, "mtu": args.mtu,
+                "transport": args.transport,
                 "pcap": str(args.pcap.resolve()) if args.pcap else "", "clock_hz": config.clock_hz,
                 "parent": os.getpid()}
     env = {"NETBLT_SIM_BOARD": json.dumps(settings), "NETBLT_TB_CLOCK_HZ": str(config.clock_hz),

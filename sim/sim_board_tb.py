@@ -3,7 +3,10 @@ bridged to two UDP sockets on loopback.
 
 Datagrams to the link socket reach the board's host link, and those to the NETBLT
 socket its NETBLT port, each in an Ethernet frame from the sender's own address and
-port; the board's answers go back out of the socket its source port belongs to. ARP
+port; the board's answers go back out of the socket its source port belongs to. With
+``--transport ip``, NETBLT natively on IP protocol 30 is bridged too, through a raw
+socket: the packets on loopback whose NETBLT destination port is the board's go in, and
+the board's protocol-30 packets go out to their destination. ARP
 requests are answered for every address but the board's, as a router would. Frames to
 anything but loopback are dropped and counted: a simulated board's addresses live only
 inside its frames. The run ends with a summary when ``netblt sim-board`` is interrupted or terminated
@@ -29,6 +32,8 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import ARP, Ether
 
 from netblt.driver import link_format as F
+from netblt.host import layout as L
+from netblt.host.layout import IP_PROTOCOL
 from netblt.hw.liteeth_core import IP_ADDRESS, MAC_ADDRESS
 from netblt.sim.ethernet_wire import HOST_MAC, Wire, udp_payload
 
@@ -45,9 +50,11 @@ thousands of times slower than the datagrams that reach its sockets)."""
 class Bridge(Wire):
     """The wire's far end: frames to and from UDP sockets on loopback."""
 
-    def attach(self, sockets: dict[int, socket.socket], mtu: int) -> None:
-        """``sockets``: the board's UDP port each one stands for."""
-        self.sockets, self.mtu = sockets, mtu
+    def attach(self, sockets: dict[int, socket.socket], mtu: int, native: socket.socket | None = None,
+               netblt_port: int = 0) -> None:
+        """``sockets``: the board's UDP port each one stands for; ``native``: a raw socket
+        for IP protocol 30, whose packets to ``netblt_port`` are the board's."""
+        self.sockets, self.mtu, self.native, self.netblt_port = sockets, mtu, native, netblt_port
         self.counts: Counter[str] = Counter()
 
     async def arrived(self, packet: Ether) -> None:
@@ -55,7 +62,8 @@ class Bridge(Wire):
             if packet[ARP].op == 1 and packet[ARP].pdst != IP_ADDRESS:
                 await self.answer_arp(packet)
             return
-        if UDP not in packet or packet[UDP].sport not in self.sockets:
+        native = self.native is not None and IP in packet and packet[IP].proto == IP_PROTOCOL
+        if not native and (UDP not in packet or packet[UDP].sport not in self.sockets):
             self.counts["from the board, not UDP from a bridged port (dropped)"] += 1
             return
         destination = packet[IP].dst
@@ -63,7 +71,10 @@ class Bridge(Wire):
             self.counts[f"from the board to {destination}, not loopback (dropped)"] += 1
             return
         try:
-            self.sockets[packet[UDP].sport].sendto(udp_payload(packet), (destination, packet[UDP].dport))
+            if native:
+                self.native.sendto(bytes(packet[IP].payload)[:packet[IP].len - 4 * packet[IP].ihl], (destination, 0))
+            else:
+                self.sockets[packet[UDP].sport].sendto(udp_payload(packet), (destination, packet[UDP].dport))
             self.counts["datagrams out"] += 1
         except OSError:
             self.counts["datagrams out that the host refused"] += 1
@@ -76,15 +87,27 @@ class Bridge(Wire):
                     data, (address, source_port) = sock.recvfrom(65536)
                 except (BlockingIOError, ConnectionRefusedError):
                     break
-                if len(data) > self.mtu - 28:
-                    self.counts[f"datagrams in over the {self.mtu}-byte MTU (dropped)"] += 1
-                    continue
-                if self.source.count() >= WIRE_QUEUE:
-                    self.counts["datagrams in while the board's wire was full (dropped)"] += 1
-                    continue
-                self.counts["datagrams in"] += 1
-                await self.send(Ether(dst=MAC_ADDRESS, src=HOST_MAC) / IP(src=address, dst=IP_ADDRESS)
-                                / UDP(sport=source_port, dport=port) / data)
+                await self._carry(IP(src=address, dst=IP_ADDRESS) / UDP(sport=source_port, dport=port) / data)
+        for _ in range(BATCH if self.native is not None else 0):
+            try:
+                datagram, (address, _) = self.native.recvfrom(65536)
+            except BlockingIOError:
+                break
+            data = datagram[4 * (datagram[0] & 0x0F):]  # a raw socket's datagrams come with their IP header
+            port = L.HEADER.field("foreign_port")
+            if int.from_bytes(data[port.offset:port.end], "big") == self.netblt_port:
+                await self._carry(IP(src=address, dst=IP_ADDRESS, proto=IP_PROTOCOL) / data)
+
+    async def _carry(self, packet: IP) -> None:
+        """One datagram onto the board's wire, as a switch port would: dropped when over
+        the MTU or when the port's queue is full."""
+        if len(packet) > self.mtu:
+            self.counts[f"datagrams in over the {self.mtu}-byte MTU (dropped)"] += 1
+        elif self.source.count() >= WIRE_QUEUE:
+            self.counts["datagrams in while the board's wire was full (dropped)"] += 1
+        else:
+            self.counts["datagrams in"] += 1
+            await self.send(Ether(dst=MAC_ADDRESS, src=HOST_MAC) / packet)
 
 
 def bind(port: int) -> socket.socket:
@@ -100,6 +123,20 @@ def bind(port: int) -> socket.socket:
     return sock
 
 
+def raw() -> socket.socket:
+    """A raw socket for NETBLT natively on IP (protocol 30), on loopback."""
+    try:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_RAW, IP_PROTOCOL)
+        sock.bind(("127.0.0.1", 0))
+    except OSError as exc:
+        print(f"netblt sim-board: error: --transport ip needs a raw socket (root or CAP_NET_RAW): {exc.strerror}",
+              file=sys.stderr, flush=True)
+        os._exit(1)
+    sock.setblocking(False)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+    return sock
+
+
 @cocotb.test()
 async def serve(dut):
     settings = json.loads(os.environ["NETBLT_SIM_BOARD"])
@@ -110,10 +147,12 @@ async def serve(dut):
     pcap = Path(settings["pcap"]) if settings["pcap"] else None
     bridge = await Bridge.create(dut, None, pcap)
     netblt_port = netblt.getsockname()[1]
-    bridge.attach({F.LINK_PORT: link, netblt_port: netblt}, settings["mtu"])
+    native = raw() if settings["transport"] == "ip" else None
+    bridge.attach({F.LINK_PORT: link, netblt_port: netblt}, settings["mtu"], native, netblt_port)
     clock_hz = settings["clock_hz"]
     print(f"management 127.0.0.1:{link.getsockname()[1]}", flush=True)  # the host link: --board, board status
-    print(f"netblt 127.0.0.1:{netblt_port} (the board's NETBLT UDP port is {netblt_port})", flush=True)
+    print(f"netblt 127.0.0.1:{netblt_port} (the board's NETBLT UDP port is {netblt_port}"
+          + (", natively on IP protocol 30 too)" if native else ")"), flush=True)
     started, begun_ns = time.monotonic(), get_sim_time("ns")
     told = False
     while not stop and os.getppid() == settings["parent"]:  # ends with netblt sim-board
@@ -130,8 +169,9 @@ async def serve(dut):
           f"(1 : {ratio(started, begun_ns):,.0f})", flush=True)
     for what, count in sorted(bridge.counts.items()):
         print(f"  {what}: {count}", flush=True)
-    link.close()
-    netblt.close()
+    for sock in (link, netblt, native):
+        if sock is not None:
+            sock.close()
 
 
 def ratio(started: float, begun_ns: float) -> float:

@@ -77,11 +77,12 @@ def partly_received(tmp_path: Path, source: Path, held: int) -> Path:
 
 
 def board_sends(board: SimBoard, tmp_path: Path, *options: str, loss: str = "0%", link_loss: str = "0%",
-                seed: int = 1, held: int | None = None) -> tuple[dict, dict]:
+                seed: int = 1, held: int | None = None, recv_options: tuple[str, ...] = ()) -> tuple[dict, dict]:
+    tmp_path.mkdir(exist_ok=True)
     source = data(tmp_path, seed)
     out = partly_received(tmp_path, source, held) if held else tmp_path / "out"
     out.mkdir(exist_ok=True)
-    recv, port = start_recv(out)
+    recv, port = start_recv(out, *recv_options)
     peer = relay(port, loss, seed) if loss != "0%" else port
     link = relay(board.link, link_loss, seed + 100) if link_loss != "0%" else board.link
     done = send(str(source), f"127.0.0.1:{peer}", "--board", f"127.0.0.1:{link}", "--local-port",
@@ -94,13 +95,15 @@ def board_sends(board: SimBoard, tmp_path: Path, *options: str, loss: str = "0%"
 
 
 def board_receives(board: SimBoard, tmp_path: Path, *send_options: str, loss: str = "0%", link_loss: str = "0%",
-                   seed: int = 1, during=None, held: int | None = None) -> tuple[dict, dict]:
+                   seed: int = 1, during=None, held: int | None = None,
+                   recv_options: tuple[str, ...] = ()) -> tuple[dict, dict]:
+    tmp_path.mkdir(exist_ok=True)
     source = data(tmp_path, seed)
     out = partly_received(tmp_path, source, held) if held else tmp_path / "out"
     out.mkdir(exist_ok=True)
     link = relay(board.link, link_loss, seed + 100) if link_loss != "0%" else board.link
     recv = spawn(["recv", "--board", f"127.0.0.1:{link}", "--listen", f":{board.netblt}", "--out", str(out),
-                  "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=out)
+                  "--json", *recv_options], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=out)
     said = ""
     while "waiting for a sender" not in (line := recv.stderr.readline()):
         said += line
@@ -236,6 +239,23 @@ def test_every_frame_the_board_sent_decodes_and_obeys_negotiation(board, pcap, t
     assert not [fault for r in results for fault in r.faults]
     assert sum(r.on_grid + r.waited + r.first_of_buffer for r in results) == sum(map(len, buffers.values()))
     assert sum(r.on_grid for r in results) > sum(r.waited + r.first_of_buffer for r in results)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="native IP needs root")
+def test_a_board_sends_and_receives_natively_on_ip(tmp_path):
+    """--transport ip: the board's DATA and control packets are IP protocol 30, to and from
+    software peers that can only hear protocol 30 (raw sockets), both ways."""
+    native = SimBoard("--transport", "ip")
+    try:
+        sender, receiver = board_sends(native, tmp_path / "sends", "--transport", "ip",
+                                       recv_options=("--transport", "ip"), seed=71)
+        assert sender["ok"] and receiver["ok"] and sender["data_path"] == "board"
+        sender, receiver = board_receives(native, tmp_path / "receives", "--transport", "ip",
+                                          recv_options=("--transport", "ip"), seed=72)
+        assert sender["ok"] and receiver["ok"] and receiver["data_path"] == "board"
+    finally:
+        native.proc.kill()
+        native.proc.wait()
 
 
 def test_a_board_refuses_a_stream_it_cannot_size(board, tmp_path):
