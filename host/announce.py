@@ -1,11 +1,14 @@
 """What a sender says about a file in its OPEN client string (not part of RFC 998).
 
-``netblt-file/1 size=N sha256=HEX name=NAME files=I/N session=S``, fields separated by
+``netblt-file/1 size=N modified=NS name=NAME files=I/N session=S``, fields separated by
 spaces. ``NAME`` is the file's path relative to what was sent, ``/``-separated and
-percent-encoded UTF-8, so any name travels intact and the receiver judges it. A stream
-of unknown length says ``size=stream`` and gives no digest: its data ends in a trailer
-(host/files.py). ``files`` and ``session`` tie the files of one ``netblt send`` together.
-With a shared secret, host/auth.py appends ``time``, ``nonce`` and ``mac``.
+percent-encoded UTF-8, so any name travels intact and the receiver judges it. The data's
+SHA-256 follows it in a trailer (host/files.py), so the first buffer leaves while the
+sender is still hashing; ``modified`` (the file's modification time in ns) with the size
+tells a receiver holding part of the file whether it may resume. A stream of unknown
+length says ``size=stream``. An announcement may instead name ``sha256=HEX`` up front:
+then there is no trailer. ``files`` and ``session`` tie the files of one ``netblt send``
+together. With a shared secret, host/auth.py appends ``time``, ``nonce`` and ``mac``.
 """
 
 from __future__ import annotations
@@ -23,14 +26,28 @@ class Announcement:
     size: int | None
     """None: a stream, whose length the trailer gives."""
     sha256: str | None = None
+    """None: the digest follows the data in a trailer."""
     index: int = 1
     count: int = 1
     session: str = ""
+    modified: int | None = None
+    """The file's modification time (ns): with the size, what a resumed transfer must match."""
+
+    @property
+    def trailer(self) -> bool:
+        return self.sha256 is None
+
+    @property
+    def identity(self) -> tuple:
+        """What a partial copy must have been announced with to resume from."""
+        return self.size, self.sha256, self.modified
 
     def encode(self) -> bytes:
         fields = [f"size={STREAM if self.size is None else self.size}"]
         if self.sha256:
             fields.append(f"sha256={self.sha256}")
+        if self.modified is not None:
+            fields.append(f"modified={self.modified}")
         fields.append(f"name={quote(self.name, safe='/')}")
         if self.count > 1 or self.session:
             fields += [f"files={self.index}/{self.count}", f"session={self.session}"]
@@ -56,11 +73,16 @@ def read(client_string: bytes) -> Announcement:
         name = unquote(f["name"], errors="strict")
         size = None if f["size"] == STREAM else int(f["size"])
         index, _, count = f.get("files", "1/1").partition("/")
-        announced = Announcement(name, size, f.get("sha256"), int(index), int(count), f.get("session", ""))
+        modified = int(f["modified"]) if "modified" in f else None
+        announced = Announcement(name, size, f.get("sha256"), int(index), int(count), f.get("session", ""),
+                                 modified)
     except (KeyError, ValueError, UnicodeDecodeError) as exc:
         raise ValueError(f"bad file announcement: {exc}") from None
-    if announced.size is not None and (announced.size < 0 or not announced.sha256):
-        raise ValueError("bad file announcement: a file needs its size and SHA-256")
+    if announced.size is not None and announced.size < 0:
+        raise ValueError("bad file announcement: a negative size")
+    if announced.sha256 is not None and (len(announced.sha256) != 64 or
+                                         any(c not in "0123456789abcdef" for c in announced.sha256)):
+        raise ValueError("bad file announcement: a SHA-256 is 64 hex digits")
     if not 1 <= announced.index <= announced.count:
         raise ValueError(f"bad file announcement: file {announced.index} of {announced.count}")
     return announced

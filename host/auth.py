@@ -6,8 +6,9 @@ The receiver admits only an OPEN whose MAC checks out, whose time is within
 :data:`WINDOW` of its own clock, and whose (UID, nonce) it has not admitted before, so a
 recorded OPEN cannot be replayed. Its RESPONSE carries a MAC over the same UID and
 nonce: the sender learns that it reached the holder of the secret. The sender's SHA-256
-of the data is one of the fields the OPEN's MAC covers (a stream's travels in its
-trailer under a MAC of its own), so data altered on the way fails the final check.
+of the data travels in the trailer after it under a MAC of its own (an up-front digest
+would be one of the fields the OPEN's MAC covers), so data altered on the way fails the
+final check.
 The secret itself never goes on the wire. Nothing is encrypted.
 """
 
@@ -107,7 +108,7 @@ class Secret:
         nonce = fields(open_string).get("nonce", "")
         return _mac(self.key, b"netblt-response/1", uid.to_bytes(4, "big"), nonce.encode())
 
-    # -- a stream's digest -----------------------------------------------------------------------
+    # -- the data's digest, in its trailer -------------------------------------------------------
 
     def seal(self, uid: int, digest: bytes) -> bytes:
         return bytes.fromhex(_mac(self.key, b"netblt-trailer/1", uid.to_bytes(4, "big"), digest))

@@ -1,15 +1,19 @@
 """Files as transfer sources and sinks, and the end-to-end SHA-256 that checks them.
 
-A sender announces each file's size and SHA-256 in its OPEN (host/announce.py); the
-receiver hashes the data in file order as buffers are delivered and compares at the
-end. A stream (a pipe, or ``-`` for standard input) has no size or digest up front:
-its data is followed by a trailer with its length and SHA-256 (and, with a shared
-secret, their MAC), which the receiver checks and never writes out.
+A sender announces each file's size and modification time in its OPEN
+(host/announce.py) and sends its data followed by a trailer with its length and SHA-256
+(and, with a shared secret, their MAC): the file is hashed while it is sent, so a large
+file's first buffer does not wait for its digest. A stream (a pipe, or ``-`` for
+standard input) is sent the same way, with no size up front. The receiver hashes the
+data in file order as buffers are delivered, checks it against the trailer at the end
+and never writes the trailer out.
 
 The receiver writes ``<name>.partial`` inside its output directory only, and renames it
 only when verified; it never replaces an existing file unless told to. Beside the
 partial file, ``<name>.partial.resume`` records which buffers are written and synced,
-so an interrupted transfer of the same file (same size and SHA-256) sends only the rest.
+so an interrupted transfer of the same file (same size and modification time) sends
+only the rest; the trailer's digest still checks the whole, so a file changed in place
+with both kept fails its check rather than splicing old data into new.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import math
 import os
 import stat
 import struct
+import threading
 import time
 import unicodedata
 from collections.abc import Callable
@@ -71,37 +76,68 @@ def trailer_size(sealed: bool) -> int:
 
 
 class FileSource:
-    """A regular file: its size and SHA-256 are known before the OPEN."""
+    """A regular file: its size and modification time are known before the OPEN; its
+    SHA-256 is computed by a thread while the data goes out, and follows the data in the
+    trailer. ``size`` is what the transfer carries: the data and the trailer."""
 
-    def __init__(self, path: str | os.PathLike) -> None:
+    def __init__(self, path: str | os.PathLike, seal: Callable[[bytes], bytes] | None = None) -> None:
         self.path = Path(path)
         self.fd = _open_for_reading(self.path)
-        self.size: int | None = os.fstat(self.fd).st_size
+        status = os.fstat(self.fd)
+        self.length, self.modified = status.st_size, status.st_mtime_ns
+        self.size: int | None = self.length + trailer_size(seal is not None)
+        self.seal = seal
+        self._hash = hashlib.sha256()
+        self._hashed: OSError | None = None
+        """How hashing ended: None while it runs or once it went well, else its error."""
+        self._hasher = threading.Thread(target=self._hash_all, name=f"sha256 {self.path.name}", daemon=True)
+        self._hasher.start()
+        self._trailer: bytes | None = None
 
-    def sha256(self, progress: Callable[[int], None] | None = None) -> str:
-        digest, done = hashlib.sha256(), 0
-        while chunk := os.pread(self.fd, CHUNK, done):
-            digest.update(chunk)
-            done += len(chunk)
-            if progress:
-                progress(done)
-        if done != self.size:
-            raise FileError(f"{self.path} changed size while being read ({self.size} -> {done} bytes)")
-        return digest.hexdigest()
+    @property
+    def sha256(self) -> str:
+        """The data's SHA-256 once hashed (by the time the trailer went out), else empty."""
+        return self._hash.hexdigest() if self._trailer is not None else ""
 
     def buffer(self, index: int, size: int) -> tuple[bytes, bool] | None:
         start = index * size
-        if start > self.size or start == self.size and index:
+        if start >= self.size:
             return None
-        data = os.pread(self.fd, size, start)
-        if len(data) != min(size, self.size - start):
+        end = min(start + size, self.size)
+        in_file = max(0, min(end, self.length) - start)
+        data = os.pread(self.fd, in_file, start) if in_file else b""
+        if len(data) != in_file:
             raise OSError(errno.EIO, f"{self.path} is shorter than when it was announced")
-        return data, start + size >= self.size
+        if end > self.length:
+            data += self.trailer()[max(start, self.length) - self.length:end - self.length]
+        return data, end == self.size
+
+    def trailer(self) -> bytes:
+        """Magic, length, SHA-256 (and its seal), once hashing is done."""
+        if self._trailer is None:
+            self._hasher.join()
+            if self._hashed is not None:
+                raise self._hashed
+            digest = self._hash.digest()
+            self._trailer = TRAILER.pack(TRAILER_MAGIC, self.length, digest) + (self.seal(digest) if self.seal else b"")
+        return self._trailer
+
+    def _hash_all(self) -> None:
+        done = 0
+        try:
+            while chunk := os.pread(self.fd, CHUNK, done):
+                self._hash.update(chunk)  # hashlib lets other threads run meanwhile
+                done += len(chunk)
+            if done != self.length:
+                raise OSError(errno.EIO, f"{self.path} changed size while being read ({self.length} -> {done} bytes)")
+        except OSError as exc:
+            self._hashed = exc  # the sender reports it when the trailer is due
 
     def release(self, index: int) -> None:
         pass
 
     def close(self) -> None:
+        self._hasher.join()
         os.close(self.fd)
 
 
@@ -229,7 +265,7 @@ class Expectation:
 
     @property
     def hold(self) -> int:
-        return trailer_size(self.seal is not None) if self.announced.size is None else 0
+        return trailer_size(self.seal is not None) if self.announced.trailer else 0
 
 
 class Verifier:
@@ -249,14 +285,16 @@ class Verifier:
         if order.early or order.on_disk:
             return "data is missing: not every buffer arrived"
         announced, got = self.expect.announced, self.digest.hexdigest()
-        if announced.size is None:
+        if announced.trailer:
             if len(order.held_back) != self.expect.hold:
-                return "the stream ended without its trailer"
+                return "the data ended without its trailer"
             magic, length, digest = TRAILER.unpack_from(order.held_back)
             if magic != TRAILER_MAGIC:
-                return "the stream's trailer is damaged"
+                return "the data's trailer is damaged"
             if self.expect.seal and self.expect.seal(digest) != order.held_back[TRAILER.size:]:
-                return "the stream's digest is not sealed with the shared secret"
+                return "the data's digest is not sealed with the shared secret"
+            if announced.size is not None and length != announced.size:
+                return f"size mismatch: the sender announced {announced.size} bytes, its trailer {length}"
             size, sha256 = length, digest.hex()
         else:
             size, sha256 = announced.size, announced.sha256
@@ -312,18 +350,27 @@ class FileSink:
 
     @property
     def resumable(self) -> bool:
-        return self.expect.announced.size is not None
+        """A sized transfer whose announcement says which file it is (its digest, or its
+        modification time)."""
+        announced = self.expect.announced
+        return announced.size is not None and (announced.sha256 is not None or announced.modified is not None)
+
+    @property
+    def transfer_size(self) -> int | None:
+        """The data and its trailer; None for a stream."""
+        size = self.expect.announced.size
+        return None if size is None else size + self.expect.hold
 
     @property
     def total_buffers(self) -> int | None:
-        size = self.expect.announced.size
+        size = self.transfer_size
         return None if size is None else max(1, math.ceil(size / self.buffer_size))
 
     def _offset(self, n: int) -> int:
         return (n - 1) * self.buffer_size
 
     def _length(self, n: int) -> int:
-        size = self.expect.announced.size
+        size = self.transfer_size
         return self.buffer_size if size is None else min(self.buffer_size, size - self._offset(n))
 
     def _resume(self) -> frozenset[int]:
@@ -331,11 +378,10 @@ class FileSink:
         try:
             with os.fdopen(os.open(self.record, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=self.dir_fd)) as f:
                 record = json.load(f)
-            size, sha256, ranges = record["size"], record["sha256"], record["ranges"]
+            identity, ranges = (record["size"], record["sha256"], record["modified"]), record["ranges"]
         except (OSError, ValueError, KeyError, TypeError):
             return frozenset()
-        announced = self.expect.announced
-        if not self.resumable or (size, sha256) != (announced.size, announced.sha256):
+        if not self.resumable or identity != self.expect.announced.identity:
             return frozenset()
         covered = [(int(a), int(b)) for a, b in ranges]
         return frozenset(n for n in range(1, self.total_buffers + 1)
@@ -358,8 +404,8 @@ class FileSink:
                 ranges[-1][1] = end
             else:
                 ranges.append([start, end])
-        text = json.dumps({"size": self.expect.announced.size, "sha256": self.expect.announced.sha256,
-                           "ranges": ranges})
+        size, sha256, modified = self.expect.announced.identity
+        text = json.dumps({"size": size, "sha256": sha256, "modified": modified, "ranges": ranges})
         temporary = self.record + ".new"
         fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644,
                      dir_fd=self.dir_fd)
@@ -386,8 +432,8 @@ class FileSink:
 
     def commit(self) -> Path:
         """Move the verified file into place; never over another unless forced."""
-        if self.expect.announced.size is None:
-            os.ftruncate(self.fd, self.verifier.length)
+        if self.expect.hold:
+            os.ftruncate(self.fd, self.verifier.length)  # the trailer was written after the data
         os.fsync(self.fd)
         try:
             if self.force:
@@ -412,8 +458,9 @@ class FileSink:
             return None
         self.save_record()
         self.close()
-        done = sum(self._length(n) for n in self.written)
-        return (f"kept {done} of {self.expect.announced.size} bytes in {self.shown}.partial: "
+        size = self.expect.announced.size
+        done = min(size, sum(self._length(n) for n in self.written))
+        return (f"kept {done} of {size} bytes in {self.shown}.partial: "
                 f"the same send resumes")
 
     def _remove(self, name: str) -> None:

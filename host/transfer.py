@@ -340,17 +340,16 @@ def _send_one(item: Outgoing, index: int, count: int, session: str, peer: Addres
               feedback: Feedback, stdin: int) -> tuple[Report, Interrupted | None]:
     uid = random.getrandbits(32)
     shown = str(item.path) if item.path else "-"
+    seal = (lambda digest: options.secret.seal(uid, digest)) if options.secret else None
     if item.stream:
         fd = stdin if item.path is None else os.open(item.path, os.O_RDONLY)
-        seal = (lambda digest: options.secret.seal(uid, digest)) if options.secret else None
         source: FileSource | StreamSource = StreamSource(lambda n: os.read(fd, n), seal)
-        sha256 = ""
+        announced = announce.Announcement(item.name, None, None, index, count, session)
     else:
-        source = FileSource(item.path)
-        feedback.status(f"hashing {shown} ({source.size} bytes)")
-        sha256 = source.sha256(lambda done: feedback.progress(done, source.size))
+        source = FileSource(item.path, seal)  # hashed while it is sent: the digest follows the data
+        announced = announce.Announcement(item.name, source.length, None, index, count, session, source.modified)
     try:
-        fields = announce.Announcement(item.name, source.size, sha256 or None, index, count, session).encode()
+        fields = announced.encode()
         secret = options.secret
         client_string = secret.sign_open(uid, True, fields) if secret else fields
         with data_path(options, feedback, peer=peer) as dp:
@@ -361,8 +360,8 @@ def _send_one(item: Outgoing, index: int, count: int, session: str, peer: Addres
             opening = f"connecting to {show(peer)}" + (f" (file {index} of {count})" if count > 1 else "")
             feedback.status(f"{opening}" + (f" through board {show(options.board)}" if options.board else "") + " ...")
             stop = run(endpoint, dp, feedback, lambda: source.size, opening)
-            report = _report(endpoint, dp, "sender", name=item.name, path=shown, sha256=sha256)
-        if isinstance(source, StreamSource) and report.ok:
+            report = _report(endpoint, dp, "sender", name=item.name, path=shown)
+        if report.ok:
             report.sha256, report.bytes = source.sha256, source.length  # the trailer is not data
         return report, stop
     finally:

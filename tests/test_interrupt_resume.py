@@ -42,9 +42,9 @@ def resume(tmp_path, source, out) -> dict:
     return report
 
 
-def kept(out) -> int:
+def kept(out, source) -> int:
     record = json.loads((out / "big.bin.partial.resume").read_text())
-    assert (record["size"], len(record["sha256"])) == (SIZE, 64)
+    assert (record["size"], record["sha256"], record["modified"]) == (SIZE, None, source.stat().st_mtime_ns)
     return sum(end - start for start, end in record["ranges"])
 
 
@@ -62,7 +62,7 @@ def test_a_signal_tells_the_peer_keeps_the_partial_file_and_the_same_send_resume
         assert (recv_code, send_code) == (1, code)
         assert f"recv failed: aborted by peer: interrupted ({name})" in recv_err
     assert sorted(p.name for p in out.iterdir()) == ["big.bin.partial", "big.bin.partial.resume"]
-    held = kept(out)
+    held = kept(out, source)
     assert 0 < held < SIZE and f"kept {held} of {SIZE} bytes in big.bin.partial" in recv_err
     report = resume(tmp_path, source, out)
     assert report["ok"] and report["resumed_bytes"] == held and report["bytes"] == SIZE - held
@@ -79,7 +79,7 @@ def test_a_killed_receiver_leaves_what_it_synced_and_the_next_run_resumes(tmp_pa
     recv.kill()
     recv.wait()
     sender.communicate(timeout=60)
-    held = kept(out)  # written at least once a second while data arrives
+    held = kept(out, source)  # written at least once a second while data arrives
     assert held > 0
     report = resume(tmp_path, source, out)
     assert report["ok"] and report["resumed_bytes"] >= held
@@ -94,6 +94,24 @@ def test_a_partial_file_of_other_data_is_replaced_not_resumed(tmp_path, setup):
     assert report["ok"] and report["resumed_bytes"] == 0 and report["bytes"] == SIZE
     assert "an older partial file of different data was overwritten" in report["note"]
     assert (out / "big.bin").read_bytes() == source.read_bytes()
+
+
+def test_a_file_changed_in_place_with_its_size_and_time_kept_fails_its_check(tmp_path, setup):
+    """Resume trusts size and modification time (the digest comes only at the end); when a
+    file changes under both, the trailer's digest catches the old data resumed."""
+    source, out = setup
+    interrupted(tmp_path, source, out, "receiver", signal.SIGINT)
+    assert kept(out, source) > 0
+    stat = source.stat()
+    with open(source, "r+b") as f:
+        f.write(b"\x00" * 1000)  # inside buffer 1, which the receiver holds
+    os.utime(source, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    recv, port = start_recv(tmp_path, "--out", str(out))
+    result = send(str(source), f"127.0.0.1:{port}", *SLOW[2:])
+    (report,), _ = finish(recv)
+    assert report["resumed_bytes"] > 0 and not report["ok"] and report["reason"].startswith("SHA-256 mismatch")
+    assert result.returncode == 1
+    assert not any(out.iterdir())  # nothing that looks complete, nothing to resume from
 
 
 def test_a_damaged_partial_file_fails_the_check_and_is_not_kept(tmp_path, setup):
