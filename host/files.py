@@ -90,6 +90,8 @@ class FileSource:
         self._hash = hashlib.sha256()
         self._hashed: OSError | None = None
         """How hashing ended: None while it runs or once it went well, else its error."""
+        self.hashed_bytes = 0
+        self._stop = threading.Event()
         self._hasher = threading.Thread(target=self._hash_all, name=f"sha256 {self.path.name}", daemon=True)
         self._hasher.start()
         self._trailer: bytes | None = None
@@ -123,13 +125,13 @@ class FileSource:
         return self._trailer
 
     def _hash_all(self) -> None:
-        done = 0
         try:
-            while chunk := os.pread(self.fd, CHUNK, done):
+            while not self._stop.is_set() and (chunk := os.pread(self.fd, CHUNK, self.hashed_bytes)):
                 self._hash.update(chunk)  # hashlib lets other threads run meanwhile
-                done += len(chunk)
-            if done != self.length:
-                raise OSError(errno.EIO, f"{self.path} changed size while being read ({self.length} -> {done} bytes)")
+                self.hashed_bytes += len(chunk)
+            if self.hashed_bytes != self.length and not self._stop.is_set():
+                raise OSError(errno.EIO, f"{self.path} changed size while being read ({self.length} -> "
+                                         f"{self.hashed_bytes} bytes)")
         except OSError as exc:
             self._hashed = exc  # the sender reports it when the trailer is due
 
@@ -137,6 +139,8 @@ class FileSource:
         pass
 
     def close(self) -> None:
+        """Stop hashing (a transfer that ended early does not wait for it) and close."""
+        self._stop.set()
         self._hasher.join()
         os.close(self.fd)
 

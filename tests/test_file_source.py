@@ -1,0 +1,64 @@
+"""A file as a sender reads it: its data, then the trailer with the SHA-256 a thread
+computed meanwhile (host/files.py FileSource)."""
+
+import hashlib
+import os
+
+import pytest
+
+from netblt.host.files import TRAILER, TRAILER_MAGIC, FileSource
+
+
+def buffers(source: FileSource, size: int) -> list[tuple[bytes, bool]]:
+    out = []
+    while (found := source.buffer(len(out), size)) is not None:
+        out.append(found)
+    return out
+
+
+@pytest.mark.parametrize("length", [0, 1, 4096 - TRAILER.size - 10, 4096 - TRAILER.size, 4096, 3 * 4096 + 5])
+@pytest.mark.parametrize("sealed", [False, True])
+def test_the_data_then_its_trailer_in_buffers_the_last_one_marked(tmp_path, length, sealed):
+    """Whatever buffer the data ends in, the trailer follows it (across two buffers if it
+    must), and only the buffer that holds the trailer's last byte says it is the last."""
+    data = os.urandom(length)
+    path = tmp_path / "f.bin"
+    path.write_bytes(data)
+    seal = (lambda digest: hashlib.sha256(b"key" + digest).digest()) if sealed else None
+    source = FileSource(path, seal)
+    try:
+        got = buffers(source, 4096)
+        digest = hashlib.sha256(data).digest()
+        trailer = TRAILER.pack(TRAILER_MAGIC, length, digest) + (seal(digest) if seal else b"")
+        assert b"".join(d for d, _ in got) == data + trailer
+        assert [last for _, last in got] == [False] * (len(got) - 1) + [True]
+        assert source.size == len(data + trailer) and source.length == length
+        assert source.sha256 == digest.hex()
+    finally:
+        source.close()
+
+
+def test_closing_stops_the_hash_at_once(tmp_path):
+    """A transfer that ends early (refused, interrupted) does not wait for a large file's
+    digest: closing stops the hashing thread after the chunk it is in."""
+    path = tmp_path / "sparse.bin"
+    with open(path, "wb") as f:
+        f.truncate(4 << 30)  # 4 GiB of holes: about 2.5 s of hashing
+    source = FileSource(path)
+    source.close()
+    assert not source._hasher.is_alive() and source.hashed_bytes < 4 << 30
+
+
+def test_a_file_that_shrinks_while_hashed_fails_when_its_trailer_is_due(tmp_path):
+    """The sender then quits with the reason (host/endpoint.py), instead of a digest of
+    less than it announced."""
+    path = tmp_path / "sparse.bin"
+    with open(path, "wb") as f:
+        f.truncate(4 << 30)
+    source = FileSource(path)
+    try:
+        os.truncate(path, 1 << 20)  # long before 4 GiB are hashed
+        with pytest.raises(OSError, match="changed size while being read"):
+            source.trailer()
+    finally:
+        source.close()
