@@ -20,15 +20,21 @@ def opened(board: BoardModel, seed: int, **impairment) -> tuple[LinkClient, Loss
     return client, link
 
 
-@pytest.mark.parametrize("seed", range(10))
-def test_every_request_runs_exactly_once_in_order_through_a_bad_path(seed):
+def write_and_pop(i: int) -> bytes:
+    """Register 1 set to ``i``, then one pop of the board's FIFO."""
+    return F.encode_operations([F.Operation(F.Opcode.WRITE, 1, i), F.Operation(F.Opcode.READ, EVENT_REGISTER)])
+
+
+def popping_board(seed: int) -> tuple[BoardModel, LinkClient, LossyLink]:
     board = BoardModel()
     board.fifo.extend(range(1000, 1200))
-    client, link = opened(board, seed, **IMPAIRED)
-    requests = []
-    for i in range(100):
-        ops = [F.Operation(F.Opcode.WRITE, 1, i), F.Operation(F.Opcode.READ, EVENT_REGISTER)]
-        requests.append(client.submit(F.Type.REGISTERS, F.encode_operations(ops)))
+    return board, *opened(board, seed, **IMPAIRED)
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_every_request_runs_exactly_once_in_order_through_a_bad_path(seed):
+    board, client, link = popping_board(seed)
+    requests = [client.submit(F.Type.REGISTERS, write_and_pop(i)) for i in range(100)]
     link.run(client, lambda: all(r.reply for r in requests))
     assert [i for i, _ in board.executed] == [r.id for r in requests]  # once each, in order
     popped = [F.decode_operations(r.reply[1])[1].value for r in requests]
@@ -41,13 +47,10 @@ def test_every_request_runs_exactly_once_in_order_through_a_bad_path(seed):
 def test_joined_operations_run_once_in_order_and_each_gets_its_own_reply(seed):
     """Register operations submitted with ``join`` share a request while it waits (as many
     as one holds); an upload between them ends the sharing, so the order holds."""
-    board = BoardModel()
-    board.fifo.extend(range(1000, 1200))
-    client, link = opened(board, seed, **IMPAIRED)
+    board, client, link = popping_board(seed)
     parts = []
     for i in range(100):
-        ops = [F.Operation(F.Opcode.WRITE, 1, i), F.Operation(F.Opcode.READ, EVENT_REGISTER)]
-        parts.append(client.submit(F.Type.REGISTERS, F.encode_operations(ops), join=True))
+        parts.append(client.submit(F.Type.REGISTERS, write_and_pop(i), join=True))
         if i == 50:
             client.submit(F.Type.UPLOAD, b"\0\0\0\1", 0)
     link.run(client, lambda: all(p.reply for p in parts))
