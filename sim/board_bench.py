@@ -537,12 +537,13 @@ def pacing_table(results: dict, frames, mac: str) -> Table:
     intervals, parts = check_transfer(on_wire, changes, registers["BURST_SIZE"], registers["CLOCK_HZ"])
     table = Table(title=f"Pacing of the board's DATA at its wire ({PACED} bytes sent at --rate {PACED_RATE})")
     for column in ("burst / interval", "packets", "on the grid", "waited for the wire", "free to start",
-                   "worst error", "most ahead of the rate", "faults"):
+                   "too few to judge", "worst error", "most ahead of the rate", "faults"):
         table.add_column(column, justify="right")
     for interval, pacing in zip(intervals, parts):
         table.add_row(f"{pacing.burst_size} / {interval} cycles",
-                      str(pacing.on_grid + pacing.waited + pacing.first_of_buffer), str(pacing.on_grid),
-                      str(pacing.waited), str(pacing.first_of_buffer), f"{pacing.worst_error:.2f} cycles",
+                      str(pacing.on_grid + pacing.waited + pacing.first_of_buffer + pacing.unjudged),
+                      str(pacing.on_grid), str(pacing.waited), str(pacing.first_of_buffer), str(pacing.unjudged),
+                      f"{pacing.worst_error:.2f} cycles",
                       str(pacing.most_ahead), str(len(pacing.faults)))
     return table
 

@@ -50,6 +50,9 @@ class Pacing:
     """Packets that found the wire busy at their grid point and started as it freed."""
     first_of_buffer: int = 0
     """Packets free to start anywhere: a buffer's first, or the first after a change."""
+    unjudged: int = 0
+    """Packets of a stretch between two changes of rate too short to show its interval
+    (no two paced packets of one buffer in a row): nothing to judge them against."""
     worst_error: float = 0.0
     """Cycles, the largest distance from the grid point (or from the wire freeing) of any packet."""
     most_ahead: int = 0
@@ -68,6 +71,9 @@ def check(frames: list[Frame], interval: int, burst_size: int, clock_hz: int) ->
     frames = sorted(frames, key=lambda f: f.start_ns)
     result = Pacing(interval, burst_size)
     data = [f for f in frames if f.data is not None]
+    if interval <= 0:
+        result.unjudged = len(data)
+        return result
     if not data:
         return result
     origin = data[0].start_ns
@@ -143,7 +149,8 @@ def split(frames: list[Frame], changes_ns: list[float]) -> list[list[Frame]]:
 
 def interval_of(frames: list[Frame], clock_hz: int) -> int:
     """The interval in cycles the DATA among ``frames`` were paced at: the commonest gap
-    between packets of one buffer (packets after a buffer's first find their data ready)."""
+    between packets of one buffer (packets after a buffer's first find their data ready);
+    0 when there is no such gap."""
     cycle = 1e9 / clock_hz
     data = [f for f in sorted(frames, key=lambda f: f.start_ns) if f.data is not None]
     gaps = Counter(round((b.start_ns - a.start_ns) / cycle) for a, b in zip(data, data[1:])

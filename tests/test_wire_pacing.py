@@ -81,3 +81,15 @@ def test_a_changed_interval_starts_a_new_grid_whose_first_packet_is_free():
     assert [part[0].restarts for part in parts] == [False, True]
     assert not any(check(part, interval, 1, CLOCK_HZ).faults for part, interval in zip(parts, (1000, 1200)))
     assert check(frames, INTERVAL, 1, CLOCK_HZ).faults  # one grid for both is wrong
+
+
+def test_a_stretch_too_short_to_show_its_interval_is_counted_not_judged():
+    """Two rate changes close together leave a buffer's first packet and one more between
+    them: no interval to judge by (it used to divide by zero)."""
+    from netblt.sim.wire_pacing import check_transfer
+    frames = paced(4) + [data(4000 + 300, 2, 0), data(4000 + 900, 2, 1)] + [data(6000 + 1000.0 * k, 2, 2 + k)
+                                                                             for k in range(4)]
+    cuts = [1_000_000 + 4100 * CYCLE, 1_000_000 + 5950 * CYCLE]
+    intervals, results = check_transfer(frames, cuts, 1, CLOCK_HZ)
+    assert intervals == [1000, 0, 1000]
+    assert [r.unjudged for r in results] == [0, 2, 0] and not any(r.faults for r in results)
