@@ -254,10 +254,19 @@ class InOrder:
         if not self.hold:
             self.consume(data)
             return
-        joined = self.held_back + bytes(data)
-        if len(joined) > self.hold:
-            self.consume(joined[:-self.hold])
-        self.held_back = joined[-self.hold:]
+        if len(data) < self.hold:  # the trailer's last few bytes, or a tiny transfer
+            joined = self.held_back + bytes(data)
+            if len(joined) > self.hold:
+                self.consume(joined[:-self.hold])
+            self.held_back = joined[-self.hold:]
+            return
+        # What was held back is data after all; of this, only its last ``hold`` bytes may
+        # be the trailer. No copy of the buffer itself.
+        if self.held_back:
+            self.consume(self.held_back)
+        view = memoryview(data)
+        self.consume(view[:len(view) - self.hold])
+        self.held_back = bytes(view[len(view) - self.hold:])
 
 
 @dataclass

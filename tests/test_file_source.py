@@ -3,10 +3,11 @@ computed meanwhile (host/files.py FileSource)."""
 
 import hashlib
 import os
+import random
 
 import pytest
 
-from netblt.host.files import TRAILER, TRAILER_MAGIC, FileSource
+from netblt.host.files import TRAILER, TRAILER_MAGIC, FileSource, InOrder
 
 
 def buffers(source: FileSource, size: int) -> list[tuple[bytes, bool]]:
@@ -62,3 +63,21 @@ def test_a_file_that_shrinks_while_hashed_fails_when_its_trailer_is_due(tmp_path
             source.trailer()
     finally:
         source.close()
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_the_receiver_holds_back_exactly_the_trailer_however_the_data_comes(seed):
+    """In order, in pieces of any size (shorter than the trailer too), out of order: the
+    data reaches the hash whole and once, the trailer never does."""
+    rng = random.Random(seed)
+    data = rng.randbytes(rng.randrange(0, 3000))
+    trailer = TRAILER.pack(TRAILER_MAGIC, len(data), hashlib.sha256(data).digest())
+    whole = data + trailer
+    cuts = sorted(rng.sample(range(1, len(whole)), min(len(whole) - 1, rng.randrange(0, 12))))
+    pieces = [(a, whole[a:b]) for a, b in zip([0] + cuts, cuts + [len(whole)])]
+    rng.shuffle(pieces)
+    consumed = []
+    order = InOrder(lambda d: consumed.append(bytes(d)), hold=TRAILER.size)
+    for offset, piece in pieces:
+        order.add(offset, memoryview(piece))
+    assert b"".join(consumed) == data and order.held_back == trailer
