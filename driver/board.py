@@ -137,10 +137,9 @@ class BoardDataPath:
     def __init__(self, link: BoardLink, *, local_port: int, kind: Kind = "udp", peer: Address | None = None,
                  notice: Callable[[str], None] = lambda text: None) -> None:
         self.link, self.kind, self.notice = link, kind, notice
-        foreign_port = peer[1] if peer else 0  # natively on IP, not part of the address
-        if peer is not None:
-            peer = (_ipv4(peer[0]), peer[1] if kind == "udp" else 0)
-        self.control = ControlCodec(local_port, foreign_port, peer)
+        # The peer's NETBLT port is its UDP port, or natively on IP a header field only.
+        address = (_ipv4(peer[0]), peer[1] if kind == "udp" else 0) if peer else None
+        self.control = ControlCodec(local_port, peer[1] if peer else 0, address)
         self.dropped: Counter[str] = Counter()
         self.events: list[ev.Event] = []
         values = self._get("GEOMETRY", "SLOT_BYTES", "CLOCK_HZ", "IP_ADDRESS", "CYCLES")

@@ -85,11 +85,10 @@ class FileSource:
         self.fd = _open_for_reading(self.path)
         status = os.fstat(self.fd)
         self.length, self.modified = status.st_size, status.st_mtime_ns
-        self.size: int | None = self.length + trailer_size(seal is not None)
+        self.size = self.length + trailer_size(seal is not None)
         self.seal = seal
         self._hash = hashlib.sha256()
-        self._hashed: OSError | None = None
-        """How hashing ended: None while it runs or once it went well, else its error."""
+        self._hash_error: OSError | None = None
         self.hashed_bytes = 0
         self._stop = threading.Event()
         self._hasher = threading.Thread(target=self._hash_all, name=f"sha256 {self.path.name}", daemon=True)
@@ -118,8 +117,8 @@ class FileSource:
         """Magic, length, SHA-256 (and its seal), once hashing is done."""
         if self._trailer is None:
             self._hasher.join()
-            if self._hashed is not None:
-                raise self._hashed
+            if self._hash_error is not None:
+                raise self._hash_error
             digest = self._hash.digest()
             self._trailer = TRAILER.pack(TRAILER_MAGIC, self.length, digest) + (self.seal(digest) if self.seal else b"")
         return self._trailer
@@ -133,7 +132,7 @@ class FileSource:
                 raise OSError(errno.EIO, f"{self.path} changed size while being read ({self.length} -> "
                                          f"{self.hashed_bytes} bytes)")
         except OSError as exc:
-            self._hashed = exc  # the sender reports it when the trailer is due
+            self._hash_error = exc  # the sender reports it when the trailer is due
 
     def release(self, index: int) -> None:
         pass

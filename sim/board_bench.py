@@ -209,15 +209,14 @@ def link_bytes_by_kind(datagram: bytes) -> Counter[str]:
     kind = F.Type(header.type & ~F.REPLY)
     if kind != F.Type.REGISTERS:
         return Counter({kind.name: len(datagram)})
-    names = [NAMES.get(op.register, "") for op in F.decode_operations(body)]
     kinds, slot_reads = [], []
-    for name in names + [""]:
-        if slot_reads and (name == "STATUS_SLOT" or not name.startswith("SLOT_")):
+    for name in [NAMES[op.register] for op in F.decode_operations(body)] + [None]:  # None: the end
+        if slot_reads and (name is None or name == "STATUS_SLOT" or not name.startswith("SLOT_")):
             kinds += [FIRST_PASS if "SLOT_FIRST_AT" in slot_reads else TIMED] * len(slot_reads)
             slot_reads = []
-        if name == "STATUS_SLOT" or slot_reads:
+        if name == "STATUS_SLOT" or slot_reads and name is not None:
             slot_reads.append(name)
-        elif name:
+        elif name is not None:
             kinds.append(OPERATION_KINDS.get(name, "REGISTERS: set-up and counters"))
     counts = Counter({k: F.OPERATION.end * n for k, n in Counter(kinds).items()})
     counts[kinds[0] if kinds else "REGISTERS: set-up and counters"] += F.HEADER.end

@@ -17,7 +17,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from netblt.host.layout import IP_PROTOCOL
+from netblt.driver.transport import Transport, TransportError
 from netblt.host.units import parse_port
 
 MODULE = "netblt.sim.sim_board_tb"
@@ -64,10 +64,9 @@ def run_from_args(args: argparse.Namespace) -> int:
                 return 1
     if args.transport == "ip":
         try:
-            socket.socket(socket.AF_INET, socket.SOCK_RAW, IP_PROTOCOL).close()
-        except OSError as exc:
-            print(f"netblt sim-board: error: --transport ip needs a raw socket (root or CAP_NET_RAW): "
-                  f"{exc.strerror}", file=sys.stderr)
+            Transport("ip", ("127.0.0.1", 0)).close()  # say so before minutes of building
+        except TransportError as exc:
+            print(f"netblt sim-board: error: {exc}", file=sys.stderr)
             return 1
     if args.pcap is not None and not args.pcap.parent.is_dir():
         print(f"netblt sim-board: error: no directory {str(args.pcap.parent)!r} for the pcap", file=sys.stderr)

@@ -32,6 +32,7 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import ARP, Ether
 
 from netblt.driver import link_format as F
+from netblt.driver.transport import Transport, TransportError
 from netblt.host import layout as L
 from netblt.host.layout import IP_PROTOCOL
 from netblt.hw.liteeth_core import IP_ADDRESS, MAC_ADDRESS
@@ -126,15 +127,12 @@ def bind(port: int) -> socket.socket:
 def raw() -> socket.socket:
     """A raw socket for NETBLT natively on IP (protocol 30), on loopback."""
     try:
-        sock = socket.socket(socket.AF_INET, socket.SOCK_RAW, IP_PROTOCOL)
-        sock.bind(("127.0.0.1", 0))
-    except OSError as exc:
-        print(f"netblt sim-board: error: --transport ip needs a raw socket (root or CAP_NET_RAW): {exc.strerror}",
-              file=sys.stderr, flush=True)
-        os._exit(1)
-    sock.setblocking(False)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
-    return sock
+        transport = Transport("ip", ("127.0.0.1", 0))
+    except TransportError as exc:
+        print(f"netblt sim-board: error: {exc}", file=sys.stderr, flush=True)
+        os._exit(1)  # one line, no simulator traceback
+    transport.sock.setblocking(False)
+    return transport.sock
 
 
 @cocotb.test()
