@@ -1,0 +1,59 @@
+"""LiteDRAM's generated core (hw/litedram_core.py) as an Amaranth component.
+
+Its native ports, one per slot store, are streams in the engine's (``sync``) domain; the
+DRAM's controller runs on the ``dram`` domain, which the board top or the testbench
+provides (LiteDRAM crosses between them when the two clocks differ).
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import ClockSignal, Instance, Module, ResetSignal
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from .litedram_core import PORTS
+
+
+class NativePort(wiring.Signature):
+    """LiteDRAM's native user port, seen from its user: commands and write data out,
+    read data in, each a stream. Addresses count the port's words.
+
+    One rule is LiteDRAM's, not a stream's: a write's data is taken in the cycle the
+    controller issues the write, ``wdata.valid`` or not, so a user offers the data of a
+    write before (or with) its command and keeps offering until it is taken."""
+
+    def __init__(self, address_bits: int, data_bits: int) -> None:
+        self.address_bits, self.data_bits = address_bits, data_bits
+        self.command = data.StructLayout({"we": 1, "addr": address_bits})
+        self.write = data.StructLayout({"data": data_bits, "we": data_bits // 8})
+        super().__init__({
+            "cmd": Out(stream.Signature(self.command)),
+            "wdata": Out(stream.Signature(self.write)),
+            "rdata": In(stream.Signature(data_bits)),
+        })
+
+
+class LiteDram(wiring.Component):
+    """The core: ``ports`` for the stores, ``ready`` once its init sequence has run."""
+
+    def __init__(self, description: dict) -> None:
+        self.description = description
+        port = NativePort(description["address_bits"], description["data_bits"])
+        super().__init__({"ports": In(port).array(PORTS), "ready": Out(1)})
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        wires = {"i_dram_clock": ClockSignal("dram"), "i_dram_reset": ResetSignal("dram"),
+                 "i_engine_clock": ClockSignal(), "i_engine_reset": ResetSignal(), "o_init_done": self.ready}
+        for index, port in enumerate(self.ports):
+            prefix = f"port{index}"
+            wires |= {
+                f"i_{prefix}_cmd_valid": port.cmd.valid, f"o_{prefix}_cmd_ready": port.cmd.ready,
+                f"i_{prefix}_cmd_we": port.cmd.payload.we, f"i_{prefix}_cmd_addr": port.cmd.payload.addr,
+                f"i_{prefix}_wdata_valid": port.wdata.valid, f"o_{prefix}_wdata_ready": port.wdata.ready,
+                f"i_{prefix}_wdata_we": port.wdata.payload.we, f"i_{prefix}_wdata_data": port.wdata.payload.data,
+                f"o_{prefix}_rdata_valid": port.rdata.valid, f"i_{prefix}_rdata_ready": port.rdata.ready,
+                f"o_{prefix}_rdata_data": port.rdata.payload,
+            }
+        m.submodules.core = Instance("litedram_core", **wires)
+        return m

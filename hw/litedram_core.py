@@ -1,0 +1,244 @@
+"""The LiteDRAM core a board's slot memory lives in: PHY, controller, native ports, and
+its own initialisation at power-up.
+
+    python -m netblt.hw.litedram_core --chip versa --output build/dram/versa_model.v
+
+LiteDRAM's generator (litedram_gen) builds a whole LiteX SoC whose initialisation a CPU or
+an outside bus runs; the engine has no CPU, so this composes LiteDRAM's classes with a
+small sequencer that plays LiteDRAM's own init sequence (litedram.init, the same list the
+LiteX BIOS plays) on the DFI injector's registers, then hands the DRAM to the controller
+and raises ``init_done``. The native ports are in the engine's clock domain, across
+LiteDRAM's own clock-domain crossing from the controller's.
+
+``--phy model`` is LiteDRAM's SDRAMPHYModel with the chip's geometry and timings, for
+Verilator: the controller, refresh and bank machines are the real ones, only the pins
+and the chips are modelled. The core is generated at build time into build/, never
+committed. Ports: ``dram_clock``/``dram_reset``, ``engine_clock``/``engine_reset``,
+``init_done``, and per native port n ``port<n>_{cmd,wdata,rdata}_*`` (LiteDRAM's names).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from litedram import modules
+from litedram.core import LiteDRAMCore
+from litedram.core.controller import ControllerSettings
+from litedram.init import get_sdram_phy_init_sequence, get_sdram_phy_py_header
+from litedram.phy.model import SDRAMPHYModel, get_sdram_phy_settings
+from litex.build.generic_platform import Pins, Subsignal
+from litex.build.lattice.platform import LatticePlatform
+from litex.gen import LiteXModule
+from litex.soc.interconnect import csr_bus
+from migen import FSM, Array, ClockDomain, Constant, If, NextState, NextValue, Signal
+
+DEVICE = "LFE5U-25F-6BG256C"
+"""Only the family matters here, as for the LiteEth core."""
+PORTS = 2
+"""One native port per slot store: the transmit slots' and the receive slots'."""
+
+
+@dataclass(frozen=True)
+class Chip:
+    """A board's DRAM as LiteDRAM describes it."""
+
+    module: str
+    """The chip's class in litedram.modules (geometry and timings)."""
+    data_bits: int
+    """DQ pins: one x16 chip, or two side by side on a 32-bit bus."""
+    clock_hz: float
+    """The controller's clock."""
+
+    @property
+    def memtype(self) -> str:
+        return getattr(modules, self.module).memtype
+
+    def geometry(self, rate: str):
+        return getattr(modules, self.module)(self.clock_hz, rate)
+
+    @property
+    def bytes(self) -> int:
+        g = getattr(modules, self.module)
+        return g.nbanks * g.nrows * g.ncols * self.data_bits // 8
+
+
+CHIPS = {
+    # One MT41K64M16 (128 MB), run by litex-boards through ECP5DDRPHY at 75 MHz (1:2).
+    "versa": Chip("MT41K64M16", 16, 75e6),
+    # Two M12L16161A (2 MB each) on a 32-bit bus through GENSDRPHY at 60 MHz, as
+    # litex-boards runs it: 1.92 Gb/s at most, more than the engine's 50 MHz would give.
+    "colorlight": Chip("M12L16161A", 32, 60e6),
+}
+
+
+def init_program(settings, timing_settings, address: dict[str, int]) -> list[tuple[int, int, int]]:
+    """LiteDRAM's init sequence as register writes: (CSR word address, value, cycles to
+    wait after it). Software control first, as the BIOS does; the DRAM is handed to the
+    controller last. Every command and control value is LiteDRAM's, read from its own
+    Python header, never retyped."""
+    names: dict[str, object] = {}
+    exec(get_sdram_phy_py_header(settings, timing_settings), names)  # noqa: S102 (LiteDRAM's own constants)
+
+    def value(expression: str) -> int:
+        result = 0
+        for name in expression.split("|"):
+            result |= names[name.strip().lower()]
+        return result
+
+    control = address["dfii_control"]
+    software = value("DFII_CONTROL_CKE|DFII_CONTROL_ODT|DFII_CONTROL_RESET_N")
+    program = [(control, software, 0)]
+    sequence, _ = get_sdram_phy_init_sequence(settings, timing_settings)
+    for _comment, a, ba, command, delay in sequence:
+        program += [(address["dfii_pi0_address"], a, 0), (address["dfii_pi0_baddress"], ba, 0)]
+        if command.startswith("DFII_CONTROL"):
+            program.append((control, value(command), delay))
+        else:
+            program += [(address["dfii_pi0_command"], value(command), 0),
+                        (address["dfii_pi0_command_issue"], 1, delay)]
+    program.append((control, value("DFII_CONTROL_SEL"), 0))
+    return program
+
+
+class InitSequencer(LiteXModule):
+    """Plays an init program on a CSR bus at power-up, then raises ``done``."""
+
+    def __init__(self, bus, program: list[tuple[int, int, int]]) -> None:
+        self.done = Signal()
+        wait_bits = max(delay for _, _, delay in program).bit_length() + 1
+        step = Signal(max=len(program))
+        wait = Signal(wait_bits)
+        # A table of constants, not a memory: no contents file to find at simulation time.
+        addresses, values, waits = (Array(Constant(entry[i]) for entry in program) for i in range(3))
+        entry_wait = waits[step]
+        self.comb += [bus.adr.eq(addresses[step]), bus.dat_w.eq(values[step])]
+        self.fsm = fsm = FSM(reset_state="WRITE")
+        fsm.act("WRITE",
+                bus.we.eq(1),
+                NextValue(wait, entry_wait),
+                NextState("WAIT"))
+        fsm.act("WAIT",
+                NextValue(wait, wait - 1),
+                If(wait == 0,
+                   NextValue(step, step + 1),
+                   If(step == len(program) - 1, NextState("DONE")).Else(NextState("WRITE"))))
+        fsm.act("DONE", self.done.eq(1))
+
+
+def csr_addresses(banks: csr_bus.CSRBankArray) -> dict[str, int]:
+    """Each register's first bus word, the bank's own layout: a compound register (a
+    storage or status) takes its simple parts' words in order."""
+    address = {}
+    for _name, csrs, mapaddr, _bank in banks.banks:
+        index = 0
+        for csr in csrs:
+            address[csr.name] = mapaddr * (banks.paging // 4) + index
+            index += len(csr.get_simple_csrs()) if hasattr(csr, "get_simple_csrs") else 1
+    return address
+
+
+def native_port_pins(index: int, address_bits: int, data_bits: int) -> tuple:
+    wires = [("cmd_valid", 1), ("cmd_ready", 1), ("cmd_we", 1), ("cmd_addr", address_bits),
+             ("wdata_valid", 1), ("wdata_ready", 1), ("wdata_we", data_bits // 8), ("wdata_data", data_bits),
+             ("rdata_valid", 1), ("rdata_ready", 1), ("rdata_data", data_bits)]
+    return (f"port{index}", 0, *(Subsignal(name, Pins(width)) for name, width in wires))
+
+
+COMMON_PINS = [("dram_clock", 0, Pins(1)), ("dram_reset", 0, Pins(1)),
+               ("engine_clock", 0, Pins(1)), ("engine_reset", 0, Pins(1)), ("init_done", 0, Pins(1))]
+
+
+class Core(LiteXModule):
+    def __init__(self, platform, chip: Chip) -> None:
+        self.cd_sys = ClockDomain()
+        self.cd_engine = ClockDomain()
+        # Each reset comes in synchronous to its clock (the Amaranth side's domains).
+        self.comb += [self.cd_sys.clk.eq(platform.request("dram_clock")),
+                      self.cd_sys.rst.eq(platform.request("dram_reset")),
+                      self.cd_engine.clk.eq(platform.request("engine_clock")),
+                      self.cd_engine.rst.eq(platform.request("engine_reset"))]
+
+        # The model runs the chip's memory type at LiteDRAM's simulation rate; its native
+        # port is as wide as the board PHY's (128 bits for DDR3, 32 for 32-bit SDR).
+        settings = get_sdram_phy_settings(memtype=chip.memtype, data_width=chip.data_bits, clk_freq=chip.clock_hz)
+        rate = f"1:{settings.nphases}"
+        module = chip.geometry(rate)
+        self.ddrphy = SDRAMPHYModel(module=module, settings=settings, clk_freq=chip.clock_hz)
+        self.sdram = LiteDRAMCore(self.ddrphy, module.geom_settings, module.timing_settings, chip.clock_hz,
+                                  controller_settings=ControllerSettings())
+
+        ready = Signal()
+        for index in range(PORTS):
+            port = self.sdram.crossbar.get_port(clock_domain="engine")
+            platform.add_extension([native_port_pins(index, port.address_width, port.data_width)])
+            pins = platform.request(f"port{index}")
+            self.comb += [
+                port.cmd.valid.eq(pins.cmd_valid & ready), pins.cmd_ready.eq(port.cmd.ready & ready),
+                port.cmd.we.eq(pins.cmd_we), port.cmd.addr.eq(pins.cmd_addr),
+                port.wdata.valid.eq(pins.wdata_valid & ready), pins.wdata_ready.eq(port.wdata.ready & ready),
+                port.wdata.we.eq(pins.wdata_we), port.wdata.data.eq(pins.wdata_data),
+                pins.rdata_valid.eq(port.rdata.valid), port.rdata.ready.eq(pins.rdata_ready),
+                pins.rdata_data.eq(port.rdata.data),
+            ]
+
+        bus = csr_bus.Interface(data_width=32, address_width=14)
+        self.csr_banks = csr_bus.CSRBankArray(self, lambda name, memory: 0 if name == "sdram" else None,
+                                              data_width=32, address_width=14)
+        self.csr_interconnect = csr_bus.Interconnect(bus, self.csr_banks.get_buses())
+        address = csr_addresses(self.csr_banks)
+        program = init_program(settings, module.timing_settings, address)
+        self.init = InitSequencer(bus, program)
+        # The user ports open when the controller has the DRAM, in the ports' own domain.
+        done_meta = Signal()
+        self.sync.engine += [done_meta.eq(self.init.done), ready.eq(done_meta)]
+        self.comb += platform.request("init_done").eq(ready)
+        self.description = {"chip": chip.module, "bytes": chip.bytes, "clock_hz": chip.clock_hz,
+                            "address_bits": port.address_width, "data_bits": port.data_width,
+                            "init_writes": len(program)}
+
+
+def generate(chip: str, output: Path) -> dict:
+    """Writes the core's Verilog to ``output`` (module ``litedram_core``) and its
+    description (port widths, size) beside it as JSON, the same text every time: like the
+    LiteEth core, it is generated in a process with a fixed hash seed."""
+    subprocess.run([sys.executable, "-m", __name__, "--chip", chip, "--output", str(output)],
+                   check=True, stdout=subprocess.DEVNULL, env={**os.environ, "PYTHONHASHSEED": "0"})
+    return json.loads(output.with_suffix(".json").read_text())
+
+
+def write_core(chip: Chip, output: Path) -> Path:
+    platform = LatticePlatform(DEVICE, COMMON_PINS, toolchain="trellis")
+    core = Core(platform, chip)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    verilog = platform.get_verilog(core, name="litedram_core")
+    assert not verilog.data_files, "the core must be one self-contained file"
+    text = "".join(line for line in verilog.main_source.splitlines(keepends=True)
+                   if not line.startswith(("// Date", "// LiteX sha1")) and "Auto-Generated by LiteX on" not in line)
+    _write_if_changed(output, text)
+    _write_if_changed(output.with_suffix(".json"), json.dumps(core.description, indent=1) + "\n")
+    return output
+
+
+def _write_if_changed(path: Path, text: str) -> None:
+    """A new timestamp would make Verilator rebuild every model using the file."""
+    if not path.exists() or path.read_text() != text:
+        path.write_text(text)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--chip", choices=sorted(CHIPS), required=True, help="the board whose DRAM to model")
+    parser.add_argument("--output", type=Path, required=True)
+    args = parser.parse_args(argv)
+    print(write_core(CHIPS[args.chip], args.output))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
