@@ -8,29 +8,12 @@ provides (LiteDRAM crosses between them when the two clocks differ).
 from __future__ import annotations
 
 from amaranth.hdl import ClockSignal, Instance, Module, ResetSignal
-from amaranth.lib import data, stream, wiring
+from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
+from netblt.gateware.dram_dma import NativePort
+
 from .litedram_core import PORTS
-
-
-class NativePort(wiring.Signature):
-    """LiteDRAM's native user port, seen from its user: commands and write data out,
-    read data in, each a stream. Addresses count the port's words.
-
-    One rule is LiteDRAM's, not a stream's: a write's data is taken in the cycle the
-    controller issues the write, ``wdata.valid`` or not, so a user offers the data of a
-    write before (or with) its command and keeps offering until it is taken."""
-
-    def __init__(self, address_bits: int, data_bits: int) -> None:
-        self.address_bits, self.data_bits = address_bits, data_bits
-        self.command = data.StructLayout({"we": 1, "addr": address_bits})
-        self.write = data.StructLayout({"data": data_bits, "we": data_bits // 8})
-        super().__init__({
-            "cmd": Out(stream.Signature(self.command)),
-            "wdata": Out(stream.Signature(self.write)),
-            "rdata": In(stream.Signature(data_bits)),
-        })
 
 
 class LiteDram(wiring.Component):

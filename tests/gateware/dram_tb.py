@@ -15,7 +15,7 @@ import cocotb
 from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, RisingEdge, with_timeout
 
-from netblt.hw.litedram import NativePort
+from netblt.gateware.dram_dma import NativePort
 from netblt.sim.beats import Sink, Source
 
 DESCRIPTION = json.loads(os.environ["NETBLT_TB_DRAM_DESCRIPTION"])

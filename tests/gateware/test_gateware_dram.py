@@ -6,15 +6,20 @@ import json
 import pytest
 from launch import HERE
 
+from dram_dma_harness import DmaHarness
+
 from netblt.hw import litedram_core
 from netblt.hw.litedram import LiteDram
 from netblt.sim import hdl
 
 
 @functools.cache
-def build(chip: str):
-    description = litedram_core.generate(chip, hdl.BUILD / "litedram" / f"{chip}_model.v")
-    return hdl.build(LiteDram(description), f"dram_{chip}", [hdl.BUILD / "litedram" / f"{chip}_model.v"]), description
+def build(chip: str, top: str = "dram"):
+    """The chip's model core and a top around it: the core alone, or the DMA harness."""
+    core = hdl.BUILD / "litedram" / f"{chip}_model.v"
+    description = litedram_core.generate(chip, core)
+    component = LiteDram(description) if top == "dram" else DmaHarness(description)
+    return hdl.build(component, f"{top}_{chip}", [core]), description
 
 
 @pytest.mark.xdist_group("dram")  # one worker builds both models
@@ -22,3 +27,10 @@ def build(chip: str):
 def test_dram_core(chip):
     runner, description = build(chip)
     hdl.run(runner, f"dram_{chip}", "dram_tb", HERE, env={"NETBLT_TB_DRAM_DESCRIPTION": json.dumps(description)})
+
+
+@pytest.mark.xdist_group("dram")
+@pytest.mark.parametrize("chip", ["versa", "colorlight"])
+def test_dram_dma(chip):
+    runner, description = build(chip, "dma")
+    hdl.run(runner, f"dma_{chip}", "dram_dma_tb", HERE, env={"NETBLT_TB_DRAM_DESCRIPTION": json.dumps(description)})
