@@ -10,9 +10,10 @@ LiteX BIOS plays) on the DFI injector's registers, then hands the DRAM to the co
 and raises ``init_done``. The native ports are in the engine's clock domain, across
 LiteDRAM's own clock-domain crossing from the controller's.
 
-``--phy model`` is LiteDRAM's SDRAMPHYModel with the chip's geometry and timings, for
+The PHY is LiteDRAM's SDRAMPHYModel with the chip's geometry and timings, for
 Verilator: the controller, refresh and bank machines are the real ones, only the pins
-and the chips are modelled. The core is generated at build time into build/, never
+and the chips are modelled (the boards' PHYs, ECP5DDRPHY and GENSDRPHY, come with the
+bitstreams that use them). The core is generated at build time into build/, never
 committed. Ports: ``dram_clock``/``dram_reset``, ``engine_clock``/``engine_reset``,
 ``init_done``, and per native port n ``port<n>_{cmd,wdata,rdata}_*`` (LiteDRAM's names).
 """
