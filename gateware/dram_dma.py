@@ -47,7 +47,6 @@ class DramDma(wiring.Component):
 
     def __init__(self, port: NativePort, staging_depth: int, length_bits: int = 12) -> None:
         self.port = port
-        self.staging_depth = staging_depth
         staging_bits = (staging_depth - 1).bit_length()
         super().__init__({
             "copy": In(stream.Signature(copy_layout(staging_bits, port.address_bits, length_bits))),

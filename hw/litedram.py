@@ -2,7 +2,7 @@
 
 Its native ports, one per slot store, are streams in the engine's (``sync``) domain; the
 DRAM's controller runs on the ``dram`` domain, which the board top or the testbench
-provides (LiteDRAM crosses between them when the two clocks differ).
+provides, and LiteDRAM's FIFOs cross between the two.
 """
 
 from __future__ import annotations

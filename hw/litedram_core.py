@@ -43,6 +43,8 @@ DEVICE = "LFE5U-25F-6BG256C"
 """Only the family matters here, as for the LiteEth core."""
 PORTS = 2
 """One native port per slot store: the transmit slots' and the receive slots'."""
+CSR_BITS, CSR_ADDRESS_BITS = 32, 14
+"""The internal register bus the init sequencer drives (LiteX's usual widths)."""
 
 
 @dataclass(frozen=True)
@@ -188,9 +190,9 @@ class Core(LiteXModule):
                 pins.rdata_data.eq(port.rdata.data),
             ]
 
-        bus = csr_bus.Interface(data_width=32, address_width=14)
+        bus = csr_bus.Interface(data_width=CSR_BITS, address_width=CSR_ADDRESS_BITS)
         self.csr_banks = csr_bus.CSRBankArray(self, lambda name, memory: 0 if name == "sdram" else None,
-                                              data_width=32, address_width=14)
+                                              data_width=CSR_BITS, address_width=CSR_ADDRESS_BITS)
         self.csr_interconnect = csr_bus.Interconnect(bus, self.csr_banks.get_buses())
         address = csr_addresses(self.csr_banks)
         program = init_program(settings, module.timing_settings, address)
@@ -200,8 +202,7 @@ class Core(LiteXModule):
         self.sync.engine += [done_meta.eq(self.init.done), ready.eq(done_meta)]
         self.comb += platform.request("init_done").eq(ready)
         self.description = {"chip": chip.module, "bytes": chip.bytes, "clock_hz": chip.clock_hz,
-                            "address_bits": port.address_width, "data_bits": port.data_width,
-                            "init_writes": len(program)}
+                            "address_bits": port.address_width, "data_bits": port.data_width}
 
 
 def generate(chip: str, output: Path) -> dict:

@@ -16,8 +16,7 @@ STAGING_WORDS = 512
 class DmaHarness(wiring.Component):
     def __init__(self, description: dict) -> None:
         self.description = description
-        self.native = NativePort(description["address_bits"], description["data_bits"])
-        self.dma = DramDma(self.native, STAGING_WORDS)
+        self.dma = DramDma(NativePort(description["address_bits"], description["data_bits"]), STAGING_WORDS)
         bits = (STAGING_WORDS - 1).bit_length()
         super().__init__({
             "copy": In(stream.Signature(self.dma.copy.payload.shape())),

@@ -2,8 +2,8 @@
 and its native ports, in the engine's clock domain across from the DRAM's, read back
 exactly what was written, byte masks included, while refresh and row misses happen.
 
-Runs against the model PHY with a board chip's geometry (NETBLT_TB_DRAM: versa or
-colorlight)."""
+Runs against the model PHY with a board chip's geometry, described by the JSON the
+core's generator wrote (NETBLT_TB_DRAM_DESCRIPTION)."""
 
 from __future__ import annotations
 
@@ -51,10 +51,11 @@ class Port:
         # a user must hold the data ready before its command (NativePort), so no gaps here.
         self.data = Source(dut, f"{name}__wdata", port.write, rng=rng)
         self.read_data = Sink(dut, f"{name}__rdata", None, stall=0.2, rng=rng)
-        self.reader = cocotb.start_soon(self.read_data.run())
+        cocotb.start_soon(self.read_data.run())
 
     async def write(self, writes: list[tuple[int, int, int]]) -> None:
-        """(address, data, byte mask) each; commands and data go on at once, as a user would."""
+        """(address, data, byte mask) each: the data offered from the start, the commands
+        alongside with gaps, so the port has taken each word's data before its command."""
         data = cocotb.start_soon(self.data.send({"data": word, "we": mask} for _, word, mask in writes))
         await self.command.send({"we": 1, "addr": address} for address, _, _ in writes)
         await data
@@ -67,9 +68,10 @@ class Port:
         return [word for _, word in self.read_data.beats]
 
 
-async def count_refreshes(dut, counter: list[int]) -> None:
-    """LiteDRAM's refresher takes bank machine 0 for each refresh: its grants, counted."""
-    grant = dut.core.sdram_bankmachine0_refresh_gnt
+async def count_refreshes(dut, core, counter: list[int]) -> None:
+    """LiteDRAM's refresher takes bank machine 0 for each refresh: its grants in the
+    ``litedram_core`` instance ``core``, counted."""
+    grant = core.sdram_bankmachine0_refresh_gnt
     previous = 0
     while True:
         await RisingEdge(dut.dram_clk)
@@ -89,7 +91,7 @@ def masked(old: int, new: int, mask: int, width: int) -> int:
 async def test_init_then_random_writes_read_back(dut):
     await start(dut)
     refreshes = [0]
-    cocotb.start_soon(count_refreshes(dut, refreshes))
+    cocotb.start_soon(count_refreshes(dut, dut.core, refreshes))
     rng = random.Random(17)
     width, bits = DESCRIPTION["data_bits"], DESCRIPTION["address_bits"]
     memory: dict[int, int] = {}

@@ -1,4 +1,5 @@
-"""LiteDRAM's generated core under Verilator, with each board's chip modelled (dram_tb.py)."""
+"""LiteDRAM's generated core under Verilator, with each board's chip modelled: the core
+alone (dram_tb.py) and DramDma on it (dram_dma_tb.py)."""
 
 import functools
 import json
