@@ -7,7 +7,7 @@ a packet or an upload, over LiteDRAM's native port.
 
 from __future__ import annotations
 
-from amaranth.hdl import Module, Signal
+from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import data, fifo, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -32,9 +32,12 @@ class NativePort(wiring.Signature):
         })
 
 
-def copy_layout(staging_bits: int, address_bits: int, length_bits: int) -> data.StructLayout:
-    """``to_dram``: staging to DRAM, else DRAM to staging; addresses and ``words`` in DRAM words."""
-    return data.StructLayout({"to_dram": 1, "staging": staging_bits, "dram": address_bits, "words": length_bits})
+def copy_layout(staging_bits: int, address_bits: int, length_bits: int, mask_bits: int) -> data.StructLayout:
+    """``to_dram``: staging to DRAM, else DRAM to staging; addresses and ``words`` in DRAM
+    words. A write's first and last words go with byte masks (the one word of a one-word
+    run, with both), so a run need not fill the DRAM words at its ends."""
+    return data.StructLayout({"to_dram": 1, "staging": staging_bits, "dram": address_bits, "words": length_bits,
+                              "first_mask": mask_bits, "last_mask": mask_bits})
 
 
 class DramDma(wiring.Component):
@@ -49,7 +52,8 @@ class DramDma(wiring.Component):
         self.port = port
         staging_bits = (staging_depth - 1).bit_length()
         super().__init__({
-            "copy": In(stream.Signature(copy_layout(staging_bits, port.address_bits, length_bits))),
+            "copy": In(stream.Signature(copy_layout(staging_bits, port.address_bits, length_bits,
+                                                    port.data_bits // 8))),
             "done": Out(1),
             "dram": Out(port),
             # The staging memory's own port shapes, flipped: this block drives them.
@@ -68,7 +72,9 @@ class DramDma(wiring.Component):
 
         cmd, wdata, rdata = self.dram.cmd, self.dram.wdata, self.dram.rdata
         m.d.comb += [cmd.payload.we.eq(job.to_dram), cmd.payload.addr.eq(job.dram + commands),
-                     wdata.payload.data.eq(queue.r_data), wdata.payload.we.eq(-1),
+                     wdata.payload.data.eq(queue.r_data),
+                     wdata.payload.we.eq(Mux(finished == 0, job.first_mask, -1)
+                                         & Mux(finished == job.words - 1, job.last_mask, -1)),
                      wdata.valid.eq(queue.r_rdy), queue.r_en.eq(wdata.ready)]
 
         with m.FSM():

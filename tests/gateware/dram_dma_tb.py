@@ -10,7 +10,7 @@ import random
 
 import cocotb
 from cocotb.triggers import ReadOnly, RisingEdge, with_timeout
-from dram_dma_harness import STAGING_WORDS, DmaHarness
+from dram_harness import STAGING_WORDS, DmaHarness
 from dram_tb import count_refreshes, start
 
 from netblt.sim.beats import Source
@@ -67,7 +67,8 @@ async def test_runs_round_trip_through_dram(dut):
         await load(dut, 0, words)
         dram = rng.randrange((1 << bits) - length)
         before = done[0]
-        await with_timeout(copies.send([{"to_dram": 1, "staging": 0, "dram": dram, "words": length},
+        whole = {"first_mask": (1 << width // 8) - 1, "last_mask": (1 << width // 8) - 1}
+        await with_timeout(copies.send([{"to_dram": 1, "staging": 0, "dram": dram, "words": length, **whole},
                                         {"to_dram": 0, "staging": half, "dram": dram, "words": length}]), 1, "ms")
         await with_timeout(copied(dut, done, before + 2), 1, "ms")
         got = await unload(dut, half, length)

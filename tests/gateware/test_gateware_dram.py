@@ -1,5 +1,5 @@
 """LiteDRAM's generated core under Verilator, with each board's chip modelled: the core
-alone (dram_tb.py) and DramDma on it (dram_dma_tb.py)."""
+alone (dram_tb.py), DramDma on it (dram_dma_tb.py) and a DramSlots store (dram_slots_tb.py)."""
 
 import functools
 import json
@@ -7,7 +7,7 @@ import json
 import pytest
 from launch import HERE
 
-from dram_dma_harness import DmaHarness
+from dram_harness import DmaHarness, SlotsHarness
 
 from netblt.hw import litedram_core
 from netblt.hw.litedram import LiteDram
@@ -16,10 +16,10 @@ from netblt.sim import hdl
 
 @functools.cache
 def build(chip: str, top: str = "dram"):
-    """The chip's model core and a top around it: the core alone, or the DMA harness."""
+    """The chip's model core and a top around it: the core alone, or a harness."""
     core = hdl.BUILD / "litedram" / f"{chip}_model.v"
     description = litedram_core.generate(chip, core)
-    component = LiteDram(description) if top == "dram" else DmaHarness(description)
+    component = {"dram": LiteDram, "dma": DmaHarness, "slots": SlotsHarness}[top](description)
     return hdl.build(component, f"{top}_{chip}", [core]), description
 
 
@@ -35,3 +35,10 @@ def test_dram_core(chip):
 def test_dram_dma(chip):
     runner, description = build(chip, "dma")
     hdl.run(runner, f"dma_{chip}", "dram_dma_tb", HERE, env={"NETBLT_TB_DRAM_DESCRIPTION": json.dumps(description)})
+
+
+@pytest.mark.xdist_group("dram")
+@pytest.mark.parametrize("chip", ["versa", "colorlight"])
+def test_dram_slots(chip):
+    runner, description = build(chip, "slots")
+    hdl.run(runner, f"slots_{chip}", "dram_slots_tb", HERE, env={"NETBLT_TB_DRAM_DESCRIPTION": json.dumps(description)})

@@ -1,5 +1,6 @@
-"""DramDma between a staging memory and LiteDRAM's model, for dram_dma_tb.py: the
-testbench loads and unloads staging through ports of its own."""
+"""Harnesses around LiteDRAM's model: DramDma between a staging memory and the DRAM,
+for dram_dma_tb.py (the testbench loads and unloads staging through ports of its own),
+and a DramSlots store for dram_slots_tb.py."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from amaranth.lib import memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from netblt.gateware.dram_dma import DramDma, NativePort
+from netblt.gateware.dram_slots import DramSlots
 from netblt.hw.litedram import LiteDram
 
 STAGING_WORDS = 512
@@ -46,4 +48,32 @@ class DmaHarness(wiring.Component):
         m.d.comb += [self.done.eq(dma.done), self.ready.eq(dram.ready)]
         # The second port is unused here.
         m.d.comb += [dram.ports[1].cmd.valid.eq(0), dram.ports[1].wdata.valid.eq(0)]
+        return m
+
+
+SLOT_LINES, SLOT_LINE_WORDS, SLOT_REGION_WORDS = 2, 512, 1 << 16
+
+
+class SlotsHarness(wiring.Component):
+    """A DramSlots store on the core's first port, its engine side the testbench's; the
+    region starts past the first DRAM words, so a run wrapped or offset wrongly shows."""
+
+    def __init__(self, description: dict) -> None:
+        self.description = description
+        port = NativePort(description["address_bits"], description["data_bits"])
+        self.base = 4096
+        self.slots = DramSlots(port, lines=SLOT_LINES, line_words=SLOT_LINE_WORDS, base=self.base,
+                               region_words=SLOT_REGION_WORDS)
+        members = {name: member for name, member in self.slots.signature.members.items() if name != "dram"}
+        super().__init__({**members, "ready": Out(1)})
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        m.submodules.dram = dram = LiteDram(self.description)
+        m.submodules.slots = slots = self.slots
+        wiring.connect(m, slots.dram, dram.ports[0])
+        for name in ("commit", "fetch", "write", "read"):
+            wiring.connect(m, wiring.flipped(getattr(self, name)), getattr(slots, name))
+        m.d.comb += [self.committed.eq(slots.committed), self.fetched.eq(slots.fetched), self.ready.eq(dram.ready),
+                     dram.ports[1].cmd.valid.eq(0), dram.ports[1].wdata.valid.eq(0)]
         return m

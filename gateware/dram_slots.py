@@ -1,0 +1,120 @@
+"""A slot store's DRAM, seen by the engine through block-RAM staging lines.
+
+The engine moves a word a cycle and jumps between packets; DRAM wants long runs and
+answers late. So the engine never touches DRAM: it writes a run (a packet, an upload's
+stretch) into an inbound line and commits it, or fetches a run into an outbound line and
+reads it there when the fetch is done. Runs are counted in engine words at any engine
+word of DRAM: a line keeps its run at the same place within a DRAM word as in DRAM
+(the run's *phase*), and the copy masks the bytes at its ends, so a run shares its
+first and last DRAM words with its neighbours without touching them.
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Cat, Module, Mux, Signal
+from amaranth.lib import data, memory, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from .dram_dma import DramDma, NativePort
+
+
+def run_layout(lines: int, line_words: int, address_bits: int) -> data.StructLayout:
+    """A run of ``words`` engine words at engine word ``address`` of the store's region,
+    in ``line``; ``keep`` is the byte mask of its last word (commits only)."""
+    return data.StructLayout({"line": range(lines), "address": address_bits,
+                              "words": range(line_words + 1), "keep": 4})
+
+
+class DramSlots(wiring.Component):
+    """``lines`` inbound and ``lines`` outbound staging lines of ``line_words`` engine
+    words, and one DMA serving both a run at a time, in the order the runs are taken: a
+    fetch taken after a commit reads what the commit wrote (LiteDRAM serves a port's
+    commands in order). ``committed`` and ``fetched`` pulse a line's bit when its run is
+    done: an inbound line may then be written again, an outbound line read.
+
+    The store owns ``region_words`` engine words of DRAM from DRAM word ``base``; a run's
+    address is taken inside that region, and the stores keep each run inside a slot. A
+    line holds a run of ``words`` only if its phase plus ``words`` fits the line."""
+
+    ENGINE_BITS = 32
+
+    def __init__(self, port: NativePort, *, lines: int, line_words: int, base: int, region_words: int) -> None:
+        self.port = port
+        self.ratio = port.data_bits // self.ENGINE_BITS
+        """Engine words per DRAM word."""
+        for what, n in (("line words", line_words), ("region words", region_words)):
+            if n & (n - 1) or n < self.ratio:
+                raise ValueError(f"{what} must be a power of two and at least a DRAM word: {n}")
+        self.lines, self.line_words, self.base, self.region_words = lines, line_words, base, region_words
+        engine_bits = (lines * line_words - 1).bit_length()
+        job = run_layout(lines, line_words, (region_words - 1).bit_length())
+        super().__init__({
+            "dram": Out(port),
+            "commit": In(stream.Signature(job)),
+            "fetch": In(stream.Signature(job)),
+            "committed": Out(lines),
+            "fetched": Out(lines),
+            # The staging memories' own port shapes (addresses in, read data out) at the
+            # engine's width: the engine writes inbound lines and reads outbound ones,
+            # addressed line x line_words + word.
+            "write": Out(memory.WritePort.Signature(addr_width=engine_bits, shape=self.ENGINE_BITS, granularity=8)),
+            "read": Out(memory.ReadPort.Signature(addr_width=engine_bits, shape=self.ENGINE_BITS)),
+        })
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        r, lane_bits = self.ratio, (self.ratio - 1).bit_length()
+        line_dram_words = self.line_words // r
+        depth = self.lines * line_dram_words
+        m.submodules.dma = dma = DramDma(self.port, depth, length_bits=line_dram_words.bit_length())
+        wiring.connect(m, dma.dram, wiring.flipped(self.dram))
+        m.submodules.inbound = inbound = memory.Memory(shape=self.port.data_bits, depth=depth, init=[])
+        m.submodules.outbound = outbound = memory.Memory(shape=self.port.data_bits, depth=depth, init=[])
+        self._engine_ports(m, inbound.write_port(granularity=8), outbound.read_port(), lane_bits)
+        dma_read, dma_write = inbound.read_port(), outbound.write_port()
+        for inside, outside in ((dma_read, dma.staging_read), (dma_write, dma.staging_write)):
+            m.d.comb += [inside.addr.eq(outside.addr), inside.en.eq(outside.en)]
+        m.d.comb += [dma.staging_read.data.eq(dma_read.data), dma_write.data.eq(dma.staging_write.data)]
+
+        # Runs to copies, commits and fetches taking turns.
+        turn = Signal()  # 1: a waiting fetch goes before a waiting commit
+        take_fetch = self.fetch.valid & (~self.commit.valid | turn)
+        job = Signal.like(self.commit.payload)
+        m.d.comb += job.eq(Mux(take_fetch, self.fetch.payload, self.commit.payload))
+        phase = job.address[:lane_bits] if lane_bits else 0
+        end_lane = (phase + job.words - 1)[:lane_bits] if lane_bits else 0
+        lane_bytes = self.ENGINE_BITS // 8
+        copy = dma.copy.payload
+        m.d.comb += [
+            copy.to_dram.eq(~take_fetch), copy.staging.eq(job.line * line_dram_words),
+            copy.dram.eq(self.base + (job.address >> lane_bits)),
+            copy.words.eq((phase + job.words + r - 1) >> lane_bits),
+            copy.first_mask.eq(~((1 << (phase * lane_bytes)) - 1)),
+            copy.last_mask.eq(((1 << (end_lane * lane_bytes)) - 1) | (job.keep << (end_lane * lane_bytes))),
+            dma.copy.valid.eq(self.fetch.valid | self.commit.valid),
+            self.fetch.ready.eq(dma.copy.ready & take_fetch),
+            self.commit.ready.eq(dma.copy.ready & ~take_fetch),
+        ]
+        running_fetch, running_line = Signal(), Signal(range(self.lines))
+        with m.If(dma.copy.valid & dma.copy.ready):
+            m.d.sync += [running_fetch.eq(take_fetch), running_line.eq(job.line), turn.eq(~take_fetch)]
+        with m.If(dma.done):
+            m.d.comb += [self.fetched.eq(running_fetch << running_line),
+                         self.committed.eq(~running_fetch << running_line)]
+        return m
+
+    def _engine_ports(self, m: Module, write, read, lane_bits: int) -> None:
+        """Engine words to and from DRAM-wide staging: a write goes to its lane's bytes,
+        a read picks its lane from the word a cycle later."""
+        lanes = self.ratio
+        lane = self.write.addr[:lane_bits] if lane_bits else 0
+        m.d.comb += [write.addr.eq(self.write.addr >> lane_bits),
+                     write.data.eq(Cat(*([self.write.data] * lanes))),
+                     write.en.eq(self.write.en << (lane * 4))]
+        read_lane = Signal(max(lane_bits, 1))
+        if lane_bits:
+            with m.If(self.read.en):
+                m.d.sync += read_lane.eq(self.read.addr[:lane_bits])
+        m.d.comb += [read.addr.eq(self.read.addr >> lane_bits), read.en.eq(self.read.en),
+                     self.read.data.eq(read.data.word_select(read_lane, self.ENGINE_BITS) if lane_bits
+                                       else read.data)]
