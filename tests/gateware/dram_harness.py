@@ -1,6 +1,6 @@
 """Harnesses around LiteDRAM's model: DramDma between a staging memory and the DRAM,
 for dram_dma_tb.py (the testbench loads and unloads staging through ports of its own),
-and a DramSlots store for dram_slots_tb.py."""
+a DramSlots store for dram_slots_tb.py, and receive stores for receive_store_tb.py."""
 
 from __future__ import annotations
 
@@ -9,7 +9,9 @@ from amaranth.lib import memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from netblt.gateware.dram_dma import DramDma, NativePort
+from netblt.gateware.config import EngineConfig
 from netblt.gateware.dram_slots import DramSlots
+from netblt.gateware.receive_store import BlockReceiveStore, DramReceiveStore, store_signature
 from netblt.hw.litedram import LiteDram
 
 STAGING_WORDS = 512
@@ -76,4 +78,37 @@ class SlotsHarness(wiring.Component):
             wiring.connect(m, wiring.flipped(getattr(self, name)), getattr(slots, name))
         m.d.comb += [self.committed.eq(slots.committed), self.fetched.eq(slots.fetched), self.ready.eq(dram.ready),
                      dram.ports[1].cmd.valid.eq(0), dram.ports[1].wdata.valid.eq(0)]
+        return m
+
+
+STORE_CONFIG = EngineConfig(rx_slots=4, slot_bytes=16384)
+STORE_LINE_WORDS = 512
+
+
+class ReceiveStoreHarness(wiring.Component):
+    """A receive store for receive_store_tb.py: in DRAM (on the core's second port, in
+    the upper half of the chip) when given the core's description, else in block RAM."""
+
+    def __init__(self, description: dict | None) -> None:
+        self.description = description
+        if description:
+            port = NativePort(description["address_bits"], description["data_bits"])
+            self.store = DramReceiveStore(STORE_CONFIG, port, line_words=STORE_LINE_WORDS,
+                                          base=1 << description["address_bits"] - 1,
+                                          region_words=STORE_CONFIG.rx_slots * STORE_CONFIG.slot_words)
+        else:
+            self.store = BlockReceiveStore(STORE_CONFIG)
+        super().__init__({**store_signature(STORE_CONFIG), "ready": Out(1)})
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        m.submodules.store = store = self.store
+        for name in ("open", "write", "close", "seek", "read"):
+            wiring.connect(m, wiring.flipped(getattr(self, name)), getattr(store, name))
+        if self.description:
+            m.submodules.dram = dram = LiteDram(self.description)
+            wiring.connect(m, store.dram, dram.ports[1])
+            m.d.comb += [self.ready.eq(dram.ready), dram.ports[0].cmd.valid.eq(0), dram.ports[0].wdata.valid.eq(0)]
+        else:
+            m.d.comb += self.ready.eq(1)
         return m

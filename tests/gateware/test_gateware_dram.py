@@ -1,5 +1,6 @@
 """LiteDRAM's generated core under Verilator, with each board's chip modelled: the core
-alone (dram_tb.py), DramDma on it (dram_dma_tb.py) and a DramSlots store (dram_slots_tb.py)."""
+alone (dram_tb.py), DramDma on it (dram_dma_tb.py), a DramSlots store (dram_slots_tb.py),
+and the receive store in DRAM and in block RAM (receive_store_tb.py)."""
 
 import functools
 import json
@@ -7,7 +8,7 @@ import json
 import pytest
 from launch import HERE
 
-from dram_harness import DmaHarness, SlotsHarness
+from dram_harness import DmaHarness, ReceiveStoreHarness, SlotsHarness
 
 from netblt.hw import litedram_core
 from netblt.hw.litedram import LiteDram
@@ -19,7 +20,8 @@ def build(chip: str, top: str = "dram"):
     """The chip's model core and a top around it: the core alone, or a harness."""
     core = hdl.BUILD / "litedram" / f"{chip}_model.v"
     description = litedram_core.generate(chip, core)
-    component = {"dram": LiteDram, "dma": DmaHarness, "slots": SlotsHarness}[top](description)
+    component = {"dram": LiteDram, "dma": DmaHarness, "slots": SlotsHarness, "receive": ReceiveStoreHarness}[top](
+        description)
     return hdl.build(component, f"{top}_{chip}", [core]), description
 
 
@@ -42,3 +44,14 @@ def test_dram_dma(chip):
 def test_dram_slots(chip):
     runner, description = build(chip, "slots")
     hdl.run(runner, f"slots_{chip}", "dram_slots_tb", HERE, env={"NETBLT_TB_DRAM_DESCRIPTION": json.dumps(description)})
+
+
+@pytest.mark.xdist_group("dram")
+@pytest.mark.parametrize("chip", ["block", "versa", "colorlight"])
+def test_receive_store(chip):
+    if chip == "block":
+        runner, description = hdl.build(ReceiveStoreHarness(None), "receive_block"), None
+    else:
+        runner, description = build(chip, "receive")
+    hdl.run(runner, f"receive_{chip}", "receive_store_tb", HERE,
+            env={"NETBLT_TB_DRAM_DESCRIPTION": json.dumps(description)})
