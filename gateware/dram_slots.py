@@ -37,6 +37,7 @@ class DramSlots(wiring.Component):
     line holds a run of ``words`` only if its phase plus ``words`` fits the line."""
 
     ENGINE_BITS = 32
+    LANE_BYTES = ENGINE_BITS // 8
 
     def __init__(self, port: NativePort, *, lines: int, line_words: int, base: int, region_words: int) -> None:
         self.port = port
@@ -81,9 +82,9 @@ class DramSlots(wiring.Component):
         take_fetch = self.fetch.valid & (~self.commit.valid | turn)
         job = Signal.like(self.commit.payload)
         m.d.comb += job.eq(Mux(take_fetch, self.fetch.payload, self.commit.payload))
-        phase = job.address[:lane_bits] if lane_bits else 0
-        end_lane = (phase + job.words - 1)[:lane_bits] if lane_bits else 0
-        lane_bytes = self.ENGINE_BITS // 8
+        phase = job.address[:lane_bits]
+        end_lane = (phase + job.words - 1)[:lane_bits]
+        lane_bytes = self.LANE_BYTES
         copy = dma.copy.payload
         m.d.comb += [
             copy.to_dram.eq(~take_fetch), copy.staging.eq(job.line * line_dram_words),
@@ -103,18 +104,20 @@ class DramSlots(wiring.Component):
                          self.committed.eq(~running_fetch << running_line)]
         return m
 
+    def staged(self, line, address, index):
+        """Where word ``index`` of a run at engine word ``address`` lies in ``line``: at
+        the run's place within a DRAM word, as the copy expects it."""
+        return line * self.line_words + address % self.ratio + index
+
     def _engine_ports(self, m: Module, write, read, lane_bits: int) -> None:
         """Engine words to and from DRAM-wide staging: a write goes to its lane's bytes,
         a read picks its lane from the word a cycle later."""
-        lanes = self.ratio
-        lane = self.write.addr[:lane_bits] if lane_bits else 0
+        lane = self.write.addr[:lane_bits]
         m.d.comb += [write.addr.eq(self.write.addr >> lane_bits),
-                     write.data.eq(Cat(*([self.write.data] * lanes))),
-                     write.en.eq(self.write.en << (lane * 4))]
-        read_lane = Signal(max(lane_bits, 1))
-        if lane_bits:
-            with m.If(self.read.en):
-                m.d.sync += read_lane.eq(self.read.addr[:lane_bits])
+                     write.data.eq(Cat(*([self.write.data] * self.ratio))),
+                     write.en.eq(self.write.en << (lane * self.LANE_BYTES))]
+        read_lane = Signal(lane_bits)
+        with m.If(self.read.en):
+            m.d.sync += read_lane.eq(self.read.addr[:lane_bits])
         m.d.comb += [read.addr.eq(self.read.addr >> lane_bits), read.en.eq(self.read.en),
-                     self.read.data.eq(read.data.word_select(read_lane, self.ENGINE_BITS) if lane_bits
-                                       else read.data)]
+                     self.read.data.eq(read.data.word_select(read_lane, self.ENGINE_BITS))]

@@ -3,7 +3,8 @@
 Reassembly writes a packet between ``open`` (its first word's address; waits for room)
 and ``close`` (commit it, or drop it: its checks failed at the last beat). Downloads
 and the pattern checker read a run of words in order from a ``seek``. Both stores
-take the same signals, so the receive side does not know which one it has.
+take the same signals, so the receive side need not know which one it has. (It does
+not use them yet: the Receiver still holds its own block RAM; docs/architecture.md.)
 
 In DRAM a packet is staged in a line and copied when it commits; a dropped packet never
 reaches DRAM. Reads fetch lines ahead of the reader, and a read that follows a commit
@@ -127,9 +128,9 @@ class DramReceiveStore(wiring.Component):
         # than a line is the receive side's to refuse: here it is cut, never spilled).
         offset = Signal.like(self.write.addr)
         m.d.comb += offset.eq(self.write.addr - start[filling])
-        place = start[filling] % r + offset
-        inside = (state[filling] == LineState.OPEN) & (place < slots.line_words)
-        m.d.comb += [slots.write.addr.eq(filling * slots.line_words + place), slots.write.data.eq(self.write.data),
+        inside = (state[filling] == LineState.OPEN) & (start[filling] % r + offset < slots.line_words)
+        m.d.comb += [slots.write.addr.eq(slots.staged(filling, start[filling], offset)),
+                     slots.write.data.eq(self.write.data),
                      slots.write.en.eq(self.write.en & inside.replicate(4))]
         with m.If(inside & self.write.en.any()):
             m.d.sync += [words[filling].eq(offset + 1), keep[filling].eq(self.write.en)]
@@ -186,7 +187,7 @@ class DramReceiveStore(wiring.Component):
                 m.d.sync += [fetching[line].eq(0), ready[line].eq(active)]
 
         go = active & ready[read_line] & reader.room
-        reader.read(read_line * slots.line_words + phase[read_line] + index, go)
+        reader.read(slots.staged(read_line, phase[read_line], index), go)
         with m.If(go):
             m.d.sync += index.eq(index + 1)
             with m.If(index + 1 == count[read_line]):
