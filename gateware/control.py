@@ -16,6 +16,7 @@ from .drops import Drop
 from .packet_fifo import CONTROL_META
 from .parser import RX_SETTINGS
 from .pattern import PATTERN_COMMAND
+from .receive_store import READ_AHEAD
 from .reassembly import MISSING, MISSING_QUERY, RX_COMMAND, RX_EVENT, SLOT_STATUS
 from .registers import (
     ADDRESS, COMMAND_WORD, CONNECTION_FLAGS, ENGINE_REGISTERS, ENGINE_STATE, EVENT_WORD, GEOMETRY_WORD,
@@ -41,7 +42,7 @@ COMMAND_DEPTH = 16
 
 class ControlStatus(wiring.Component):
     COUNTERS = ("TX_PACKETS", "TX_CONTROL", "RX_ACCEPTED", "RX_DUPLICATES", "RX_CONTROL",
-                "COMMANDS_REJECTED", "EVENTS_LOST", *(f"DROPPED_{d.name}" for d in Drop))
+                "COMMANDS_REJECTED", "EVENTS_LOST", "DOWNLOADS_EARLY", *(f"DROPPED_{d.name}" for d in Drop))
 
     def __init__(self, config: EngineConfig) -> None:
         self.config = config
@@ -56,7 +57,10 @@ class ControlStatus(wiring.Component):
             "query": Out(stream.Signature(MISSING_QUERY)),
             "check": Out(stream.Signature(PATTERN_COMMAND)),
             "upload": In(memory.WritePort.Signature(addr_width=config.tx_address_width, shape=config.data_width)),
-            "download": In(memory.ReadPort.Signature(addr_width=config.rx_address_width, shape=config.data_width)),
+            # The receive store's reader (receiver.py): seek, then words in order.
+            "download_seek": Out(stream.Signature(config.rx_address_width)),
+            "download": In(stream.Signature(config.data_width)),
+            "download_level": In(range(READ_AHEAD + 1)),
             "rx_event": In(stream.Signature(RX_EVENT)),
             "missing": In(stream.Signature(MISSING)),
             "control": In(stream.Signature(config.data_width)),
@@ -140,12 +144,18 @@ class ControlStatus(wiring.Component):
                 with m.Case(ADDRESS["SEND_LENGTH"]):
                     m.d.comb += [self.send_length.eq(bus.w_data), self.send_commit.eq(1)]
 
-        # Reads: one cycle after r_en; DOWNLOAD_DATA comes straight from the memory port.
+        # A download reads from where DOWNLOAD_ADDRESS was last written, and from there
+        # again once a pattern check (which had the store's reader) ends.
+        resume, early = Signal(), Signal()
+        m.d.sync += resume.eq(self.checked)
+        written = bus.w_en & (bus.addr == ADDRESS["DOWNLOAD_ADDRESS"])
+        m.d.comb += [self.download_seek.valid.eq(written | resume),
+                     self.download_seek.payload.eq(Mux(written, bus.w_data, rw["DOWNLOAD_ADDRESS"]))]
+
+        # Reads: one cycle after r_en.
         value = Signal(32)
-        from_memory = Signal()
         r_data = Signal(32)
-        m.d.comb += [self.download.addr.eq(rw["DOWNLOAD_ADDRESS"]),
-                     bus.r_data.eq(Mux(from_memory, self.download.data, r_data))]
+        m.d.comb += bus.r_data.eq(r_data)
         status = self.status
         geometry = GEOMETRY_WORD.cat(data_width=cfg.data_width, tx_slots=cfg.tx_slots, rx_slots=cfg.rx_slots,
                                      log2_max_packets=cfg.max_packets.bit_length() - 1)
@@ -156,6 +166,8 @@ class ControlStatus(wiring.Component):
             "CONTROL_LENGTH": Mux(self.control_meta.valid, self.control_meta.payload.length, 0),
             "CONTROL_FROM": control_from, "CONTROL_PORT": control_port,
             "CONTROL_DATA": Mux(self.control.valid, self.control.payload, 0),
+            "DOWNLOAD_DATA": Mux(self.download.valid, self.download.payload, 0),
+            "DOWNLOAD_LEVEL": self.download_level,
             "SLOT_BUFFER": status.buffer,
             "SLOT_STATE": Cat(status.active, status.count_known, status.complete),
             "SLOT_RECEIVED": status.received, "SLOT_COUNT": status.count,
@@ -170,7 +182,6 @@ class ControlStatus(wiring.Component):
             for name, v in readable.items():
                 with m.Case(ADDRESS[name]):
                     m.d.comb += value.eq(v)
-        m.d.sync += from_memory.eq(0)
         with m.If(bus.r_en):
             m.d.sync += r_data.eq(value)
             with m.Switch(bus.addr):
@@ -184,8 +195,9 @@ class ControlStatus(wiring.Component):
                 with m.Case(ADDRESS["CONTROL_DATA"]):
                     m.d.comb += self.control.ready.eq(1)
                 with m.Case(ADDRESS["DOWNLOAD_DATA"]):
-                    m.d.sync += [from_memory.eq(1),
-                                 rw["DOWNLOAD_ADDRESS"].eq(rw["DOWNLOAD_ADDRESS"] + 1)]
+                    m.d.comb += [self.download.ready.eq(1), early.eq(~self.download.valid)]
+                    with m.If(self.download.valid):
+                        m.d.sync += rw["DOWNLOAD_ADDRESS"].eq(rw["DOWNLOAD_ADDRESS"] + 1)
 
         # Dispatch the oldest command to the block it names.
         queued = data.View(QUEUED_COMMAND, commands.r_data)
@@ -270,6 +282,7 @@ class ControlStatus(wiring.Component):
             "RX_CONTROL": self.rx_control,
             "COMMANDS_REJECTED": rejected | self.rejected,
             "EVENTS_LOST": lost | self.events_lost,
+            "DOWNLOADS_EARLY": early,
             **{f"DROPPED_{d.name}": self.drops[d] for d in Drop},
         }
         clear = bus.w_en & (bus.addr == ADDRESS["COUNTERS_CLEAR"])

@@ -15,6 +15,7 @@ from amaranth.lib.wiring import In, Out
 from .config import EngineConfig
 from .control import ControlStatus
 from .outbound import Outbound
+from .receive_store import READ_AHEAD
 from .receiver import Receiver
 from .registers import RegisterBus
 from .streams import ip_stream
@@ -30,6 +31,7 @@ class Engine(wiring.Component):
             "net_rx": In(ip_stream(self.config.data_width)),
             "events_waiting": Out(1),
             "control_waiting": Out(1),
+            "download_level": Out(range(READ_AHEAD + 1)),  # DOWNLOAD_DATA reads that will find a word
         })
 
     def elaborate(self, platform) -> Module:
@@ -48,7 +50,8 @@ class Engine(wiring.Component):
         connect(ctl.rx_command, rx.command)
         connect(ctl.query, rx.query)
         connect(ctl.check, rx.check)
-        connect(ctl.download, rx.download)
+        connect(ctl.download_seek, rx.download_seek)
+        connect(rx.download, ctl.download)
         connect(rx.missing, ctl.missing)
         connect(rx.event, ctl.rx_event)
         connect(rx.control, ctl.control)
@@ -74,5 +77,6 @@ class Engine(wiring.Component):
             ctl.rejected.eq(tx.rejected | out.rejected),
             ctl.events_lost.eq(rx.events_lost), ctl.drops.eq(rx.drops),
             self.events_waiting.eq(ctl.events_waiting), self.control_waiting.eq(ctl.control_waiting),
+            ctl.download_level.eq(rx.download_level), self.download_level.eq(rx.download_level),
         ]
         return m

@@ -14,6 +14,7 @@ from amaranth.lib.wiring import In, Out
 from netblt.driver.link_format import LINK_PORT
 
 from .link_executor import BoardIdentity, LinkExecutor
+from .receive_store import READ_AHEAD
 from .link_intake import LinkIntake
 from .link_sender import STORE_WORDS, LinkSender
 from .registers import RegisterBus
@@ -39,6 +40,7 @@ class HostLink(wiring.Component):
             "bus": Out(RegisterBus()),
             "events_waiting": In(1),
             "control_waiting": In(1),
+            "download_level": In(range(READ_AHEAD + 1)),
             "link_up": In(1),
             "netmask": Out(32),
             "gateway": Out(32),
@@ -63,6 +65,7 @@ class HostLink(wiring.Component):
         m.d.comb += [executor.sender_busy.eq(sender.busy), executor.sender_start.eq(sender.start),
                      executor.events_waiting.eq(self.events_waiting),
                      executor.control_waiting.eq(self.control_waiting),
+                     executor.download_level.eq(self.download_level),
                      executor.dropped.eq(intake.dropped), executor.link_up.eq(self.link_up),
                      self.netmask.eq(executor.netmask), self.gateway.eq(executor.gateway)]
 

@@ -27,6 +27,7 @@ from .headers import header_bytes, header_fields, lanes, to_beats
 from .link_intake import big_endian
 from .link_sender import SEND_COMMAND, STORE_ADDRESS_WIDTH
 from .packet_fifo import CONTROL_META
+from .receive_store import READ_AHEAD
 from .registers import ADDRESS, ENGINE_REGISTERS, LINK_BASE, LINK_REGISTERS, REGISTER_MAP, RegisterBus
 
 AREA_WORDS = 128
@@ -76,6 +77,7 @@ class LinkExecutor(wiring.Component):
             "sender_start": In(STORE_ADDRESS_WIDTH),
             "events_waiting": In(1),
             "control_waiting": In(1),
+            "download_level": In(range(READ_AHEAD + 1)),  # the engine's DOWNLOAD_LEVEL, as a wire
             "dropped": In(2),
             "link_up": In(1),
             "netmask": Out(32),
@@ -417,7 +419,10 @@ class LinkExecutor(wiring.Component):
             m.next = "STREAM_WORDS"
         with m.State("STREAM_WORDS"):
             room = self.queue.level + in_flight + 1 < DOWNLOAD_QUEUE
-            issue = (issued != count) & room
+            # Only words the engine has ready: the read issued last cycle (r_en now) takes
+            # one of them this cycle, and ``download_level`` shows it gone next cycle.
+            ready = self.download_level > self.bus.r_en
+            issue = (issued != count) & room & ready
             with m.If(issue):
                 self.bus_read(ADDRESS["DOWNLOAD_DATA"])
                 m.d.sync += issued.eq(issued + 1)

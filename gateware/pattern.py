@@ -65,7 +65,7 @@ class _Walker(wiring.Component):
         })
 
     def walk(self, m: Module):
-        """Returns (address, expected beat, valid bytes of the beat, stepping, last)."""
+        """Returns (address, expected beat, bytes left, step): the caller drives ``step``."""
         cfg = self.config
         W = cfg.beat_bytes
         state = Signal(32)
@@ -112,12 +112,13 @@ class PatternSource(_Walker):
 
 
 class PatternChecker(_Walker):
-    """Reads a slot back and counts the beats that differ from buffer n's pattern."""
+    """Reads a slot back from the receive store (a seek, then its words in order) and
+    counts the beats that differ from buffer n's pattern."""
 
     def __init__(self, config: EngineConfig) -> None:
         super().__init__(config, config.rx_slots, {
-            "memory": In(memory.ReadPort.Signature(addr_width=config.rx_address_width,
-                                                   shape=config.data_width)),
+            "seek": Out(stream.Signature(config.rx_address_width)),
+            "words": In(stream.Signature(config.data_width)),
             "mismatches": Out(32),
         })
 
@@ -125,19 +126,20 @@ class PatternChecker(_Walker):
         m = Module()
         W = self.config.beat_bytes
         address, beat, remaining, step = self.walk(m)
-        m.d.comb += step.eq(remaining != 0)
-        # The memory answers a cycle after the address: compare against last cycle's beat.
-        expected, valid, checking = Signal.like(beat), Signal(32), Signal()
-        m.d.sync += [expected.eq(beat), valid.eq(remaining), checking.eq(self.busy & step)]
-        m.d.comb += self.memory.addr.eq(address)
-        got = self.memory.data
-        differs = Cat(*((got[8 * i:8 * i + 8] != expected[8 * i:8 * i + 8]) & (i < valid)
-                        for i in range(W))).any()
+        seeking = Signal()
         with m.If(self.command.valid & ~self.busy):
-            m.d.sync += self.mismatches.eq(0)
-        with m.If(checking & differs):
+            m.d.sync += [seeking.eq(1), self.mismatches.eq(0)]
+        m.d.comb += [self.seek.valid.eq(self.busy & seeking), self.seek.payload.eq(address)]
+        with m.If(self.seek.valid):  # always taken
+            m.d.sync += seeking.eq(0)
+        checking = self.busy & ~seeking & (remaining != 0)
+        m.d.comb += [self.words.ready.eq(checking), step.eq(checking & self.words.valid)]
+        got = self.words.payload
+        differs = Cat(*((got[8 * i:8 * i + 8] != beat[8 * i:8 * i + 8]) & (i < remaining)
+                        for i in range(W))).any()
+        with m.If(step & differs):
             m.d.sync += self.mismatches.eq(self.mismatches + 1)
-        with m.If(self.busy & ~step & ~checking):
+        with m.If(self.busy & ~seeking & (remaining == 0)):
             m.d.sync += self.busy.eq(0)
             m.d.comb += self.done.eq(1)
         return m

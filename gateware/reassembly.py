@@ -5,8 +5,10 @@ LDATA fixed, the highest packet seen, and first/last arrival times with a runnin
 average gap (for the host's data timers, RFC 998 section 5.2.2). A packet is placed at
 packet number x packet size inside its slot; every bound is checked before the first
 byte is written, and the write address is clamped to the slot besides, so no packet
-can write outside its slot whatever it claims. A packet counts (its bit is set) only
-after its last beat passed every check; until then its bytes may be overwritten.
+can write outside its slot whatever it claims. A packet the checks let through is
+written to the receive store (receive_store.py) between ``open`` and ``close``; it
+counts (its bit is set) only after its last beat passed every check, and ``close``
+tells the store whether to keep it.
 """
 
 from __future__ import annotations
@@ -52,8 +54,11 @@ class Reassembly(wiring.Component):
             "query": In(stream.Signature(MISSING_QUERY)),
             "missing": Out(stream.Signature(MISSING)),
             "event": Out(stream.Signature(RX_EVENT)),
-            "memory": In(memory.WritePort.Signature(addr_width=config.rx_address_width, shape=config.data_width,
+            # The receive store's packet side (receive_store.store_signature), flipped.
+            "open": Out(stream.Signature(config.rx_address_width)),
+            "write": In(memory.WritePort.Signature(addr_width=config.rx_address_width, shape=config.data_width,
                                                     granularity=8)),
+            "close": Out(stream.Signature(1)),
             "status_slot": In(4),
             "status": Out(SLOT_STATUS),
             "high_ack": Out(16),
@@ -157,17 +162,25 @@ class Reassembly(wiring.Component):
                 for bad, reason in reversed(checks):
                     with m.If(bad):
                         m.d.sync += [rejected.eq(1), reject.eq(reason)]
-                with m.If(~Cat(*(bad for bad, _ in checks)).any()):
-                    m.d.sync += write_ok.eq((bits_read.data & bit) == 0)
+                new = ~Cat(*(bad for bad, _ in checks)).any() & ((bits_read.data & bit) == 0)
+                m.d.sync += write_ok.eq(new)
                 m.next = "STREAM"
+                with m.If(new):
+                    m.next = "OPEN"
+            with m.State("OPEN"):
+                # The store takes the packet's first address when it has room for it.
+                m.d.comb += [self.open.valid.eq(1), self.open.payload.eq(address)]
+                with m.If(self.open.ready):
+                    m.next = "STREAM"
             with m.State("STREAM"):
                 m.d.comb += self.input.ready.eq(1)
                 with m.If(self.input.valid):
                     inside = (address >= slot * cfg.slot_words) & (address < limit)
-                    m.d.comb += [self.memory.addr.eq(address), self.memory.data.eq(beat.data),
-                                 self.memory.en.eq(Mux(write_ok & inside, beat.keep, 0))]
+                    m.d.comb += [self.write.addr.eq(address), self.write.data.eq(beat.data),
+                                 self.write.en.eq(Mux(write_ok & inside, beat.keep, 0))]
                     m.d.sync += address.eq(address + 1)
                     with m.If(beat.last):
+                        m.d.comb += [self.close.valid.eq(write_ok), self.close.payload.eq(~beat.bad)]
                         # Serial-number order: the high-ack stamp only moves forward.
                         with m.If(~beat.bad & (high_ack_diff != 0) & (high_ack_diff < 0x8000)):
                             m.d.sync += self.high_ack.eq(hdr.high_ack)

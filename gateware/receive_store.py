@@ -2,9 +2,10 @@
 
 Reassembly writes a packet between ``open`` (its first word's address; waits for room)
 and ``close`` (commit it, or drop it: its checks failed at the last beat). Downloads
-and the pattern checker read a run of words in order from a ``seek``. Both stores
-take the same signals, so the receive side need not know which one it has. (It does
-not use them yet: the Receiver still holds its own block RAM; docs/architecture.md.)
+and the pattern checker read a run of words in order from a ``seek``; ``level`` says
+how many are ready, so a reader with latency (the register bus) knows how many it may
+ask for. Both stores take the same signals, so the receive side need not know which
+one it has.
 
 In DRAM a packet is staged in a line and copied when it commits; a dropped packet never
 reaches DRAM. Reads fetch lines ahead of the reader, and a read that follows a commit
@@ -13,7 +14,7 @@ sees it: no fetch is offered while a committed packet waits for the DMA.
 
 from __future__ import annotations
 
-from amaranth.hdl import Array, Cat, Module, ResetInserter, Signal
+from amaranth.hdl import Array, Cat, Module, Mux, ResetInserter, Signal
 from amaranth.lib import enum, fifo, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -36,6 +37,7 @@ def store_signature(config: EngineConfig) -> dict:
         "close": In(stream.Signature(1)),
         "seek": In(stream.Signature(words)),  # always taken
         "read": Out(stream.Signature(width)),
+        "level": Out(range(READ_AHEAD + 1)),  # words ``read`` offers without waiting
     }
 
 
@@ -43,7 +45,7 @@ class _Reader:
     """Words from a memory read port (one cycle of latency) into a queue, as a stream;
     ``flush`` empties the queue, and none is offered while ``hold`` is high."""
 
-    def __init__(self, m: Module, port, output: stream.Interface, flush, hold=0) -> None:
+    def __init__(self, m: Module, port, output: stream.Interface, flush, hold) -> None:
         self.m, self.port = m, port
         queue = fifo.SyncFIFOBuffered(width=len(output.payload), depth=READ_AHEAD)
         m.submodules.queue = self.queue = ResetInserter(flush)(queue)
@@ -52,6 +54,8 @@ class _Reader:
                      self.queue.r_en.eq(output.ready & ~hold),
                      self.queue.w_data.eq(port.data), self.queue.w_en.eq(self.in_flight)]
         self.room = self.queue.level + self.in_flight < READ_AHEAD
+        # The queue counts a word on its way to its output register: not yet offered.
+        self.level = Mux(hold | ~self.queue.r_rdy, 0, self.queue.level)
 
     def read(self, address, when) -> None:
         """Reads ``address`` this cycle if ``when`` (callers check ``room``)."""
@@ -74,7 +78,8 @@ class BlockReceiveStore(wiring.Component):
         write, port = mem.write_port(granularity=8), mem.read_port()
         m.d.comb += [write.addr.eq(self.write.addr), write.data.eq(self.write.data), write.en.eq(self.write.en),
                      self.open.ready.eq(1), self.close.ready.eq(1), self.seek.ready.eq(1)]
-        reader = _Reader(m, port, self.read, self.seek.valid)
+        reader = _Reader(m, port, self.read, flush=self.seek.valid, hold=self.seek.valid)
+        m.d.comb += self.level.eq(reader.level)
         address = Signal.like(self.seek.payload)
         with m.If(self.seek.valid):
             m.d.sync += address.eq(self.seek.payload)
@@ -168,6 +173,7 @@ class DramReceiveStore(wiring.Component):
             m.d.sync += [pending.eq(1), seek_to.eq(self.seek.payload), active.eq(0)]
         flush = Signal()
         reader = _Reader(m, slots.read, self.read, flush, hold=pending | self.seek.valid)
+        m.d.comb += self.level.eq(reader.level)
         with m.If(pending & ~self.seek.valid & ~Cat(*fetching).any() & ~reader.in_flight):
             m.d.comb += flush.eq(1)
             m.d.sync += [pending.eq(0), active.eq(1), next_fetch.eq(seek_to), fetch_line.eq(0), read_line.eq(0),

@@ -1,9 +1,9 @@
-"""The receive side assembled: parser, reassembly, slot memory, control FIFO, checker."""
+"""The receive side assembled: parser, reassembly, receive store, control FIFO, checker."""
 
 from __future__ import annotations
 
-from amaranth.hdl import Module
-from amaranth.lib import memory, stream, wiring
+from amaranth.hdl import Module, Mux
+from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .config import EngineConfig
@@ -11,19 +11,23 @@ from .drops import Drop
 from .packet_fifo import CONTROL_META, PacketFifo
 from .parser import RX_SETTINGS, Parser, control_beat
 from .pattern import PATTERN_COMMAND, PatternChecker
+from .receive_store import READ_AHEAD, BlockReceiveStore
 from .reassembly import MISSING, MISSING_QUERY, RX_COMMAND, RX_EVENT, SLOT_STATUS, Reassembly
 from .streams import ip_stream
 
 
 class Receiver(wiring.Component):
-    """IP payloads in; buffers in block RAM, control packets and events out.
+    """IP payloads in; buffers in the receive store, control packets and events out.
 
-    The slot memory's one read port serves the pattern checker while it runs (where the
-    configuration has one) and the host's download port otherwise.
+    The store is block RAM unless a DRAM store is given (its DRAM port is the caller's
+    to connect). Its one reader serves the pattern checker while it runs (where the
+    configuration has one) and the host's downloads otherwise; when a check ends, the
+    downloads' own seek is the caller's to repeat (control.py does).
     """
 
-    def __init__(self, config: EngineConfig) -> None:
+    def __init__(self, config: EngineConfig, store: wiring.Component | None = None) -> None:
         self.config = config
+        self.store = store or BlockReceiveStore(config)
         super().__init__({
             "settings": In(RX_SETTINGS),
             "packet_size": In(16),  # data bytes per packet, whole beats (control.py rounds it)
@@ -37,8 +41,10 @@ class Receiver(wiring.Component):
             "mismatches": Out(32),
             "control": Out(stream.Signature(config.data_width)),
             "control_meta": Out(stream.Signature(CONTROL_META)),
-            # The memory's own read-port shape: address in, data out.
-            "download": Out(memory.ReadPort.Signature(addr_width=config.rx_address_width, shape=config.data_width)),
+            # The store's reader: words in order from a seek, ``download_level`` of them ready.
+            "download_seek": In(stream.Signature(config.rx_address_width)),
+            "download": Out(stream.Signature(config.data_width)),
+            "download_level": Out(range(READ_AHEAD + 1)),
             "status_slot": In(4),
             "status": Out(SLOT_STATUS),
             "high_ack": Out(16),
@@ -52,10 +58,7 @@ class Receiver(wiring.Component):
     def elaborate(self, platform) -> Module:
         cfg = self.config
         m = Module()
-        m.submodules.memory = mem = memory.Memory(
-            shape=cfg.data_width, depth=cfg.rx_slots * cfg.slot_words, init=[])
-        write = mem.write_port(granularity=8)
-        read = mem.read_port()
+        m.submodules.store = store = self.store
         m.submodules.parser = parser = Parser(cfg)
         m.submodules.reassembly = reassembly = Reassembly(cfg)
         m.submodules.control_fifo = control_fifo = PacketFifo(
@@ -70,10 +73,11 @@ class Receiver(wiring.Component):
         wiring.connect(m, wiring.flipped(self.query), reassembly.query)
         wiring.connect(m, reassembly.missing, wiring.flipped(self.missing))
         wiring.connect(m, reassembly.event, wiring.flipped(self.event))
+        wiring.connect(m, reassembly.open, store.open)
+        wiring.connect(m, reassembly.write, store.write)
+        wiring.connect(m, reassembly.close, store.close)
         m.d.comb += [
             parser.settings.eq(self.settings), reassembly.packet_size.eq(self.packet_size),
-            write.addr.eq(reassembly.memory.addr), write.data.eq(reassembly.memory.data),
-            write.en.eq(reassembly.memory.en),
             reassembly.status_slot.eq(self.status_slot), self.status.eq(reassembly.status),
             self.high_ack.eq(reassembly.high_ack),
             self.drops.eq(parser.drops | reassembly.drops
@@ -81,14 +85,23 @@ class Receiver(wiring.Component):
             self.accepted.eq(reassembly.accepted), self.duplicate.eq(reassembly.duplicate),
             self.events_lost.eq(reassembly.events_lost),
             self.control_queued.eq(control_fifo.committed),
-            self.download.data.eq(read.data),
         ]
-        m.d.comb += read.addr.eq(self.download.addr)
-        if cfg.pattern:
-            m.submodules.checker = checker = PatternChecker(cfg)
-            wiring.connect(m, wiring.flipped(self.check), checker.command)
-            m.d.comb += [self.checked.eq(checker.done), self.mismatches.eq(checker.mismatches),
-                         checker.memory.data.eq(read.data)]
-            with m.If(checker.busy):  # the port is the checker's while it runs
-                m.d.comb += read.addr.eq(checker.memory.addr)
+        self._reader(m, store)
         return m
+
+    def _reader(self, m: Module, store: wiring.Component) -> None:
+        """The store's reader to the checker while it runs, to the downloads otherwise."""
+        readers = [(1, self.download_seek, self.download)]
+        if self.config.pattern:
+            m.submodules.checker = checker = PatternChecker(self.config)
+            wiring.connect(m, wiring.flipped(self.check), checker.command)
+            m.d.comb += [self.checked.eq(checker.done), self.mismatches.eq(checker.mismatches)]
+            readers = [(checker.busy, checker.seek, checker.words), (~checker.busy, self.download_seek,
+                                                                     self.download)]
+        for owns, seek, words in readers:
+            with m.If(owns):
+                m.d.comb += [store.seek.valid.eq(seek.valid), store.seek.payload.eq(seek.payload),
+                             seek.ready.eq(store.seek.ready),
+                             words.valid.eq(store.read.valid), words.payload.eq(store.read.payload),
+                             store.read.ready.eq(words.ready)]
+        m.d.comb += self.download_level.eq(Mux(readers[-1][0], store.level, 0))

@@ -8,7 +8,7 @@ payloads as dicts, one beat per clock when both sides are willing.
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from amaranth.hdl import Shape
@@ -111,6 +111,26 @@ class Sink:
                 out.append((start, current))
                 current = []
         return out
+
+
+async def take(dut, name: str, count: int, *, stall: float = 0.0, rng: random.Random | None = None,
+               check: Callable[[], None] | None = None) -> list[int]:
+    """The next ``count`` payloads of stream ``name``, ready held low a cycle with chance
+    ``stall``; ``check()`` runs every cycle once the values settle."""
+    rng = rng or random.Random(2)
+    valid, ready, payload = (getattr(dut, f"{name}__{part}") for part in ("valid", "ready", "payload"))
+    got: list[int] = []
+    while len(got) < count:
+        taking = rng.random() >= stall
+        ready.value = int(taking)
+        await ReadOnly()
+        if check:
+            check()
+        if taking and valid.value:
+            got.append(int(payload.value))
+        await RisingEdge(dut.clk)
+    ready.value = 0
+    return got
 
 
 def beat_bytes(beats: Iterable[dict[str, Any]], width: int) -> bytes:

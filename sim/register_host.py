@@ -74,6 +74,21 @@ class RegisterHost:
     async def read(self, name: str) -> int:
         return await self.port.read(ADDRESS[name])
 
+    async def download(self, address: int, words: int) -> list[int]:
+        """``words`` words of receive memory from ``address``, each read only once
+        DOWNLOAD_LEVEL says it is ready (the store fetches after the seek)."""
+        await self.write("DOWNLOAD_ADDRESS", address)
+        return await self.download_more(words)
+
+    async def download_more(self, words: int) -> list[int]:
+        """The next ``words`` words from where the last download stopped."""
+        out: list[int] = []
+        while len(out) < words:
+            ready = await self.read("DOWNLOAD_LEVEL")
+            for _ in range(min(ready, words - len(out))):
+                out.append(await self.read("DOWNLOAD_DATA"))
+        return out
+
     async def command(self, op: Command, slot: int, arg0: int = 0, arg1: int = 0, flag: int = 0) -> None:
         await self.write("ARG0", arg0)
         await self.write("ARG1", arg1)

@@ -9,7 +9,7 @@ from typing import Any
 
 from amaranth.lib import data
 from cocotb.clock import Clock
-from cocotb.triggers import ClockCycles, RisingEdge
+from cocotb.triggers import ClockCycles, RisingEdge, with_timeout
 
 from netblt.gateware.config import EngineConfig
 
@@ -24,13 +24,31 @@ CLOCK_NS = 1_000_000_000 // CONFIG.clock_hz
 """The system clock's period: the pacer's cycles are these."""
 
 
+DRAM = json.loads(os.environ.get("NETBLT_TB_DRAM_DESCRIPTION") or "null")
+"""The description of the LiteDRAM core in the top (hw/litedram_core.py), if it has one."""
+
+
 async def start(dut) -> None:
-    """Starts the clock (again, after a previous case) and holds reset for two cycles."""
+    """Starts the clock (again, after a previous case) and holds reset for two cycles;
+    with a DRAM core, starts its clock too and waits for it to initialise itself."""
     Clock(dut.clk, CLOCK_NS, unit="ns").start()
     dut.rst.value = 1
+    if DRAM:
+        Clock(dut.dram_clk, 2 * round(1e12 / DRAM["clock_hz"] / 2), unit="ps").start()
+        dut.dram_rst.value = 1
     await ClockCycles(dut.clk, 2)
     dut.rst.value = 0
+    if DRAM:
+        dut.dram_rst.value = 0
+        # LiteDRAM's init sequence waits some 70,000 DRAM cycles (DDR3's reset and clock
+        # enable delays) before it hands the DRAM to the controller.
+        await with_timeout(_dram_ready(dut), 5, "ms")
     await RisingEdge(dut.clk)
+
+
+async def _dram_ready(dut) -> None:
+    while not dut.ready.value:
+        await RisingEdge(dut.clk)
 
 
 def apply(signal, layout: data.Layout, values: dict[str, Any]) -> None:

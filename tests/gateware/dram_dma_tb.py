@@ -4,18 +4,17 @@ copies queued back to back with random gaps before them, refreshes counted in th
 
 from __future__ import annotations
 
-import json
-import os
 import random
 
 import cocotb
 from cocotb.triggers import ReadOnly, RisingEdge, with_timeout
 from dram_harness import STAGING_WORDS, DmaHarness
-from dram_tb import count_refreshes, start
+from dram_tb import count_refreshes
 
 from netblt.sim.beats import Source
+from netblt.sim.testbench import DRAM, start
 
-DESCRIPTION = json.loads(os.environ["NETBLT_TB_DRAM_DESCRIPTION"])
+DESCRIPTION = DRAM
 
 
 async def load(dut, address: int, words: list[int]) -> None:

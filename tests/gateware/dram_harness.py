@@ -1,6 +1,7 @@
 """Harnesses around LiteDRAM's model: DramDma between a staging memory and the DRAM,
 for dram_dma_tb.py (the testbench loads and unloads staging through ports of its own),
-a DramSlots store for dram_slots_tb.py, and receive stores for receive_store_tb.py."""
+a DramSlots store for dram_slots_tb.py, receive stores for receive_store_tb.py, and
+the whole receive side with its store in DRAM for rx_tb.py."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from netblt.gateware.dram_dma import DramDma, NativePort
 from netblt.gateware.config import EngineConfig
 from netblt.gateware.dram_slots import DramSlots
 from netblt.gateware.receive_store import BlockReceiveStore, DramReceiveStore, store_signature
+from netblt.gateware.receiver import Receiver
 from netblt.hw.litedram import LiteDram
 
 STAGING_WORDS = 512
@@ -91,13 +93,7 @@ class ReceiveStoreHarness(wiring.Component):
 
     def __init__(self, description: dict | None) -> None:
         self.description = description
-        if description:
-            port = NativePort(description["address_bits"], description["data_bits"])
-            self.store = DramReceiveStore(STORE_CONFIG, port, line_words=STORE_LINE_WORDS,
-                                          base=1 << description["address_bits"] - 1,
-                                          region_words=STORE_CONFIG.rx_slots * STORE_CONFIG.slot_words)
-        else:
-            self.store = BlockReceiveStore(STORE_CONFIG)
+        self.store = dram_receive_store(STORE_CONFIG, description) if description else BlockReceiveStore(STORE_CONFIG)
         super().__init__({**store_signature(STORE_CONFIG), "ready": Out(1)})
 
     def elaborate(self, platform) -> Module:
@@ -105,10 +101,43 @@ class ReceiveStoreHarness(wiring.Component):
         m.submodules.store = store = self.store
         for name in ("open", "write", "close", "seek", "read"):
             wiring.connect(m, wiring.flipped(getattr(self, name)), getattr(store, name))
+        m.d.comb += self.level.eq(store.level)
         if self.description:
             m.submodules.dram = dram = LiteDram(self.description)
             wiring.connect(m, store.dram, dram.ports[1])
             m.d.comb += [self.ready.eq(dram.ready), dram.ports[0].cmd.valid.eq(0), dram.ports[0].wdata.valid.eq(0)]
         else:
             m.d.comb += self.ready.eq(1)
+        return m
+
+
+def dram_receive_store(config: EngineConfig, description: dict) -> DramReceiveStore:
+    """A receive store on the core's second port, in the upper half of the chip."""
+    port = NativePort(description["address_bits"], description["data_bits"])
+    return DramReceiveStore(config, port, line_words=STORE_LINE_WORDS, base=1 << description["address_bits"] - 1,
+                            region_words=config.rx_slots * config.slot_words)
+
+
+class DramReceiver(wiring.Component):
+    """The Receiver with its store in DRAM: its own members, and the core's ``ready``."""
+
+    def __init__(self, config: EngineConfig, description: dict) -> None:
+        self.description = description
+        self.receiver = Receiver(config, dram_receive_store(config, description))
+        super().__init__({**self.receiver.signature.members, "ready": Out(1)})
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        m.submodules.receiver = rx = self.receiver
+        m.submodules.dram = dram = LiteDram(self.description)
+        wiring.connect(m, rx.store.dram, dram.ports[1])
+        m.d.comb += [self.ready.eq(dram.ready), dram.ports[0].cmd.valid.eq(0), dram.ports[0].wdata.valid.eq(0)]
+        for name, member in rx.signature.members.items():
+            ours, theirs = getattr(self, name), getattr(rx, name)
+            if member.is_signature:
+                wiring.connect(m, wiring.flipped(ours), theirs)
+            elif member.flow == wiring.In:
+                m.d.comb += theirs.eq(ours)
+            else:
+                m.d.comb += ours.eq(theirs)
         return m

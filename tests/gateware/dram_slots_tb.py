@@ -6,18 +6,17 @@ region take turns, so rows open and close (bank conflicts) while refreshes run."
 
 from __future__ import annotations
 
-import json
-import os
 import random
 
 import cocotb
 from cocotb.triggers import ReadOnly, RisingEdge, with_timeout
 from dram_harness import SLOT_LINE_WORDS, SLOT_LINES, SLOT_REGION_WORDS, SlotsHarness
-from dram_tb import count_refreshes, start
+from dram_tb import count_refreshes
 
 from netblt.sim.beats import Source
+from netblt.sim.testbench import DRAM, start
 
-DESCRIPTION = json.loads(os.environ["NETBLT_TB_DRAM_DESCRIPTION"])
+DESCRIPTION = DRAM
 WINDOW_WORDS = 1024
 WINDOWS = [0, SLOT_REGION_WORDS // 4 + 4096, SLOT_REGION_WORDS // 2 + 8, SLOT_REGION_WORDS - WINDOW_WORDS]
 """Engine-word starts of the test's windows: far apart, so turns between them change rows."""

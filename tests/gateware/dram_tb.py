@@ -7,36 +7,16 @@ core's generator wrote (NETBLT_TB_DRAM_DESCRIPTION)."""
 
 from __future__ import annotations
 
-import json
-import os
 import random
 
 import cocotb
-from cocotb.clock import Clock
-from cocotb.triggers import ClockCycles, RisingEdge, with_timeout
+from cocotb.triggers import RisingEdge, with_timeout
 
 from netblt.gateware.dram_dma import NativePort
 from netblt.sim.beats import Sink, Source
+from netblt.sim.testbench import DRAM, start
 
-DESCRIPTION = json.loads(os.environ["NETBLT_TB_DRAM_DESCRIPTION"])
-ENGINE_NS = 20
-"""The engine's 50 MHz."""
-
-
-async def start(dut) -> None:
-    Clock(dut.clk, ENGINE_NS, unit="ns").start()
-    Clock(dut.dram_clk, 2 * round(1e12 / DESCRIPTION["clock_hz"] / 2), unit="ps").start()
-    dut.rst.value = dut.dram_rst.value = 1
-    await ClockCycles(dut.clk, 4)
-    dut.rst.value = dut.dram_rst.value = 0
-    # LiteDRAM's init sequence waits some 70,000 DRAM cycles (DDR3's reset and clock
-    # enable delays) before it hands the DRAM to the controller.
-    await with_timeout(_ready(dut), 5, "ms")
-
-
-async def _ready(dut) -> None:
-    while not dut.ready.value:
-        await RisingEdge(dut.clk)
+DESCRIPTION = DRAM
 
 
 class Port:

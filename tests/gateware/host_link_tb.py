@@ -14,7 +14,7 @@ import struct
 from collections import Counter, deque
 
 import cocotb
-from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
+from cocotb.triggers import ClockCycles, ReadOnly, ReadWrite, RisingEdge
 from cocotb.utils import get_sim_time
 from scapy.layers.inet import IP, UDP
 from scapy.packet import Raw
@@ -22,6 +22,7 @@ from scapy.utils import checksum
 
 from netblt.driver import link_format as F
 from netblt.driver.link import LinkClient, LinkError
+from netblt.gateware.receive_store import READ_AHEAD
 from netblt.gateware.registers import ADDRESS, ENGINE_REGISTERS, LINK_REGISTERS, REGISTER_MAP
 from netblt.gateware.segmenter import UDP_PROTOCOL
 from netblt.gateware.streams import ip_payload
@@ -35,10 +36,16 @@ MEMORY_WORDS = 4096
 
 
 class EngineModel:
-    """The engine's registers as the bus sees them, a read answered the next cycle."""
+    """The engine's registers as the bus sees them, a read answered the next cycle.
+
+    Downloads come from a slow store: after DOWNLOAD_ADDRESS is written, no word is ready
+    for up to 40 cycles, then words come one every cycle or few, up to DOWNLOAD_LEVEL's
+    READ_AHEAD; a DOWNLOAD_DATA read with none ready is counted in ``early``."""
 
     def __init__(self, dut) -> None:
         self.dut = dut
+        self.rng = random.Random(4)
+        self.level, self.delay, self.early = 0, 0, 0
         self.values = {ADDRESS[r.name]: 0 for r in ENGINE_REGISTERS}
         self.events: deque[int] = deque()
         self.packets: deque[tuple[bytes, int, int]] = deque()
@@ -55,6 +62,11 @@ class EngineModel:
         while True:
             dut.events_waiting.value = int(bool(self.events))
             dut.control_waiting.value = int(bool(self.packets))
+            # A write of DOWNLOAD_ADDRESS empties the level in its own cycle, as the store's
+            # seek does: set it once the block's registered bus outputs have settled.
+            await ReadWrite()
+            seeking = dut.bus__w_en.value and int(dut.bus__addr.value) == ADDRESS["DOWNLOAD_ADDRESS"]
+            dut.download_level.value = 0 if seeking else self.level
             await ReadOnly()
             answer = None
             address = int(dut.bus__addr.value)
@@ -66,9 +78,12 @@ class EngineModel:
                     v[ADDRESS["UPLOAD_ADDRESS"]] += 1
                 else:
                     v[address] = value
+                if name == "DOWNLOAD_ADDRESS":
+                    self.level, self.delay = 0, self.rng.randrange(40)
             if dut.bus__r_en.value:
                 self.reads[name] += 1
                 answer = self.read(name, address)
+            self.refill()
             await RisingEdge(dut.clk)
             if answer is not None:
                 dut.bus__r_data.value = answer
@@ -88,10 +103,20 @@ class EngineModel:
         if name == "CONTROL_DATA":
             return self.current.pop(0) if self.current else 0
         if name == "DOWNLOAD_DATA":
+            if not self.level:
+                self.early += 1
+                return 0
+            self.level -= 1
             value = self.rx[v[ADDRESS["DOWNLOAD_ADDRESS"]]]
             v[ADDRESS["DOWNLOAD_ADDRESS"]] += 1
             return value
         return v[address]
+
+    def refill(self) -> None:
+        if self.delay:
+            self.delay -= 1
+        elif self.level < READ_AHEAD and self.rng.random() < 0.6:
+            self.level += 1
 
 
 class Network:
@@ -217,6 +242,7 @@ async def test_uploads_and_downloads_are_byte_exact_through_loss(dut):
     assert b"".join(w.to_bytes(4, "little") for w in engine.tx[100:1600]) == data
     got = b"".join(r.reply[1] for r in downloads)
     assert got == b"".join(w.to_bytes(4, "little") for w in engine.rx[:1500])
+    assert engine.early == 0  # no word read before the store had it
     assert all(r.reply[1] == b"" for r in uploads)  # acknowledged, not echoed
 
 

@@ -8,20 +8,17 @@ NETBLT_TB_DRAM_DESCRIPTION is the DRAM core's description, or ``null`` for block
 
 from __future__ import annotations
 
-import json
-import os
 import random
 
 import cocotb
-from cocotb.clock import Clock
-from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge, with_timeout
+from cocotb.triggers import ClockCycles, RisingEdge, with_timeout
 from dram_harness import STORE_CONFIG
-from dram_tb import ENGINE_NS, count_refreshes
-from dram_tb import start as start_dram
+from dram_tb import count_refreshes
 
-from netblt.sim.beats import Source
+from netblt.sim.beats import Source, take
+from netblt.sim.testbench import DRAM, start
 
-DESCRIPTION = json.loads(os.environ["NETBLT_TB_DRAM_DESCRIPTION"])
+DESCRIPTION = DRAM
 SLOT_WORDS = STORE_CONFIG.slot_words
 
 
@@ -59,16 +56,10 @@ class Store:
         self.dut.seek__valid.value = 0
 
     async def take(self, count: int, stall: float) -> list[int]:
-        got = []
-        while len(got) < count:
-            ready = self.rng.random() >= stall
-            self.dut.read__ready.value = int(ready)
-            await ReadOnly()
-            if ready and self.dut.read__valid.value:
-                got.append(int(self.dut.read__payload.value))
-            await RisingEdge(self.dut.clk)
-        self.dut.read__ready.value = 0
-        return got
+        def level_matches() -> None:
+            # A reader with latency asks for ``level`` words: they must be there.
+            assert bool(self.dut.read__valid.value) == (int(self.dut.level.value) > 0)
+        return await take(self.dut, "read", count, stall=stall, rng=self.rng, check=level_matches)
 
     def check(self, address: int, got: list[int], what: str) -> int:
         """Compares every byte the model knows; returns how many."""
@@ -81,16 +72,6 @@ class Store:
                     assert word >> 8 * byte & 0xFF == want, (
                         f"{what}: word {address + i:#x} byte {byte} is {word >> 8 * byte & 0xFF:#04x}, not {want:#04x}")
         return known
-
-
-async def start(dut) -> None:
-    if DESCRIPTION:
-        await start_dram(dut)
-        return
-    Clock(dut.clk, ENGINE_NS, unit="ns").start()
-    dut.rst.value = 1
-    await ClockCycles(dut.clk, 4)
-    dut.rst.value = 0
 
 
 @cocotb.test()

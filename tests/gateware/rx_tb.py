@@ -17,7 +17,7 @@ from netblt.gateware.packet_fifo import CONTROL_META
 from netblt.host import codec, packets
 from netblt.host.checksum import internet_checksum
 from netblt.host import layout as L
-from netblt.sim.beats import Sink, Source, to_beats, unpack
+from netblt.sim.beats import Sink, Source, take, to_beats, unpack
 from netblt.sim.testbench import CONFIG, apply, start
 
 W = CONFIG.beat_bytes
@@ -116,15 +116,13 @@ class Rx:
         return value
 
     async def download(self, slot: int, length: int) -> bytes:
-        out = bytearray()
-        base = slot * CONFIG.slot_words
-        for i in range(-(-length // W)):
-            self.dut.download__addr.value = base + i
-            await RisingEdge(self.dut.clk)
-            await ReadOnly()
-            out += int(self.dut.download__data.value).to_bytes(W, "little")
-            await RisingEdge(self.dut.clk)
-        return bytes(out[:length])
+        """The slot's first ``length`` bytes through the store's reader: a seek, then words."""
+        dut = self.dut
+        dut.download_seek__valid.value, dut.download_seek__payload.value = 1, slot * CONFIG.slot_words
+        await RisingEdge(dut.clk)
+        dut.download_seek__valid.value = 0
+        words = await take(dut, "download", -(-length // W))
+        return b"".join(int(w).to_bytes(W, "little") for w in words)[:length]
 
 
 def count_of(length: int) -> int:

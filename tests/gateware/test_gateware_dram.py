@@ -1,15 +1,17 @@
 """LiteDRAM's generated core under Verilator, with each board's chip modelled: the core
 alone (dram_tb.py), DramDma on it (dram_dma_tb.py), a DramSlots store (dram_slots_tb.py),
-and the receive store in DRAM and in block RAM (receive_store_tb.py)."""
+the receive store in DRAM and in block RAM (receive_store_tb.py), and the receive side
+with its store in DRAM, through the same tests as in block RAM (rx_tb.py)."""
 
 import functools
 import json
 
 import pytest
-from launch import HERE
+from launch import HERE, cases
 
-from dram_harness import DmaHarness, ReceiveStoreHarness, SlotsHarness
+from dram_harness import DmaHarness, DramReceiver, ReceiveStoreHarness, SlotsHarness
 
+from netblt.gateware.config import EngineConfig
 from netblt.hw import litedram_core
 from netblt.hw.litedram import LiteDram
 from netblt.sim import hdl
@@ -20,8 +22,9 @@ def build(chip: str, top: str = "dram"):
     """The chip's model core and a top around it: the core alone, or a harness."""
     core = hdl.BUILD / "litedram" / f"{chip}_model.v"
     description = litedram_core.generate(chip, core)
-    component = {"dram": LiteDram, "dma": DmaHarness, "slots": SlotsHarness, "receive": ReceiveStoreHarness}[top](
-        description)
+    tops = {"dram": LiteDram, "dma": DmaHarness, "slots": SlotsHarness, "receive": ReceiveStoreHarness,
+            "receiver": lambda d: DramReceiver(EngineConfig(), d)}
+    component = tops[top](description)
     return hdl.build(component, f"{top}_{chip}", [core]), description
 
 
@@ -54,4 +57,14 @@ def test_receive_store(chip):
     else:
         runner, description = build(chip, "receive")
     hdl.run(runner, f"receive_{chip}", "receive_store_tb", HERE,
+            env={"NETBLT_TB_DRAM_DESCRIPTION": json.dumps(description)})
+
+
+
+@pytest.mark.xdist_group("dram_receiver")  # a worker of its own: 14 cases, a minute or two
+@pytest.mark.parametrize("case", cases("rx_tb"))
+@pytest.mark.parametrize("chip", ["versa", "colorlight"])
+def test_receiver_in_dram(chip, case):
+    runner, description = build(chip, "receiver")
+    hdl.run(runner, f"receiver_{chip}", "rx_tb", HERE, testcase=case,
             env={"NETBLT_TB_DRAM_DESCRIPTION": json.dumps(description)})
