@@ -104,3 +104,19 @@ class Path:
                 self.in_burst = True
                 return True
         return bool(c.loss) and rnd.random() < c.loss
+
+
+def describe(config: PathConfig) -> str:
+    """The path in words: only what is not the default."""
+    parts = []
+    if config.delay or config.jitter:
+        parts.append(f"delay {config.delay * 1e3:g} ms" + (f" + up to {config.jitter * 1e3:g} ms jitter"
+                                                            if config.jitter else ""))
+    for name in ("loss", "burst_loss", "reorder", "duplicate", "corrupt"):
+        if value := getattr(config, name):
+            parts.append(f"{name.replace('_', ' ')} {value * 100:g}%")
+    if config.burst_loss:
+        parts.append(f"bursts of {config.burst_length:g}")
+    if config.rate_bps:
+        parts.append(f"rate {config.rate_bps / 1e6:g} Mb/s, queue {config.queue_bytes} bytes")
+    return ", ".join(parts) or "no impairment"

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from netblt.driver.transport import GSO_MAX_BYTES, GSO_MAX_SEGMENTS, Address, Transport
 from netblt.host.units import parse_duration, parse_probability, parse_rate, parse_size
 
-from .netem import Path, PathConfig
+from .netem import Path, PathConfig, describe
 
 BATCH = 64
 """Reads from one socket (each up to 64 datagrams the kernel coalesced) before looking at
@@ -160,22 +160,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "same losses (default: 1)")
     parser.add_argument("--duration", type=parse_duration, default=0.0, metavar="TIME",
                         help="stop after this long, e.g. 300s (default: run until Ctrl-C)")
-
-
-def describe(config: PathConfig) -> str:
-    """The path in words: only what is not the default."""
-    parts = []
-    if config.delay or config.jitter:
-        parts.append(f"delay {config.delay * 1e3:g} ms" + (f" + up to {config.jitter * 1e3:g} ms jitter"
-                                                            if config.jitter else ""))
-    for name in ("loss", "burst_loss", "reorder", "duplicate", "corrupt"):
-        if value := getattr(config, name):
-            parts.append(f"{name.replace('_', ' ')} {value * 100:g}%")
-    if config.burst_loss:
-        parts.append(f"bursts of {config.burst_length:g}")
-    if config.rate_bps:
-        parts.append(f"rate {config.rate_bps / 1e6:g} Mb/s, queue {config.queue_bytes} bytes")
-    return ", ".join(parts) or "no impairment"
 
 
 def run_from_args(args: argparse.Namespace, parser: argparse.ArgumentParser | None = None) -> int:

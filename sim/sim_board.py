@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 
 from netblt.driver.transport import Transport, TransportError
-from netblt.host.units import parse_port
+from netblt.host.units import parse_duration, parse_port, parse_probability
 
 MODULE = "netblt.sim.sim_board_tb"
 
@@ -36,6 +36,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--transport", choices=("udp", "ip"), default="udp",
                         help="ip: carry NETBLT natively on IP protocol 30 to and from the board's NETBLT port "
                              "as well as in UDP (needs root or CAP_NET_RAW)")
+    wan = parser.add_argument_group("a WAN between the board's NETBLT port and its peers, each way, in the "
+                                    "simulation's time (the host link is local: not delayed, nothing lost)")
+    wan.add_argument("--wan-delay", type=parse_duration, default=0.0, metavar="TIME",
+                     help="one-way delay, with a unit: 20ms, 0.3s (default: 0); the simulation runs some "
+                          "thousand times slower than real time, so a real-time peer sees that much more")
+    wan.add_argument("--wan-loss", type=parse_probability, default=0.0, metavar="P",
+                     help="random loss each way, e.g. 0.01 or 1%% (default: 0)")
+    wan.add_argument("--wan-seed", type=int, default=1, metavar="N",
+                     help="random seed: the same seed loses the same datagrams (default: 1)")
 
 
 def design(board: str | None):
@@ -92,7 +101,8 @@ def run_from_args(args: argparse.Namespace) -> int:
         print(f"netblt sim-board: error: the Verilator build failed; see {log}", file=sys.stderr)
         return 1
     settings = {"link_port": args.link_port, "netblt_port": args.netblt_port, "mtu": args.mtu,
-                "transport": args.transport,
+                "transport": args.transport, "wan_delay": args.wan_delay, "wan_loss": args.wan_loss,
+                "wan_seed": args.wan_seed,
                 "pcap": str(args.pcap.resolve()) if args.pcap else "", "clock_hz": config.clock_hz,
                 "parent": os.getpid()}
     env = {"NETBLT_SIM_BOARD": json.dumps(settings), "NETBLT_TB_CLOCK_HZ": str(config.clock_hz),

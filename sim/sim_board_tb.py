@@ -9,13 +9,18 @@ socket: the packets on loopback whose NETBLT destination port is the board's go 
 the board's protocol-30 packets go out to their destination. ARP
 requests are answered for every address but the board's, as a router would. Frames to
 anything but loopback are dropped and counted: a simulated board's addresses live only
-inside its frames. The run ends with a summary when ``netblt sim-board`` is interrupted or terminated
-(it creates the file NETBLT_SIM_BOARD_STOP names), and when it is gone.
+inside its frames. NETBLT datagrams, each way, cross a WAN path model (sim/netem.py's)
+in simulated time: the board's timers and CYCLES see its delay as a board on a long
+path would (the host link is local, and not delayed). The run ends with a summary when
+``netblt sim-board`` is interrupted or terminated (it creates the file
+NETBLT_SIM_BOARD_STOP names), and when it is gone.
 """
 
 from __future__ import annotations
 
+import heapq
 import ipaddress
+import itertools
 import json
 import os
 import signal
@@ -23,6 +28,7 @@ import socket
 import sys
 import time
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import cocotb
@@ -37,6 +43,8 @@ from netblt.host import layout as L
 from netblt.host.layout import IP_PROTOCOL
 from netblt.hw.liteeth_core import IP_ADDRESS, MAC_ADDRESS
 from netblt.sim.ethernet_wire import HOST_MAC, Wire, udp_payload
+from netblt.sim.netem import Path as WanPath
+from netblt.sim.netem import PathConfig, describe
 
 POLL_CYCLES = 250
 """System-clock cycles between looks at the sockets (5 us at 50 MHz)."""
@@ -48,14 +56,50 @@ the wire carries is dropped and counted, never queued without end (a simulated b
 thousands of times slower than the datagrams that reach its sockets)."""
 
 
+TO_BOARD, TO_PEER = "to the board", "to the peer"
+
+
+class Wan:
+    """The path between the board's NETBLT port and its peers, a model each way, in
+    simulated time: a datagram waits here until the model says it arrives."""
+
+    def __init__(self, config: PathConfig, seed: int) -> None:
+        self.config = config
+        self.paths = {TO_BOARD: WanPath(config, seed), TO_PEER: WanPath(config, seed + 1)}
+        self.waiting: list[tuple[float, int, bytes, Callable[[bytes], Awaitable[None]]]] = []
+        self.order = itertools.count()  # same arrival time: first sent, first out
+
+    def send(self, way: str, datagram: bytes, deliver: Callable[[bytes], Awaitable[None]]) -> None:
+        for at, copy in self.paths[way].send(datagram, now()):
+            heapq.heappush(self.waiting, (at, next(self.order), copy, deliver))
+
+    async def deliver_due(self) -> None:
+        while self.waiting and self.waiting[0][0] <= now():
+            _, _, datagram, deliver = heapq.heappop(self.waiting)
+            await deliver(datagram)
+
+    def summary(self) -> list[str]:
+        lines = [f"WAN: {describe(self.config)}"]
+        for way, path in self.paths.items():
+            counts = ", ".join(f"{what} {count}" for what, count in sorted(path.counts.items()))
+            lines.append(f"  NETBLT datagrams {way}: {counts or 'none'}")
+        return lines
+
+
+def now() -> float:
+    """Simulated seconds."""
+    return get_sim_time("ns") / 1e9
+
+
 class Bridge(Wire):
     """The wire's far end: frames to and from UDP sockets on loopback."""
 
-    def attach(self, sockets: dict[int, socket.socket], mtu: int, native: socket.socket | None = None,
+    def attach(self, sockets: dict[int, socket.socket], mtu: int, wan: Wan, native: socket.socket | None = None,
                netblt_port: int = 0) -> None:
         """``sockets``: the board's UDP port each one stands for; ``native``: a raw socket
-        for IP protocol 30, whose packets to ``netblt_port`` are the board's."""
-        self.sockets, self.mtu, self.native, self.netblt_port = sockets, mtu, native, netblt_port
+        for IP protocol 30, whose packets to ``netblt_port`` are the board's; NETBLT
+        datagrams (those of ``netblt_port``) cross ``wan``."""
+        self.sockets, self.mtu, self.wan, self.native, self.netblt_port = sockets, mtu, wan, native, netblt_port
         self.counts: Counter[str] = Counter()
 
     async def arrived(self, packet: Ether) -> None:
@@ -71,24 +115,34 @@ class Bridge(Wire):
         if not ipaddress.ip_address(destination).is_loopback:
             self.counts[f"from the board to {destination}, not loopback (dropped)"] += 1
             return
-        try:
-            if native:
-                self.native.sendto(bytes(packet[IP].payload)[:packet[IP].len - 4 * packet[IP].ihl], (destination, 0))
-            else:
-                self.sockets[packet[UDP].sport].sendto(udp_payload(packet), (destination, packet[UDP].dport))
-            self.counts["datagrams out"] += 1
-        except OSError:
-            self.counts["datagrams out that the host refused"] += 1
+        if native:
+            out, to = self.native, (destination, 0)
+            datagram = bytes(packet[IP].payload)[:packet[IP].len - 4 * packet[IP].ihl]
+        else:
+            out, to, datagram = self.sockets[packet[UDP].sport], (destination, packet[UDP].dport), udp_payload(packet)
+
+        async def deliver(datagram: bytes) -> None:
+            try:
+                out.sendto(datagram, to)
+                self.counts["datagrams out"] += 1
+            except OSError:
+                self.counts["datagrams out that the host refused"] += 1
+
+        if native or packet[UDP].sport == self.netblt_port:
+            self.wan.send(TO_PEER, datagram, deliver)
+        else:
+            await deliver(datagram)
 
     async def poll(self) -> None:
-        """Datagrams waiting on the sockets, into the board."""
+        """Datagrams waiting on the sockets into the board, and those the WAN delivers now."""
         for port, sock in self.sockets.items():
             for _ in range(BATCH):
                 try:
                     data, (address, source_port) = sock.recvfrom(65536)
                 except (BlockingIOError, ConnectionRefusedError):
                     break
-                await self._carry(IP(src=address, dst=IP_ADDRESS) / UDP(sport=source_port, dport=port) / data)
+                await self._arrive(port, data, lambda data, address=address, source_port=source_port, port=port:
+                             self._carry(IP(src=address, dst=IP_ADDRESS) / UDP(sport=source_port, dport=port) / data))
         for _ in range(BATCH if self.native is not None else 0):
             try:
                 datagram, (address, _) = self.native.recvfrom(65536)
@@ -97,7 +151,16 @@ class Bridge(Wire):
             data = datagram[4 * (datagram[0] & 0x0F):]  # a raw socket's datagrams come with their IP header
             port = L.HEADER.field("foreign_port")
             if int.from_bytes(data[port.offset:port.end], "big") == self.netblt_port:
-                await self._carry(IP(src=address, dst=IP_ADDRESS, proto=IP_PROTOCOL) / data)
+                await self._arrive(self.netblt_port, data, lambda data, address=address:
+                             self._carry(IP(src=address, dst=IP_ADDRESS, proto=IP_PROTOCOL) / data))
+        await self.wan.deliver_due()
+
+    async def _arrive(self, port: int, data: bytes, carry: Callable[[bytes], Awaitable[None]]) -> None:
+        """A datagram for the board's ``port``: NETBLT's cross the WAN, the host link's do not."""
+        if port == self.netblt_port:
+            self.wan.send(TO_BOARD, data, carry)
+        else:
+            await carry(data)
 
     async def _carry(self, packet: IP) -> None:
         """One datagram onto the board's wire, as a switch port would: dropped when over
@@ -146,11 +209,15 @@ async def serve(dut):
     bridge = await Bridge.create(dut, None, pcap)
     netblt_port = netblt.getsockname()[1]
     native = raw() if settings["transport"] == "ip" else None
-    bridge.attach({F.LINK_PORT: link, netblt_port: netblt}, settings["mtu"], native, netblt_port)
+    wan = Wan(PathConfig(delay=settings["wan_delay"], loss=settings["wan_loss"]), settings["wan_seed"])
+    bridge.attach({F.LINK_PORT: link, netblt_port: netblt}, settings["mtu"], wan, native, netblt_port)
     clock_hz = settings["clock_hz"]
     print(f"management 127.0.0.1:{link.getsockname()[1]}", flush=True)  # the host link: --board, board status
     print(f"netblt 127.0.0.1:{netblt_port} (the board's NETBLT UDP port is {netblt_port}"
           + (", natively on IP protocol 30 too)" if native else ")"), flush=True)
+    if wan.config != PathConfig():
+        print(f"WAN between the board's NETBLT port and its peers: {describe(wan.config)}, in simulated time",
+              flush=True)
     started, begun_ns = time.monotonic(), get_sim_time("ns")
     told = False
     while not stop and os.getppid() == settings["parent"]:  # ends with netblt sim-board
@@ -167,6 +234,8 @@ async def serve(dut):
           f"(1 : {ratio(started, begun_ns):,.0f})", flush=True)
     for what, count in sorted(bridge.counts.items()):
         print(f"  {what}: {count}", flush=True)
+    for line in wan.summary():
+        print(line, flush=True)
     for sock in (link, netblt, native):
         if sock is not None:
             sock.close()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import random
+import re
 import signal
 import socket
 import subprocess
@@ -152,6 +153,66 @@ def test_the_boards_netblt_traffic_reaches_real_sockets_on_this_machine():
     link.close()
     code, stdout = sim.stop()
     assert code == 0 and "datagrams in: " in stdout
+
+
+def test_the_wan_delays_and_loses_netblt_datagrams_each_way_in_simulated_time():
+    """--wan-delay and --wan-loss: the board's DATA reaches the peer no sooner than the
+    delay after the SEND by the board's own clock, the peer's DATA reaches the board's
+    slot, and each way exactly the datagrams the summary says were delivered arrive."""
+    delay, packets_each_way = 0.002, 16
+    sim = SimBoard("--wan-delay", "2ms", "--wan-loss", "30%")
+    link = BoardLink(("127.0.0.1", sim.link))
+    clock_hz = EngineConfig().clock_hz
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as peer:
+        peer.bind(("127.0.0.1", 0))
+        link.open()
+
+        def write(**registers: int) -> None:
+            link.run(F.Type.REGISTERS, operations(*(F.Operation(F.Opcode.WRITE, ADDRESS[name], value)
+                                                    for name, value in registers.items())))
+
+        def read(name: str) -> int:
+            _, body = link.run(F.Type.REGISTERS, operations(F.Operation(F.Opcode.READ, ADDRESS[name])))
+            return F.decode_operations(body)[0].value
+
+        def wait_until(cycles: int) -> None:
+            while read("CYCLES") - cycles < 0:
+                time.sleep(0.2)
+
+        write(PACKET_SIZE=1024, LOCAL_PORT=7, PEER_PORT=8, PEER_ADDRESS=int(ipaddress.IPv4Address("127.0.0.1")),
+              UDP_LOCAL_PORT=sim.netblt, UDP_PEER_PORT=peer.getsockname()[1], FLAGS=1 << FLAG_UDP, PACING_MODE=0,
+              COUNTERS_CLEAR=1)
+        data = random.Random(6).randbytes(1024 * packets_each_way)
+        link.upload(0, data)
+        sent_at = read("CYCLES")
+        write(ARG0=5, ARG1=len(data), COMMAND=COMMAND_WORD.pack(op=Command.SEND, slot=0))
+        peer.settimeout(120)
+        peer.recv(65536)
+        assert read("CYCLES") - sent_at >= delay * clock_hz  # the board's clock saw the delay
+        arrived = 1
+        write(ARG0=9, ARG1=0, COMMAND=COMMAND_WORD.pack(op=Command.POST, slot=0))
+        for number in range(packets_each_way):
+            peer.sendto(codec.encode(packets.Data(9, number, 0, data[number * 1024:(number + 1) * 1024],
+                                                  number == packets_each_way - 1), 8, 7), ("127.0.0.1", sim.netblt))
+        wait_until(read("CYCLES") + int(3 * delay * clock_hz))  # past every arrival, both ways
+        peer.setblocking(False)
+        while True:
+            try:
+                peer.recv(65536)
+            except BlockingIOError:
+                break
+            arrived += 1
+        accepted = read("RX_ACCEPTED")
+    link.close()
+    code, stdout = sim.stop()
+    assert code == 0, stdout
+    assert "WAN: delay 2 ms, loss 30%" in stdout
+    ways = dict(re.findall(r"NETBLT datagrams to the (board|peer): (.*)", stdout))
+    counts = {way: dict((what, int(n)) for what, n in re.findall(r"(\w+) (\d+)", text)) for way, text in ways.items()}
+    for way, got in (("peer", arrived), ("board", accepted)):
+        assert counts[way]["sent"] == packets_each_way, (way, counts)
+        assert counts[way]["delivered"] == got, (way, counts)
+        assert 0 < counts[way].get("lost", 0) < packets_each_way, (way, counts)  # the seed loses some, not all
 
 
 def test_stopping_the_simulated_board_prints_what_it_carried(board):
