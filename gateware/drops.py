@@ -26,7 +26,8 @@ class Drop(enum.IntEnum):
 
 _DOCS = {
     Drop.SHORT: "ended before its header did",
-    Drop.LENGTH: "length field disagrees with the bytes received, or DATA without data",
+    Drop.LENGTH: "length field disagrees with the bytes received, DATA without data, DATA not "
+                 "PACKET_SIZE long (LDATA: longer), or longer than the receive store takes whole",
     Drop.VERSION: "version is not 2",
     Drop.CHECKSUM: "header checksum (DATA/LDATA) or whole-packet checksum (others) fails",
     Drop.DATA_CHECKSUM: "data-area checksum fails, when negotiated",

@@ -45,8 +45,11 @@ GAP_WEIGHT = 3
 
 
 class Reassembly(wiring.Component):
-    def __init__(self, config: EngineConfig) -> None:
+    def __init__(self, config: EngineConfig, packet_bytes: int | None = None) -> None:
+        """``packet_bytes``: the longest packet the store takes (a longer one is a LENGTH
+        drop); by default a slot's."""
         self.config = config
+        self.packet_bytes = packet_bytes or config.slot_bytes
         super().__init__({
             "packet_size": In(16),  # data bytes per packet, whole beats (control.py rounds it)
             "input": In(stream.Signature(rx_data(config.data_width))),
@@ -153,7 +156,8 @@ class Reassembly(wiring.Component):
                 checks = [
                     (~found, Drop.UNPOSTED),
                     ((p >= cfg.max_packets) | (start + hdr.length > cfg.slot_bytes), Drop.OUTSIDE),
-                    (Mux(hdr.ldata, hdr.length > packet_size, hdr.length != packet_size), Drop.LENGTH),
+                    (Mux(hdr.ldata, hdr.length > packet_size, hdr.length != packet_size)
+                     | (hdr.length > self.packet_bytes), Drop.LENGTH),
                     (known[slot] & ((p >= count[slot]) | (hdr.ldata & (p + 1 != count[slot]))),
                      Drop.PAST_LDATA),
                     (hdr.ldata & (received[slot] != 0) & (highest[slot] > p), Drop.PAST_LDATA),

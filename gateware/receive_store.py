@@ -69,6 +69,8 @@ class BlockReceiveStore(wiring.Component):
 
     def __init__(self, config: EngineConfig) -> None:
         self.config = config
+        self.packet_words = config.slot_words
+        """The longest packet, in engine words, the store takes whole at any address."""
         super().__init__(store_signature(config))
 
     def elaborate(self, platform) -> Module:
@@ -103,6 +105,8 @@ class DramReceiveStore(wiring.Component):
         if config.rx_slots * config.slot_words > region_words:
             raise ValueError(f"{config.rx_slots} slots of {config.slot_bytes} bytes do not fit the DRAM region")
         self.slots = DramSlots(port, lines=self.LINES, line_words=line_words, base=base, region_words=region_words)
+        # A packet and its phase within a DRAM word fit one line.
+        self.packet_words = line_words - (self.slots.ratio - 1)
         super().__init__({**store_signature(config), "dram": Out(port)})
 
     def elaborate(self, platform) -> Module:
@@ -129,8 +133,9 @@ class DramReceiveStore(wiring.Component):
             m.d.sync += [state[filling].eq(LineState.OPEN), start[filling].eq(self.open.payload),
                          words[filling].eq(0), keep[filling].eq(0)]
 
-        # Writes land at their place in the line; none past its end (a packet longer
-        # than a line is the receive side's to refuse: here it is cut, never spilled).
+        # Writes land at their place in the line; none past its end (reassembly refuses
+        # packets longer than ``packet_words``: were one let through, it would be cut here,
+        # never spilled).
         offset = Signal.like(self.write.addr)
         m.d.comb += offset.eq(self.write.addr - start[filling])
         inside = (state[filling] == LineState.OPEN) & (start[filling] % r + offset < slots.line_words)

@@ -60,7 +60,7 @@ class Receiver(wiring.Component):
         m = Module()
         m.submodules.store = store = self.store
         m.submodules.parser = parser = Parser(cfg)
-        m.submodules.reassembly = reassembly = Reassembly(cfg)
+        m.submodules.reassembly = reassembly = Reassembly(cfg, self.store.packet_words * cfg.beat_bytes)
         m.submodules.control_fifo = control_fifo = PacketFifo(
             control_beat(cfg.data_width), cfg.data_width, cfg.fifo_depth)
 

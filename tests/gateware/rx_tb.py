@@ -7,6 +7,7 @@ from collections import Counter
 
 import cocotb
 from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
+from dram_harness import STORE_LINE_WORDS
 
 from netblt.gateware.drops import Drop
 from netblt.gateware.parser import RX_SETTINGS
@@ -18,7 +19,7 @@ from netblt.host import codec, packets
 from netblt.host.checksum import internet_checksum
 from netblt.host import layout as L
 from netblt.sim.beats import Sink, Source, take, to_beats, unpack
-from netblt.sim.testbench import CONFIG, apply, start
+from netblt.sim.testbench import CONFIG, DRAM, apply, start
 
 W = CONFIG.beat_bytes
 LOCAL, PEER = 2998, 40001
@@ -230,6 +231,25 @@ async def test_hostile_packets_are_counted_and_dropped(dut):
     assert rx.counts["PAST_LDATA"] == 2
     assert rx.counts["accepted"] == 1
     assert await rx.query(0, 4) == [0]
+
+
+@cocotb.test()
+async def test_a_packet_longer_than_the_store_takes_is_refused_whole(dut):
+    """A store in DRAM takes a packet as long as a staging line: a longer one, even at the
+    negotiated packet size, is a LENGTH drop that writes nothing; block RAM takes it."""
+    rx = await Rx.create(dut)
+    size = 2 * STORE_LINE_WORDS * 4  # two lines' worth
+    dut.packet_size.value = size
+    await rx.post(0, 7)
+    body = bytes(range(256)) * (size // 256)
+    await rx.feed(codec.encode(packets.Data(7, 1, 0, body), PEER, LOCAL))
+    if DRAM:
+        assert (rx.counts["LENGTH"], rx.counts["accepted"]) == (1, 0)
+        assert (await rx.status(0))["received"] == 0
+        assert await rx.download(0, 2 * size) == bytes(2 * size)  # DRAM starts zeroed in the model
+    else:
+        assert (rx.counts["LENGTH"], rx.counts["accepted"]) == (0, 1)
+        assert (await rx.download(0, 2 * size))[size:] == body
 
 
 @cocotb.test()
