@@ -3,7 +3,8 @@
     python -m netblt.sim.gateware_bench          (make bench-gateware)
 
 Runs sim/gateware_bench_tb.py under Verilator on the transmit and receive sides in
-the default configuration, then synthesises the engine with Yosys ``synth_ecp5`` and
+the default configuration (the receive side with its store in block RAM and in each
+board's DRAM, LiteDRAM's model PHY), then synthesises the engine with Yosys ``synth_ecp5`` and
 places and routes it out of context with nextpnr-ecp5 for its Fmax.
 Prints tables; docs/benchmarks.md quotes them.
 """
@@ -27,10 +28,12 @@ from netblt.gateware.engine import Engine
 from netblt.gateware.receiver import Receiver
 from netblt.gateware.transmitter import Transmitter
 from netblt.host.layout import DATA_HEADER_SIZE, aligned
+from netblt.hw import litedram_core
 from netblt.hw.build import tools_environment
 from netblt.hw.nextpnr import Report, read_report
 
 from . import hdl
+from .dram_receiver import STORE_LINE_WORDS, DramReceiver
 from .wire import wire_cycles
 
 MODULE = "netblt.sim.gateware_bench_tb"
@@ -38,16 +41,36 @@ PART = ["--25k", "--package", "CABGA256", "--speed", "6"]
 """The Colorlight 5A-75B's LFE5U-25F, the slowest speed grade the engine must meet."""
 
 
+STORES = ("block RAM", "DRAM, Versa (model)", "DRAM, Colorlight (model)")
+CHIPS = {"DRAM, Versa (model)": "versa", "DRAM, Colorlight (model)": "colorlight"}
+
+
 def simulate(results: Path, sizes: str, bursts: int) -> dict:
+    """The transmit side, then the receive side with its store in block RAM and in each
+    board's DRAM (LiteDRAM's model PHY with the chip's timings; sizes a line takes)."""
     config = EngineConfig()
     env = {"NETBLT_BENCH_RESULTS": str(results), "NETBLT_BENCH_SIZES": sizes,
            "NETBLT_BENCH_BURSTS": str(bursts)}
     here = Path(__file__).parent
     tx = hdl.build(Transmitter(config), "transmitter")
     hdl.run(tx, "transmitter", MODULE, here, testcase="bench_transmit_rate,bench_pacing", env=env)
-    rx = hdl.build(Receiver(config), "receiver")
-    hdl.run(rx, "receiver", MODULE, here, testcase="bench_receive", env=env)
-    return json.loads(results.read_text())
+    out = json.loads(results.read_text())
+    for store in STORES:
+        results.unlink()
+        if store in CHIPS:
+            core = hdl.BUILD / "litedram" / f"{CHIPS[store]}_model.v"
+            description = litedram_core.generate(CHIPS[store], core)
+            rx = hdl.build(DramReceiver(config, description), f"receiver_{CHIPS[store]}", [core])
+            longest = (STORE_LINE_WORDS - description["data_bits"] // 32 + 1) * 4
+            store_env = {**env, "NETBLT_TB_DRAM_DESCRIPTION": json.dumps(description),
+                         "NETBLT_BENCH_SIZES": ",".join(s for s in sizes.split(",") if int(s) <= longest)}
+            hdl.run(rx, f"receiver_{CHIPS[store]}", MODULE, here, testcase="bench_receive,bench_download",
+                    env=store_env)
+        else:
+            rx = hdl.build(Receiver(config), "receiver")
+            hdl.run(rx, "receiver", MODULE, here, testcase="bench_receive,bench_download", env=env)
+        out[store] = json.loads(results.read_text())
+    return out
 
 
 def synthesise() -> tuple[dict[str, int], Report]:
@@ -94,13 +117,26 @@ def report(results: dict, synthesis: tuple[dict[str, int], Report] | None, conso
                       f"{size * 8 * config.clock_hz / wire / 1e6:.0f}")
     console.print(table)
 
-    table = Table(title="Receive: DATA packets in a row")
-    for column in ("payload B", "spacing", "packets", "accepted", "drops", "cycles/pkt", "wire cycles/pkt"):
+    for store in STORES:
+        table = Table(title=f"Receive: DATA packets in a row, store in {store}")
+        for column in ("payload B", "spacing", "packets", "accepted", "drops", "cycles/pkt", "wire cycles/pkt",
+                       "Mb/s taken"):
+            table.add_column(column, justify="right")
+        for row in results[store]["receive"]:
+            wire = wire_cycles(DATA_HEADER_SIZE + aligned(row["payload"]), config.clock_hz)
+            table.add_row(str(row["payload"]), row["spacing"], str(row["packets"]), str(row["accepted"]),
+                          str(row["drops"]), f"{row['cycles']:g}", f"{wire:.1f}",
+                          f"{row['payload'] * 8 * config.clock_hz / row['cycles'] / 1e6:.0f}")
+        console.print(table)
+    table = Table(title="Download from the receive store (a whole slot from a seek)")
+    for column in ("store", "while", "words", "cycles", "words/cycle", "Mb/s", "DATA accepted"):
         table.add_column(column, justify="right")
-    for row in results["receive"]:
-        wire = wire_cycles(DATA_HEADER_SIZE + aligned(row["payload"]), config.clock_hz)
-        table.add_row(str(row["payload"]), row["spacing"], str(row["packets"]), str(row["accepted"]),
-                      str(row["drops"]), f"{row['cycles']:g}", f"{wire:.1f}")
+    for store in STORES:
+        for row in results[store]["download"]:
+            per_cycle = row["words"] / row["cycles"]
+            table.add_row(store, row["while"], str(row["words"]), str(row["cycles"]), f"{per_cycle:.3f}",
+                          f"{per_cycle * config.data_width * config.clock_hz / 1e6:.0f}",
+                          f"{row['accepted']} of {row['packets']}")
     console.print(table)
 
     table = Table(title="Pacing")

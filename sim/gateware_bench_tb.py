@@ -22,7 +22,7 @@ from netblt.gateware.segmenter import TX_COMMAND, TX_SETTINGS
 from netblt.gateware.streams import ip_payload
 from netblt.gateware.transmitter import PACING
 from netblt.host import codec, packets
-from netblt.sim.beats import Source, pack, to_beats
+from netblt.sim.beats import Source, pack, take, to_beats
 from netblt.sim.testbench import CLOCK_NS, record, start
 from netblt.sim.wire import wire_cycles
 
@@ -202,3 +202,54 @@ async def bench_receive(dut):
                          "accepted": len(accepted), "drops": drops,
                          "cycles": statistics.median(gaps) if gaps else None})
     record("receive", rows)
+
+
+@cocotb.test()
+async def bench_download(dut):
+    """Downloads from the receive store: words per cycle from a seek, alone and while
+    1448-byte DATA arrives into the other slot at the wire's spacing."""
+    rows = []
+    for busy in (False, True):
+        await start(dut)
+        dut.settings.value = pack(RX_SETTINGS, {"local_port": 2, "peer_port": 1, "peer_address": 7})
+        dut.packet_size.value = size = 1448
+        await Source(dut, "command", RX_COMMAND).send([{"post": 1, "slot": 1, "buffer": 1}])
+        await ClockCycles(dut.clk, CONFIG.bitmap_words + 4)
+        count = CONFIG.slot_bytes // size
+        data = pattern_bytes(1, count * size)
+        frames = [codec.encode(packets.Data(1, n, 0, data[n * size:(n + 1) * size], n == count - 1), 1, 2)
+                  for n in range(count)]
+        accepted = []
+
+        async def arrive():
+            source, begin = Source(dut, "input", ip_payload(CONFIG.data_width)), cycle_now()
+            for n, raw in enumerate(frames):
+                due = begin + round(n * wire_cycles(len(raw), CONFIG.clock_hz))
+                while cycle_now() < due:
+                    await RisingEdge(dut.clk)
+                await source.send(to_beats(raw, W, address=7, protocol=30, length=len(raw)))
+
+        async def watch():
+            while True:
+                await ReadOnly()
+                if dut.accepted.value:
+                    accepted.append(cycle_now())
+                await RisingEdge(dut.clk)
+
+        watcher = cocotb.start_soon(watch())
+        arrival = cocotb.start_soon(arrive()) if busy else None
+        words = CONFIG.slot_words  # all of slot 0
+        dut.download_seek__valid.value, dut.download_seek__payload.value = 1, 0
+        await RisingEdge(dut.clk)
+        dut.download_seek__valid.value = 0
+        begin = cycle_now()
+        got = await take(dut, "download", words)
+        cycles = cycle_now() - begin
+        if arrival:
+            await arrival
+            await ClockCycles(dut.clk, 2000)
+        watcher.cancel()
+        rows.append({"while": f"{count} DATA of {size} B arriving" if busy else "nothing else",
+                     "words": len(got), "cycles": cycles, "accepted": len(accepted),
+                     "packets": count if busy else 0})
+    record("download", rows)

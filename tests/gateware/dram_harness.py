@@ -1,7 +1,7 @@
 """Harnesses around LiteDRAM's model: DramDma between a staging memory and the DRAM,
 for dram_dma_tb.py (the testbench loads and unloads staging through ports of its own),
-a DramSlots store for dram_slots_tb.py, receive stores for receive_store_tb.py, and
-the whole receive side with its store in DRAM for rx_tb.py."""
+a DramSlots store for dram_slots_tb.py, and receive stores for receive_store_tb.py
+(sim/dram_receiver.py has the whole receive side in DRAM, for rx_tb.py and the benchmark)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from amaranth.lib.wiring import In, Out
 from netblt.gateware.dram_dma import DramDma, NativePort
 from netblt.gateware.config import EngineConfig
 from netblt.gateware.dram_slots import DramSlots
-from netblt.gateware.receive_store import BlockReceiveStore, DramReceiveStore, store_signature
-from netblt.gateware.receiver import Receiver
+from netblt.gateware.receive_store import BlockReceiveStore, store_signature
+from netblt.sim.dram_receiver import dram_receive_store
 from netblt.hw.litedram import LiteDram
 
 STAGING_WORDS = 512
@@ -84,7 +84,6 @@ class SlotsHarness(wiring.Component):
 
 
 STORE_CONFIG = EngineConfig(rx_slots=4, slot_bytes=16384)
-STORE_LINE_WORDS = 512
 
 
 class ReceiveStoreHarness(wiring.Component):
@@ -110,34 +109,3 @@ class ReceiveStoreHarness(wiring.Component):
             m.d.comb += self.ready.eq(1)
         return m
 
-
-def dram_receive_store(config: EngineConfig, description: dict) -> DramReceiveStore:
-    """A receive store on the core's second port, in the upper half of the chip."""
-    port = NativePort(description["address_bits"], description["data_bits"])
-    return DramReceiveStore(config, port, line_words=STORE_LINE_WORDS, base=1 << description["address_bits"] - 1,
-                            region_words=config.rx_slots * config.slot_words)
-
-
-class DramReceiver(wiring.Component):
-    """The Receiver with its store in DRAM: its own members, and the core's ``ready``."""
-
-    def __init__(self, config: EngineConfig, description: dict) -> None:
-        self.description = description
-        self.receiver = Receiver(config, dram_receive_store(config, description))
-        super().__init__({**self.receiver.signature.members, "ready": Out(1)})
-
-    def elaborate(self, platform) -> Module:
-        m = Module()
-        m.submodules.receiver = rx = self.receiver
-        m.submodules.dram = dram = LiteDram(self.description)
-        wiring.connect(m, rx.store.dram, dram.ports[1])
-        m.d.comb += [self.ready.eq(dram.ready), dram.ports[0].cmd.valid.eq(0), dram.ports[0].wdata.valid.eq(0)]
-        for name, member in rx.signature.members.items():
-            ours, theirs = getattr(self, name), getattr(rx, name)
-            if member.is_signature:
-                wiring.connect(m, wiring.flipped(ours), theirs)
-            elif member.flow == wiring.In:
-                m.d.comb += theirs.eq(ours)
-            else:
-                m.d.comb += ours.eq(theirs)
-        return m

@@ -9,12 +9,13 @@ import json
 import pytest
 from launch import HERE, cases
 
-from dram_harness import DmaHarness, DramReceiver, ReceiveStoreHarness, SlotsHarness
+from dram_harness import DmaHarness, ReceiveStoreHarness, SlotsHarness
 
 from netblt.gateware.config import EngineConfig
 from netblt.hw import litedram_core
 from netblt.hw.litedram import LiteDram
 from netblt.sim import hdl
+from netblt.sim.dram_receiver import DramReceiver
 
 
 @functools.cache
