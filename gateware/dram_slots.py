@@ -12,7 +12,7 @@ first and last DRAM words with its neighbours without touching them.
 from __future__ import annotations
 
 from amaranth.hdl import Cat, Module, Mux, Signal
-from amaranth.lib import data, memory, stream, wiring
+from amaranth.lib import data, enum, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .dram_dma import DramDma, NativePort
@@ -23,6 +23,15 @@ def run_layout(lines: int, line_words: int, address_bits: int) -> data.StructLay
     in ``line``; ``keep`` is the byte mask of its last word (commits only)."""
     return data.StructLayout({"line": range(lines), "address": address_bits,
                               "words": range(line_words + 1), "keep": 4})
+
+
+class LineState(enum.Enum, shape=2):
+    """Where a store's inbound line is: the stores track theirs with these."""
+
+    FREE = 0
+    OPEN = 1
+    WAITING = 2  # committed; its copy not yet taken
+    COPYING = 3
 
 
 class DramSlots(wiring.Component):

@@ -15,12 +15,12 @@ sees it: no fetch is offered while a committed packet waits for the DMA.
 from __future__ import annotations
 
 from amaranth.hdl import Array, Cat, Module, Mux, ResetInserter, Signal
-from amaranth.lib import enum, fifo, memory, stream, wiring
+from amaranth.lib import fifo, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .config import EngineConfig
 from .dram_dma import NativePort
-from .dram_slots import DramSlots
+from .dram_slots import DramSlots, LineState
 
 READ_AHEAD = 4
 """Words the reader keeps ready, so a consumer taking a word a cycle never waits."""
@@ -204,9 +204,3 @@ class DramReceiveStore(wiring.Component):
             with m.If(index + 1 == count[read_line]):
                 m.d.sync += [index.eq(0), ready[read_line].eq(0), read_line.eq(read_line + 1)]
 
-
-class LineState(enum.Enum, shape=2):
-    FREE = 0
-    OPEN = 1
-    WAITING = 2  # committed; its copy not yet taken
-    COPYING = 3

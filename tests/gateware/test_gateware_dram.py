@@ -1,7 +1,8 @@
 """LiteDRAM's generated core under Verilator, with each board's chip modelled: the core
 alone (dram_tb.py), DramDma on it (dram_dma_tb.py), a DramSlots store (dram_slots_tb.py),
-the receive store in DRAM and in block RAM (receive_store_tb.py), and the receive side
-with its store in DRAM, through the same tests as in block RAM (rx_tb.py)."""
+the receive and transmit stores in DRAM and in block RAM (receive_store_tb.py,
+transmit_store_tb.py), and the receive side with its store in DRAM, through the same
+tests as in block RAM (rx_tb.py)."""
 
 import functools
 import json
@@ -9,7 +10,7 @@ import json
 import pytest
 from launch import HERE, cases
 
-from dram_harness import DmaHarness, ReceiveStoreHarness, SlotsHarness
+from dram_harness import DmaHarness, ReceiveStoreHarness, SlotsHarness, TransmitStoreHarness
 
 from netblt.gateware.config import EngineConfig
 from netblt.hw import litedram_core
@@ -24,7 +25,7 @@ def build(chip: str, top: str = "dram"):
     core = hdl.BUILD / "litedram" / f"{chip}_model.v"
     description = litedram_core.generate(chip, core)
     tops = {"dram": LiteDram, "dma": DmaHarness, "slots": SlotsHarness, "receive": ReceiveStoreHarness,
-            "receiver": lambda d: DramReceiver(EngineConfig(), d)}
+            "transmit": TransmitStoreHarness, "receiver": lambda d: DramReceiver(EngineConfig(), d)}
     component = tops[top](description)
     return hdl.build(component, f"{top}_{chip}", [core]), description
 
@@ -50,16 +51,23 @@ def test_dram_slots(chip):
     hdl.run(runner, f"slots_{chip}", "dram_slots_tb", HERE, env={"NETBLT_TB_DRAM_DESCRIPTION": json.dumps(description)})
 
 
+STORES = {"receive": (ReceiveStoreHarness, "receive_store_tb"), "transmit": (TransmitStoreHarness, "transmit_store_tb")}
+
+
 @pytest.mark.xdist_group("dram")
 @pytest.mark.parametrize("chip", ["block", "versa", "colorlight"])
-def test_receive_store(chip):
+@pytest.mark.parametrize("side, case", [(side, case) for side, (_, module) in STORES.items() for case in cases(module)])
+def test_store(side, case, chip):
+    """The same script on the store in block RAM and in each chip's DRAM; each case in a
+    simulation of its own (the Versa model's core, reset and initialised a second time in
+    one simulation, loses writes)."""
+    harness, module = STORES[side]
     if chip == "block":
-        runner, description = hdl.build(ReceiveStoreHarness(None), "receive_block"), None
+        runner, description = hdl.build(harness(None), f"{side}_block"), None
     else:
-        runner, description = build(chip, "receive")
-    hdl.run(runner, f"receive_{chip}", "receive_store_tb", HERE,
+        runner, description = build(chip, side)
+    hdl.run(runner, f"{side}_{chip}", module, HERE, testcase=case,
             env={"NETBLT_TB_DRAM_DESCRIPTION": json.dumps(description)})
-
 
 
 @pytest.mark.xdist_group("dram_receiver")  # a worker of its own: 14 cases, a minute or two

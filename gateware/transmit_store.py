@@ -1,0 +1,140 @@
+"""Where buffers to send live: block RAM, or DRAM behind staging lines.
+
+Uploads and the pattern source write words at addresses (``write``: a stream, so a
+store in DRAM can make them wait); the segmenter fetches a packet's run of words
+(``fetch``), and once ``fetched`` pulses reads it by its index in the run (``read``, a
+memory read port: the word a cycle after its address). A fetch sees every write taken
+before it. Both stores take the same signals, so the transmit side need not know which
+one it has. (It does not use them yet: the Transmitter still holds its own block RAM;
+docs/architecture.md.)
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Array, Cat, Module, Signal
+from amaranth.lib import data, memory, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from .config import EngineConfig
+from .dram_dma import NativePort
+from .dram_slots import DramSlots, LineState
+
+
+def transmit_store_signature(config: EngineConfig, packet_words: int) -> dict:
+    """Addresses count beats of the engine's width across all transmit slots; a run is
+    at most ``packet_words`` long."""
+    words, width = config.tx_address_width, config.data_width
+    return {
+        "write": In(stream.Signature(data.StructLayout({"address": words, "data": width}))),
+        "fetch": In(stream.Signature(data.StructLayout({"address": words, "words": range(packet_words + 1)}))),
+        "fetched": Out(1),
+        # The memory's own read-port shape (address in, data out): the index in the run.
+        "read": Out(memory.ReadPort.Signature(addr_width=(packet_words - 1).bit_length(), shape=width)),
+    }
+
+
+class BlockTransmitStore(wiring.Component):
+    """Slots in block RAM: writes land at once, a fetch is ready the next cycle."""
+
+    def __init__(self, config: EngineConfig) -> None:
+        self.config = config
+        self.packet_words = config.slot_words
+        """The longest run the store fetches."""
+        super().__init__(transmit_store_signature(config, self.packet_words))
+
+    def elaborate(self, platform) -> Module:
+        cfg = self.config
+        m = Module()
+        m.submodules.memory = mem = memory.Memory(shape=cfg.data_width, depth=cfg.tx_slots * cfg.slot_words, init=[])
+        write, read = mem.write_port(), mem.read_port()
+        start = Signal.like(self.fetch.payload.address)
+        m.d.comb += [self.write.ready.eq(1), write.addr.eq(self.write.payload.address),
+                     write.data.eq(self.write.payload.data), write.en.eq(self.write.valid),
+                     self.fetch.ready.eq(1),
+                     read.addr.eq(start + self.read.addr), read.en.eq(self.read.en), self.read.data.eq(read.data)]
+        m.d.sync += self.fetched.eq(self.fetch.valid)
+        with m.If(self.fetch.valid):
+            m.d.sync += start.eq(self.fetch.payload.address)
+        return m
+
+
+class DramTransmitStore(wiring.Component):
+    """Slots in DRAM (``region_words`` engine words of it from DRAM word ``base``).
+    Writes to consecutive addresses fill an inbound line, committed when it is full, when
+    a write goes elsewhere, or when a fetch comes; two lines, so one fills while the other
+    is copied. A fetch waits until every written line is committed, and writes wait while
+    it does; its run is copied into an outbound line and read there."""
+
+    LINES = 2
+
+    def __init__(self, config: EngineConfig, port: NativePort, *, line_words: int, base: int,
+                 region_words: int) -> None:
+        self.config = config
+        if config.data_width != DramSlots.ENGINE_BITS:
+            raise ValueError(f"slots in DRAM take {DramSlots.ENGINE_BITS}-bit engine words")
+        if config.tx_slots * config.slot_words > region_words:
+            raise ValueError(f"{config.tx_slots} slots of {config.slot_bytes} bytes do not fit the DRAM region")
+        self.slots = DramSlots(port, lines=self.LINES, line_words=line_words, base=base, region_words=region_words)
+        # A run and its phase within a DRAM word fit one line.
+        self.packet_words = line_words - (self.slots.ratio - 1)
+        super().__init__({**transmit_store_signature(config, self.packet_words), "dram": Out(port)})
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        m.submodules.slots = slots = self.slots
+        wiring.connect(m, slots.dram, wiring.flipped(self.dram))
+        written = self._writes(m, slots)
+        self._fetches(m, slots, written)
+        return m
+
+    def _writes(self, m: Module, slots: DramSlots) -> Signal:
+        """Writes into lines, lines to DRAM in turn; returns 'a line holds writes not yet
+        committed'."""
+        L = self.LINES
+        state = Array(Signal(LineState, name=f"state{i}") for i in range(L))
+        start = Array(Signal.like(self.write.payload.address, name=f"start{i}") for i in range(L))
+        count = Array(Signal(range(slots.line_words + 1), name=f"count{i}") for i in range(L))
+        filling, copying = Signal(range(L)), Signal(range(L))
+
+        w = self.write.payload
+        is_open = state[filling] == LineState.OPEN
+        continues = (is_open & (w.address == start[filling] + count[filling])
+                     & (start[filling] % slots.ratio + count[filling] < slots.line_words))
+        opens = state[filling] == LineState.FREE
+        with m.If(is_open & (self.fetch.valid | (self.write.valid & ~continues))):
+            # A fetch waits for this line's words, or the write starts a run of its own.
+            m.d.sync += [state[filling].eq(LineState.WAITING), filling.eq(filling + 1)]
+        with m.Elif(self.write.valid & ~self.fetch.valid & (continues | opens)):
+            m.d.comb += [self.write.ready.eq(1), slots.write.data.eq(w.data), slots.write.en.eq(0b1111),
+                         slots.write.addr.eq(slots.staged(filling, start[filling], count[filling]))]
+            m.d.sync += count[filling].eq(count[filling] + 1)
+            with m.If(opens):
+                m.d.comb += slots.write.addr.eq(slots.staged(filling, w.address, 0))
+                m.d.sync += [state[filling].eq(LineState.OPEN), start[filling].eq(w.address), count[filling].eq(1)]
+
+        job = slots.commit.payload
+        m.d.comb += [slots.commit.valid.eq(state[copying] == LineState.WAITING), job.line.eq(copying),
+                     job.address.eq(start[copying]), job.words.eq(count[copying]), job.keep.eq(0b1111)]
+        with m.If(slots.commit.valid & slots.commit.ready):
+            m.d.sync += [state[copying].eq(LineState.COPYING), copying.eq(copying + 1)]
+        for line in range(L):
+            with m.If(slots.committed[line]):
+                m.d.sync += state[line].eq(LineState.FREE)
+        pending = Signal()
+        m.d.comb += pending.eq(Cat(*((s == LineState.OPEN) | (s == LineState.WAITING) for s in state)).any())
+        return pending
+
+    def _fetches(self, m: Module, slots: DramSlots, written) -> None:
+        """A run into outbound line 0 once every written word is on its way to DRAM
+        (LiteDRAM serves the port in order, so the fetch reads it)."""
+        start = Signal.like(self.fetch.payload.address)
+        run = self.fetch.payload
+        job = slots.fetch.payload
+        m.d.comb += [slots.fetch.valid.eq(self.fetch.valid & ~written),
+                     self.fetch.ready.eq(slots.fetch.ready & ~written),
+                     job.line.eq(0), job.address.eq(run.address), job.words.eq(run.words)]
+        with m.If(slots.fetch.valid & slots.fetch.ready):
+            m.d.sync += start.eq(run.address)
+        m.d.comb += [self.fetched.eq(slots.fetched[0]),
+                     slots.read.addr.eq(slots.staged(0, start, self.read.addr)), slots.read.en.eq(self.read.en),
+                     self.read.data.eq(slots.read.data)]
