@@ -15,7 +15,11 @@ from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import data, enum, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from .config import EngineConfig
 from .dram_dma import DramDma, NativePort
+
+STORE_LINES = 2
+"""Lines each way a store stages through: one is filled (or read) while the other is copied."""
 
 
 def run_layout(lines: int, line_words: int, address_bits: int) -> data.StructLayout:
@@ -113,6 +117,11 @@ class DramSlots(wiring.Component):
                          self.committed.eq(~running_fetch << running_line)]
         return m
 
+    @property
+    def longest_run(self) -> int:
+        """The longest run a line holds at any phase."""
+        return self.line_words - (self.ratio - 1)
+
     def staged(self, line, address, index):
         """Where word ``index`` of a run at engine word ``address`` lies in ``line``: at
         the run's place within a DRAM word, as the copy expects it."""
@@ -130,3 +139,14 @@ class DramSlots(wiring.Component):
             m.d.sync += read_lane.eq(self.read.addr[:lane_bits])
         m.d.comb += [read.addr.eq(self.read.addr >> lane_bits), read.en.eq(self.read.en),
                      self.read.data.eq(read.data.word_select(read_lane, self.ENGINE_BITS))]
+
+
+def store_slots(config: EngineConfig, slots: int, port: NativePort, *, line_words: int, base: int,
+                region_words: int) -> DramSlots:
+    """The staging of a store of ``slots`` of the configuration's slots, checked to fit
+    its region and the engine's width."""
+    if config.data_width != DramSlots.ENGINE_BITS:
+        raise ValueError(f"slots in DRAM take {DramSlots.ENGINE_BITS}-bit engine words")
+    if slots * config.slot_words > region_words:
+        raise ValueError(f"{slots} slots of {config.slot_bytes} bytes do not fit the DRAM region")
+    return DramSlots(port, lines=STORE_LINES, line_words=line_words, base=base, region_words=region_words)

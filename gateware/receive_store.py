@@ -20,7 +20,7 @@ from amaranth.lib.wiring import In, Out
 
 from .config import EngineConfig
 from .dram_dma import NativePort
-from .dram_slots import DramSlots, LineState
+from .dram_slots import DramSlots, LineState, store_slots
 
 READ_AHEAD = 4
 """Words the reader keeps ready, so a consumer taking a word a cycle never waits."""
@@ -95,18 +95,12 @@ class DramReceiveStore(wiring.Component):
     """Slots in DRAM (``region_words`` engine words of it from DRAM word ``base``);
     two packet lines, so one fills while the other is copied, and two read lines."""
 
-    LINES = 2
-
     def __init__(self, config: EngineConfig, port: NativePort, *, line_words: int, base: int,
                  region_words: int) -> None:
         self.config = config
-        if config.data_width != DramSlots.ENGINE_BITS:
-            raise ValueError(f"slots in DRAM take {DramSlots.ENGINE_BITS}-bit engine words")
-        if config.rx_slots * config.slot_words > region_words:
-            raise ValueError(f"{config.rx_slots} slots of {config.slot_bytes} bytes do not fit the DRAM region")
-        self.slots = DramSlots(port, lines=self.LINES, line_words=line_words, base=base, region_words=region_words)
-        # A packet and its phase within a DRAM word fit one line.
-        self.packet_words = line_words - (self.slots.ratio - 1)
+        self.slots = store_slots(config, config.rx_slots, port, line_words=line_words, base=base,
+                                  region_words=region_words)
+        self.packet_words = self.slots.longest_run
         super().__init__({**store_signature(config), "dram": Out(port)})
 
     def elaborate(self, platform) -> Module:
@@ -120,7 +114,7 @@ class DramReceiveStore(wiring.Component):
 
     def _packets(self, m: Module, slots: DramSlots) -> Signal:
         """Packets into lines, committed lines to DRAM, in turn; returns 'a commit waits'."""
-        L, r = self.LINES, slots.ratio
+        L, r = slots.lines, slots.ratio
         state = Array(Signal(LineState, name=f"state{i}") for i in range(L))
         start = Array(Signal.like(self.open.payload, name=f"start{i}") for i in range(L))
         words = Array(Signal(range(slots.line_words + 1), name=f"words{i}") for i in range(L))
@@ -163,7 +157,7 @@ class DramReceiveStore(wiring.Component):
 
     def _reads(self, m: Module, slots: DramSlots, commit_waiting) -> None:
         """Lines fetched in turn from the seek on, each read out in order, then fetched again."""
-        L, r = self.LINES, slots.ratio
+        L, r = slots.lines, slots.ratio
         fetching = Array(Signal(name=f"fetching{i}") for i in range(L))
         ready = Array(Signal(name=f"ready{i}") for i in range(L))
         phase = Array(Signal(range(r), name=f"phase{i}") for i in range(L))

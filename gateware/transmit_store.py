@@ -17,7 +17,7 @@ from amaranth.lib.wiring import In, Out
 
 from .config import EngineConfig
 from .dram_dma import NativePort
-from .dram_slots import DramSlots, LineState
+from .dram_slots import DramSlots, LineState, store_slots
 
 
 def transmit_store_signature(config: EngineConfig, packet_words: int) -> dict:
@@ -65,18 +65,12 @@ class DramTransmitStore(wiring.Component):
     is copied. A fetch waits until every written line is committed, and writes wait while
     it does; its run is copied into an outbound line and read there."""
 
-    LINES = 2
-
     def __init__(self, config: EngineConfig, port: NativePort, *, line_words: int, base: int,
                  region_words: int) -> None:
         self.config = config
-        if config.data_width != DramSlots.ENGINE_BITS:
-            raise ValueError(f"slots in DRAM take {DramSlots.ENGINE_BITS}-bit engine words")
-        if config.tx_slots * config.slot_words > region_words:
-            raise ValueError(f"{config.tx_slots} slots of {config.slot_bytes} bytes do not fit the DRAM region")
-        self.slots = DramSlots(port, lines=self.LINES, line_words=line_words, base=base, region_words=region_words)
-        # A run and its phase within a DRAM word fit one line.
-        self.packet_words = line_words - (self.slots.ratio - 1)
+        self.slots = store_slots(config, config.tx_slots, port, line_words=line_words, base=base,
+                                  region_words=region_words)
+        self.packet_words = self.slots.longest_run
         super().__init__({**transmit_store_signature(config, self.packet_words), "dram": Out(port)})
 
     def elaborate(self, platform) -> Module:
@@ -90,7 +84,7 @@ class DramTransmitStore(wiring.Component):
     def _writes(self, m: Module, slots: DramSlots) -> Signal:
         """Writes into lines, lines to DRAM in turn; returns 'a line holds writes not yet
         committed'."""
-        L = self.LINES
+        L = slots.lines
         state = Array(Signal(LineState, name=f"state{i}") for i in range(L))
         start = Array(Signal.like(self.write.payload.address, name=f"start{i}") for i in range(L))
         count = Array(Signal(range(slots.line_words + 1), name=f"count{i}") for i in range(L))

@@ -33,7 +33,7 @@ from netblt.hw.build import tools_environment
 from netblt.hw.nextpnr import Report, read_report
 
 from . import hdl
-from .dram_receiver import STORE_LINE_WORDS, DramReceiver
+from .dram_tops import dram_receiver
 from .wire import wire_cycles
 
 MODULE = "netblt.sim.gateware_bench_tb"
@@ -60,8 +60,9 @@ def simulate(results: Path, sizes: str, bursts: int) -> dict:
         if store in CHIPS:
             core = hdl.BUILD / "litedram" / f"{CHIPS[store]}_model.v"
             description = litedram_core.generate(CHIPS[store], core)
-            rx = hdl.build(DramReceiver(config, description), f"receiver_{CHIPS[store]}", [core])
-            longest = (STORE_LINE_WORDS - description["data_bits"] // 32 + 1) * 4
+            top = dram_receiver(config, description)
+            rx = hdl.build(top, f"receiver_{CHIPS[store]}", [core])
+            longest = top.inner.store.packet_words * config.beat_bytes
             store_env = {**env, "NETBLT_TB_DRAM_DESCRIPTION": json.dumps(description),
                          "NETBLT_BENCH_SIZES": ",".join(s for s in sizes.split(",") if int(s) <= longest)}
             hdl.run(rx, f"receiver_{CHIPS[store]}", MODULE, here, testcase="bench_receive,bench_download",

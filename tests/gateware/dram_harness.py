@@ -1,8 +1,8 @@
 """Harnesses around LiteDRAM's model: DramDma between a staging memory and the DRAM,
 for dram_dma_tb.py (the testbench loads and unloads staging through ports of its own),
 a DramSlots store for dram_slots_tb.py, receive stores for receive_store_tb.py and
-transmit stores for transmit_store_tb.py (sim/dram_receiver.py has the whole receive
-side in DRAM, for rx_tb.py and the benchmark)."""
+transmit stores for transmit_store_tb.py (sim/dram_tops.py puts them on the core, and
+the whole receive side for rx_tb.py and the benchmark)."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from amaranth.lib.wiring import In, Out
 from netblt.gateware.dram_dma import DramDma, NativePort
 from netblt.gateware.config import EngineConfig
 from netblt.gateware.dram_slots import DramSlots
-from netblt.gateware.receive_store import BlockReceiveStore, store_signature
+from netblt.gateware.receive_store import BlockReceiveStore
 from netblt.gateware.transmit_store import BlockTransmitStore, DramTransmitStore
-from netblt.sim.dram_receiver import STORE_LINE_WORDS, dram_receive_store
+from netblt.sim.dram_tops import STORE_LINE_WORDS, DramTop, dram_port, dram_receive_store
 from netblt.hw.litedram import LiteDram
 
 STAGING_WORDS = 512
@@ -88,61 +88,24 @@ class SlotsHarness(wiring.Component):
 STORE_CONFIG = EngineConfig(rx_slots=4, slot_bytes=16384)
 
 
-class ReceiveStoreHarness(wiring.Component):
+def receive_store_harness(description: dict | None) -> DramTop:
     """A receive store for receive_store_tb.py: in DRAM (on the core's second port, in
     the upper half of the chip) when given the core's description, else in block RAM."""
-
-    def __init__(self, description: dict | None) -> None:
-        self.description = description
-        self.store = dram_receive_store(STORE_CONFIG, description) if description else BlockReceiveStore(STORE_CONFIG)
-        super().__init__({**store_signature(STORE_CONFIG), "ready": Out(1)})
-
-    def elaborate(self, platform) -> Module:
-        m = Module()
-        m.submodules.store = store = self.store
-        for name in ("open", "write", "close", "seek", "read"):
-            wiring.connect(m, wiring.flipped(getattr(self, name)), getattr(store, name))
-        m.d.comb += self.level.eq(store.level)
-        if self.description:
-            m.submodules.dram = dram = LiteDram(self.description)
-            wiring.connect(m, store.dram, dram.ports[1])
-            m.d.comb += [self.ready.eq(dram.ready), dram.ports[0].cmd.valid.eq(0), dram.ports[0].wdata.valid.eq(0)]
-        else:
-            m.d.comb += self.ready.eq(1)
-        return m
-
+    if description:
+        return DramTop(dram_receive_store(STORE_CONFIG, description), description, port=1)
+    return DramTop(BlockReceiveStore(STORE_CONFIG), None)
 
 
 TX_STORE_CONFIG = EngineConfig(tx_slots=4, slot_bytes=16384)
 TX_STORE_BASE = 4096  # DRAM words: a run offset wrongly shows
 
 
-class TransmitStoreHarness(wiring.Component):
+def transmit_store_harness(description: dict | None) -> DramTop:
     """A transmit store for transmit_store_tb.py: in DRAM (on the core's first port, past
     its first words) when given the core's description, else in block RAM."""
-
-    def __init__(self, description: dict | None) -> None:
-        self.description = description
-        config = TX_STORE_CONFIG
-        if description:
-            port = NativePort(description["address_bits"], description["data_bits"])
-            self.store = DramTransmitStore(config, port, line_words=STORE_LINE_WORDS, base=TX_STORE_BASE,
-                                           region_words=config.tx_slots * config.slot_words)
-        else:
-            self.store = BlockTransmitStore(config)
-        members = {name: member for name, member in self.store.signature.members.items() if name != "dram"}
-        super().__init__({**members, "ready": Out(1)})
-
-    def elaborate(self, platform) -> Module:
-        m = Module()
-        m.submodules.store = store = self.store
-        for name in ("write", "fetch", "read"):
-            wiring.connect(m, wiring.flipped(getattr(self, name)), getattr(store, name))
-        m.d.comb += self.fetched.eq(store.fetched)
-        if self.description:
-            m.submodules.dram = dram = LiteDram(self.description)
-            wiring.connect(m, store.dram, dram.ports[0])
-            m.d.comb += [self.ready.eq(dram.ready), dram.ports[1].cmd.valid.eq(0), dram.ports[1].wdata.valid.eq(0)]
-        else:
-            m.d.comb += self.ready.eq(1)
-        return m
+    config = TX_STORE_CONFIG
+    if description:
+        return DramTop(DramTransmitStore(config, dram_port(description), line_words=STORE_LINE_WORDS,
+                                         base=TX_STORE_BASE, region_words=config.tx_slots * config.slot_words),
+                       description)
+    return DramTop(BlockTransmitStore(config), None)

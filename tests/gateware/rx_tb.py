@@ -18,7 +18,7 @@ from netblt.host import codec, packets
 from netblt.host.checksum import internet_checksum
 from netblt.host import layout as L
 from netblt.sim.beats import Sink, Source, take, to_beats, unpack
-from netblt.sim.dram_receiver import STORE_LINE_WORDS
+from netblt.sim.dram_tops import STORE_LINE_WORDS
 from netblt.sim.testbench import CONFIG, DRAM, apply, start
 
 W = CONFIG.beat_bytes

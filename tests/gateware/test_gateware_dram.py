@@ -10,13 +10,13 @@ import json
 import pytest
 from launch import HERE, cases
 
-from dram_harness import DmaHarness, ReceiveStoreHarness, SlotsHarness, TransmitStoreHarness
+from dram_harness import DmaHarness, SlotsHarness, receive_store_harness, transmit_store_harness
 
 from netblt.gateware.config import EngineConfig
 from netblt.hw import litedram_core
 from netblt.hw.litedram import LiteDram
 from netblt.sim import hdl
-from netblt.sim.dram_receiver import DramReceiver
+from netblt.sim.dram_tops import dram_receiver
 
 
 @functools.cache
@@ -24,8 +24,8 @@ def build(chip: str, top: str = "dram"):
     """The chip's model core and a top around it: the core alone, or a harness."""
     core = hdl.BUILD / "litedram" / f"{chip}_model.v"
     description = litedram_core.generate(chip, core)
-    tops = {"dram": LiteDram, "dma": DmaHarness, "slots": SlotsHarness, "receive": ReceiveStoreHarness,
-            "transmit": TransmitStoreHarness, "receiver": lambda d: DramReceiver(EngineConfig(), d)}
+    tops = {"dram": LiteDram, "dma": DmaHarness, "slots": SlotsHarness, "receive": receive_store_harness,
+            "transmit": transmit_store_harness, "receiver": lambda d: dram_receiver(EngineConfig(), d)}
     component = tops[top](description)
     return hdl.build(component, f"{top}_{chip}", [core]), description
 
@@ -51,7 +51,7 @@ def test_dram_slots(chip):
     hdl.run(runner, f"slots_{chip}", "dram_slots_tb", HERE, env={"NETBLT_TB_DRAM_DESCRIPTION": json.dumps(description)})
 
 
-STORES = {"receive": (ReceiveStoreHarness, "receive_store_tb"), "transmit": (TransmitStoreHarness, "transmit_store_tb")}
+STORES = {"receive": (receive_store_harness, "receive_store_tb"), "transmit": (transmit_store_harness, "transmit_store_tb")}
 
 
 @pytest.mark.xdist_group("dram")
@@ -70,7 +70,7 @@ def test_store(side, case, chip):
             env={"NETBLT_TB_DRAM_DESCRIPTION": json.dumps(description)})
 
 
-@pytest.mark.xdist_group("dram_receiver")  # a worker of its own: 14 cases, a minute or two
+@pytest.mark.xdist_group("dram_receiver")  # a worker of its own: 16 cases, a minute or two
 @pytest.mark.parametrize("case", cases("rx_tb"))
 @pytest.mark.parametrize("chip", ["versa", "colorlight"])
 def test_receiver_in_dram(chip, case):

@@ -15,7 +15,7 @@ from cocotb.triggers import ReadOnly, RisingEdge, with_timeout
 from dram_harness import TX_STORE_CONFIG
 from dram_tb import count_refreshes
 
-from netblt.sim.dram_receiver import STORE_LINE_WORDS
+from netblt.sim.dram_tops import STORE_LINE_WORDS
 from netblt.sim.testbench import DRAM, start
 
 SLOT_WORDS = TX_STORE_CONFIG.slot_words
