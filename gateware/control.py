@@ -42,7 +42,7 @@ COMMAND_DEPTH = 16
 
 class ControlStatus(wiring.Component):
     COUNTERS = ("TX_PACKETS", "TX_CONTROL", "RX_ACCEPTED", "RX_DUPLICATES", "RX_CONTROL",
-                "COMMANDS_REJECTED", "EVENTS_LOST", "DOWNLOADS_EARLY", *(f"DROPPED_{d.name}" for d in Drop))
+                "COMMANDS_REJECTED", "EVENTS_LOST", *(f"DROPPED_{d.name}" for d in Drop))
 
     def __init__(self, config: EngineConfig) -> None:
         self.config = config
@@ -280,9 +280,8 @@ class ControlStatus(wiring.Component):
             "TX_PACKETS": self.tx_packet, "TX_CONTROL": self.tx_control,
             "RX_ACCEPTED": self.rx_accepted, "RX_DUPLICATES": self.rx_duplicate,
             "RX_CONTROL": self.rx_control,
-            "COMMANDS_REJECTED": rejected | self.rejected,
+            "COMMANDS_REJECTED": rejected | self.rejected | early,
             "EVENTS_LOST": lost | self.events_lost,
-            "DOWNLOADS_EARLY": early,
             **{f"DROPPED_{d.name}": self.drops[d] for d in Drop},
         }
         clear = bus.w_en & (bus.addr == ADDRESS["COUNTERS_CLEAR"])

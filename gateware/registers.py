@@ -157,7 +157,7 @@ GROUPS = (
         Register("UPLOAD_DATA", "w", 32, "write a word to transmit memory and step the address"),
         Register("DOWNLOAD_ADDRESS", "rw", 32, "receive memory word address of the next download"),
         Register("DOWNLOAD_DATA", "rp", 32, "read the next word of receive memory and step the address "
-                                            "(0, not stepped, when DOWNLOAD_LEVEL is 0: counted in DOWNLOADS_EARLY)"),
+                                            "(0, not stepped, when DOWNLOAD_LEVEL is 0: counted in COMMANDS_REJECTED)"),
         Register("DOWNLOAD_LEVEL", "r", 3, "words ready at DOWNLOAD_DATA; 0 for a few cycles after "
                                            "DOWNLOAD_ADDRESS is written (longer with slots in DRAM)"),
     ),
@@ -192,9 +192,9 @@ GROUPS = (
         Register("RX_ACCEPTED", "r", 32, "DATA/LDATA packets placed in a slot"),
         Register("RX_DUPLICATES", "r", 32, "DATA/LDATA packets already received, ignored"),
         Register("RX_CONTROL", "r", 32, "control packets queued for the host"),
-        Register("COMMANDS_REJECTED", "r", 32, "commands with a bad opcode, slot, length or packet"),
+        Register("COMMANDS_REJECTED", "r", 32, "commands with a bad opcode, slot, length or packet, and "
+                                               "DOWNLOAD_DATA reads with no word ready"),
         Register("EVENTS_LOST", "r", 32, "events dropped because the event FIFO was full"),
-        Register("DOWNLOADS_EARLY", "r", 32, "DOWNLOAD_DATA reads made while DOWNLOAD_LEVEL was 0 (read 0)"),
         *(Register(f"DROPPED_{d.name}", "r", 32, f"dropped: {d.doc}") for d in Drop),
     ),
 )

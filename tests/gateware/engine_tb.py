@@ -128,7 +128,7 @@ async def test_loop_through_a_lossy_path(dut):
     assert (slot, mismatches) == (0, 0)
     words += await host.download_more(-(-length // 4) - 3)
     assert b"".join(w.to_bytes(4, "little") for w in words)[:length] == pattern_bytes(buffer, length)
-    assert await host.read("DOWNLOADS_EARLY") == 0
+    assert await host.read("COMMANDS_REJECTED") == 0  # no download read early
     await host.write("STATUS_SLOT", 0)
     assert await host.read("SLOT_STATE") == 0b111
     assert await host.read("SLOT_RECEIVED") == count
@@ -187,8 +187,8 @@ async def test_a_download_read_too_early_is_counted_not_stepped(dut):
     host, _ = await connect(dut)
     await host.write("DOWNLOAD_ADDRESS", 5)
     assert await host.read("DOWNLOAD_DATA") == 0  # the next cycle: the store is still seeking
-    assert await host.read("DOWNLOADS_EARLY") == 1
+    assert await host.read("COMMANDS_REJECTED") == 1
     assert await host.read("DOWNLOAD_ADDRESS") == 5
     assert len(await host.download_more(4)) == 4
     assert await host.read("DOWNLOAD_ADDRESS") == 9
-    assert await host.read("DOWNLOADS_EARLY") == 1
+    assert await host.read("COMMANDS_REJECTED") == 1
