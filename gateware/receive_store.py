@@ -15,7 +15,7 @@ sees it: no fetch is offered while a committed packet waits for the DMA.
 from __future__ import annotations
 
 from amaranth.hdl import Array, Cat, Module, Mux, ResetInserter, Signal
-from amaranth.lib import fifo, memory, stream, wiring
+from amaranth.lib import memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .config import EngineConfig
@@ -41,21 +41,44 @@ def store_signature(config: EngineConfig) -> dict:
     }
 
 
+class _Queue(wiring.Component):
+    """A first-in first-out queue of ``depth`` words in flip-flops, with SyncFIFO's ports:
+    a few words need no distributed RAM, which the Colorlight's Ethernet crossing needs
+    placed close to its logic."""
+
+    def __init__(self, width: int, depth: int) -> None:
+        self.depth = depth
+        super().__init__({"w_data": In(width), "w_en": In(1), "r_data": Out(width), "r_en": In(1),
+                          "r_rdy": Out(1), "level": Out(range(depth + 1))})
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        words = Array(Signal.like(self.w_data, name=f"word{i}") for i in range(self.depth))
+        head, tail = Signal(range(self.depth)), Signal(range(self.depth))
+        pop = self.r_en & self.r_rdy
+        push = self.w_en & ((self.level != self.depth) | pop)
+        m.d.comb += [self.r_data.eq(words[head]), self.r_rdy.eq(self.level != 0)]
+        with m.If(push):
+            m.d.sync += [words[tail].eq(self.w_data), tail.eq(Mux(tail == self.depth - 1, 0, tail + 1))]
+        with m.If(pop):
+            m.d.sync += head.eq(Mux(head == self.depth - 1, 0, head + 1))
+        m.d.sync += self.level.eq(self.level + push - pop)
+        return m
+
+
 class _Reader:
     """Words from a memory read port (one cycle of latency) into a queue, as a stream;
     ``flush`` empties the queue, and none is offered while ``hold`` is high."""
 
     def __init__(self, m: Module, port, output: stream.Interface, flush, hold) -> None:
         self.m, self.port = m, port
-        queue = fifo.SyncFIFOBuffered(width=len(output.payload), depth=READ_AHEAD)
-        m.submodules.queue = self.queue = ResetInserter(flush)(queue)
+        m.submodules.queue = self.queue = ResetInserter(flush)(_Queue(len(output.payload), READ_AHEAD))
         self.in_flight = Signal()
         m.d.comb += [output.payload.eq(self.queue.r_data), output.valid.eq(self.queue.r_rdy & ~hold),
                      self.queue.r_en.eq(output.ready & ~hold),
                      self.queue.w_data.eq(port.data), self.queue.w_en.eq(self.in_flight)]
         self.room = self.queue.level + self.in_flight < READ_AHEAD
-        # The queue counts a word on its way to its output register: not yet offered.
-        self.level = Mux(hold | ~self.queue.r_rdy, 0, self.queue.level)
+        self.level = Mux(hold, 0, self.queue.level)
 
     def read(self, address, when) -> None:
         """Reads ``address`` this cycle if ``when`` (callers check ``room``)."""
