@@ -23,7 +23,7 @@ from .registers import (
     RECEIVED_FLAGS, Command, Event, RegisterBus,
 )
 from .segmenter import TX_COMMAND, TX_SETTINGS
-from .transmitter import PACING
+from .transmitter import PACING, UPLOAD_ROOM
 
 QUEUED_COMMAND = data.StructLayout({"word": COMMAND_WORD.layout, "arg0": 32, "arg1": 32})
 
@@ -57,6 +57,7 @@ class ControlStatus(wiring.Component):
             "query": Out(stream.Signature(MISSING_QUERY)),
             "check": Out(stream.Signature(PATTERN_COMMAND)),
             "upload": In(memory.WritePort.Signature(addr_width=config.tx_address_width, shape=config.data_width)),
+            "upload_room": In(range(UPLOAD_ROOM + 1)),
             # The receive store's reader (receiver.py): seek, then words in order.
             "download_seek": Out(stream.Signature(config.rx_address_width)),
             "download": In(stream.Signature(config.data_width)),
@@ -167,7 +168,7 @@ class ControlStatus(wiring.Component):
             "CONTROL_FROM": control_from, "CONTROL_PORT": control_port,
             "CONTROL_DATA": Mux(self.control.valid, self.control.payload, 0),
             "DOWNLOAD_DATA": Mux(self.download.valid, self.download.payload, 0),
-            "DOWNLOAD_LEVEL": self.download_level,
+            "DOWNLOAD_LEVEL": self.download_level, "UPLOAD_ROOM": self.upload_room,
             "SLOT_BUFFER": status.buffer,
             "SLOT_STATE": Cat(status.active, status.count_known, status.complete),
             "SLOT_RECEIVED": status.received, "SLOT_COUNT": status.count,

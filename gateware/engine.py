@@ -19,7 +19,7 @@ from .receive_store import READ_AHEAD
 from .receiver import Receiver
 from .registers import RegisterBus
 from .streams import ip_stream
-from .transmitter import Transmitter
+from .transmitter import UPLOAD_ROOM, Transmitter
 
 
 class Engine(wiring.Component):
@@ -32,6 +32,7 @@ class Engine(wiring.Component):
             "events_waiting": Out(1),
             "control_waiting": Out(1),
             "download_level": Out(range(READ_AHEAD + 1)),  # DOWNLOAD_DATA reads that will find a word
+            "upload_room": Out(range(UPLOAD_ROOM + 1)),  # UPLOAD_DATA writes that will be taken
         })
 
     def elaborate(self, platform) -> Module:
@@ -78,5 +79,6 @@ class Engine(wiring.Component):
             ctl.events_lost.eq(rx.events_lost), ctl.drops.eq(rx.drops),
             self.events_waiting.eq(ctl.events_waiting), self.control_waiting.eq(ctl.control_waiting),
             ctl.download_level.eq(rx.download_level), self.download_level.eq(rx.download_level),
+            ctl.upload_room.eq(tx.upload_room), self.upload_room.eq(tx.upload_room),
         ]
         return m

@@ -15,6 +15,7 @@ from netblt.driver.link_format import LINK_PORT
 
 from .link_executor import BoardIdentity, LinkExecutor
 from .receive_store import READ_AHEAD
+from .transmitter import UPLOAD_ROOM
 from .link_intake import LinkIntake
 from .link_sender import STORE_WORDS, LinkSender
 from .registers import RegisterBus
@@ -41,6 +42,7 @@ class HostLink(wiring.Component):
             "events_waiting": In(1),
             "control_waiting": In(1),
             "download_level": In(range(READ_AHEAD + 1)),
+            "upload_room": In(range(UPLOAD_ROOM + 1)),
             "link_up": In(1),
             "netmask": Out(32),
             "gateway": Out(32),
@@ -65,7 +67,7 @@ class HostLink(wiring.Component):
         m.d.comb += [executor.sender_busy.eq(sender.busy), executor.sender_start.eq(sender.start),
                      executor.events_waiting.eq(self.events_waiting),
                      executor.control_waiting.eq(self.control_waiting),
-                     executor.download_level.eq(self.download_level),
+                     executor.download_level.eq(self.download_level), executor.upload_room.eq(self.upload_room),
                      executor.dropped.eq(intake.dropped), executor.link_up.eq(self.link_up),
                      self.netmask.eq(executor.netmask), self.gateway.eq(executor.gateway)]
 

@@ -28,6 +28,7 @@ from .link_intake import big_endian
 from .link_sender import SEND_COMMAND, STORE_ADDRESS_WIDTH
 from .packet_fifo import CONTROL_META
 from .receive_store import READ_AHEAD
+from .transmitter import UPLOAD_ROOM
 from .registers import ADDRESS, ENGINE_REGISTERS, LINK_BASE, LINK_REGISTERS, REGISTER_MAP, RegisterBus
 
 AREA_WORDS = 128
@@ -40,6 +41,8 @@ EVENTS_PER_PUSH = 256
 """EVENT words in one push; room is left for one control packet after them."""
 DOWNLOAD_QUEUE = 8
 """Words read from slot memory and not yet taken by the sender."""
+UPLOADS_UNSEEN = 2
+"""UPLOAD_DATA writes on their way that the engine's UPLOAD_ROOM does not show yet."""
 SNAPSHOT = [ADDRESS[r.name] if r.access in ("r", "rw") else None for r in ENGINE_REGISTERS]
 """What a status snapshot reads of the engine: registers that neither pop nor strobe."""
 COUNTERS = ("LINK_EXECUTED", "LINK_REPLAYED", "LINK_REFUSED", "LINK_STALE", "LINK_DROPPED", "LINK_PUSHES",
@@ -78,6 +81,7 @@ class LinkExecutor(wiring.Component):
             "events_waiting": In(1),
             "control_waiting": In(1),
             "download_level": In(range(READ_AHEAD + 1)),  # the engine's DOWNLOAD_LEVEL, as a wire
+            "upload_room": In(range(UPLOAD_ROOM + 1)),  # the engine's UPLOAD_ROOM, as a wire
             "dropped": In(2),
             "link_up": In(1),
             "netmask": Out(32),
@@ -382,13 +386,15 @@ class LinkExecutor(wiring.Component):
             m.next = "REGISTERS"
 
     def _upload(self) -> None:
-        """The words go to transmit slot memory as they come, a word a cycle."""
+        """The words go to transmit slot memory as they come, a word a cycle while the
+        engine has room. A write reaches its room two cycles after this block decides on
+        it (the bus register, then control.py's), so room is counted net of two."""
         m = self.m
         with m.State("UPLOAD"):
             self.bus_write(ADDRESS["UPLOAD_ADDRESS"], self.fields["value"])
             m.next = "UPLOAD_WORDS"
         with m.State("UPLOAD_WORDS"):
-            taken = self.take()
+            taken = self.take(self.upload_room > UPLOADS_UNSEEN)
             with m.If(self.left == 0):
                 m.next = "HEAD"
             with m.Elif(taken):

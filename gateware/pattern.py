@@ -8,10 +8,11 @@ cycle; the same function in Python (``pattern_bytes``) is what tests compare wit
 from __future__ import annotations
 
 from amaranth.hdl import Cat, Module, Mux, Signal, Value
-from amaranth.lib import data, memory, stream, wiring
+from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .config import EngineConfig
+from .transmit_store import store_write
 
 SEED_MIX = 0x9E3779B9
 MASK32 = 0xFFFF_FFFF
@@ -93,19 +94,18 @@ class _Walker(wiring.Component):
 
 
 class PatternSource(_Walker):
-    """Fills a slot with buffer n's pattern, one beat per cycle."""
+    """Fills a slot with buffer n's pattern, one beat per cycle while the store takes it."""
 
     def __init__(self, config: EngineConfig) -> None:
-        super().__init__(config, config.tx_slots, {"memory": In(memory.WritePort.Signature(
-            addr_width=config.tx_address_width, shape=config.data_width))})
+        super().__init__(config, config.tx_slots, {"write": Out(stream.Signature(store_write(config)))})
 
     def elaborate(self, platform) -> Module:
         m = Module()
         address, beat, remaining, step = self.walk(m)
-        m.d.comb += step.eq(remaining != 0)
-        m.d.comb += [self.memory.addr.eq(address), self.memory.data.eq(beat),
-                     self.memory.en.eq(self.busy & step)]
-        with m.If(self.busy & ~step):
+        m.d.comb += [self.write.valid.eq(self.busy & (remaining != 0)),
+                     self.write.payload.address.eq(address), self.write.payload.data.eq(beat),
+                     step.eq(self.write.valid & self.write.ready)]
+        with m.If(self.busy & (remaining == 0)):
             m.d.sync += self.busy.eq(0)
             m.d.comb += self.done.eq(1)
         return m

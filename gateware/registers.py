@@ -154,7 +154,10 @@ GROUPS = (
     _group(
         "Buffer memory",
         Register("UPLOAD_ADDRESS", "rw", 32, "transmit memory word address of the next upload"),
-        Register("UPLOAD_DATA", "w", 32, "write a word to transmit memory and step the address"),
+        Register("UPLOAD_DATA", "w", 32, "write a word to transmit memory and step the address "
+                                         "(lost, and counted in COMMANDS_REJECTED, when UPLOAD_ROOM is 0)"),
+        Register("UPLOAD_ROOM", "r", 5, "UPLOAD_DATA writes taken now: 16 with slots in block RAM, "
+                                        "fewer while slots in DRAM catch up"),
         Register("DOWNLOAD_ADDRESS", "rw", 32, "receive memory word address of the next download"),
         Register("DOWNLOAD_DATA", "rp", 32, "read the next word of receive memory and step the address "
                                             "(0, not stepped, when DOWNLOAD_LEVEL is 0: counted in COMMANDS_REJECTED)"),

@@ -8,7 +8,7 @@ when a packet may start; the header is built from the host layouts (headers.py).
 from __future__ import annotations
 
 from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal
-from amaranth.lib import data, fifo, memory, stream, wiring
+from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from netblt.host import layout as L
@@ -17,6 +17,7 @@ from .checksum_table import ChecksumLookup
 from .config import EngineConfig
 from .headers import DATA_LAYOUTS, UDP, fold, halfwords, header_bytes, lanes, layouts_size, to_beats
 from .streams import CONNECTION, ip_stream
+from .transmit_store import run_reader, store_fetch
 
 UDP_PROTOCOL = 17
 
@@ -49,16 +50,21 @@ class Segmenter(wiring.Component):
     Per packet the engine spends five cycles choosing, sizing and checksumming the
     header (one more for a data checksum from the checksum table, or a read pass over
     the packet when the table cannot vouch for it), then streams the header and data
-    beats. A packet's data comes from its slot at packet
-    number x packet size; data bytes past the buffer's length are sent as zero padding.
+    beats. A packet's data is a run the transmit store fetches from its slot at packet
+    number x packet size while the header is made (longer only when the store makes it
+    wait); data bytes past the buffer's length are sent as zero padding. A packet longer
+    than the store fetches is rejected.
     """
 
-    def __init__(self, config: EngineConfig) -> None:
+    def __init__(self, config: EngineConfig, packet_words: int) -> None:
         self.config = config
+        self.packet_words = packet_words
         super().__init__({
             "settings": In(TX_SETTINGS),
             "command": In(stream.Signature(TX_COMMAND)),
-            "memory": In(memory.ReadPort.Signature(addr_width=config.tx_address_width, shape=config.data_width)),
+            "fetch": Out(stream.Signature(store_fetch(config, packet_words))),
+            "fetched": In(1),
+            "read": In(run_reader(config, packet_words)),
             "checksums": Out(ChecksumLookup),
             "grant": In(1),
             "take": Out(1),
@@ -128,6 +134,9 @@ class Segmenter(wiring.Component):
         """The stamp, taken once per packet: the host may change HIGH_ACK while it is emitted."""
         beat = Signal(16)
         sum_beat = Signal(16)
+        have_data = Signal()
+        """The packet's run is fetched: it may be summed and sent."""
+        m.d.sync += have_data.eq(have_data | self.fetched)
 
         udp_beats = 8 // W if W <= 8 else 0
         header_beats = layouts_size(DATA_LAYOUTS) // W
@@ -191,16 +200,26 @@ class Segmenter(wiring.Component):
             with m.State("SIZE"):
                 last = remaining <= packet_size
                 size = Mux(last, remaining, packet_size)
+                words = (size + W - 1) // W
                 m.d.sync += [ldata.eq(last), data_bytes.eq(size), high_ack.eq(s.high_ack)]
                 m.d.comb += [self.checksums.query.slot.eq(slot), self.checksums.query.packet.eq(packet),
                              self.checksums.query.end.eq(offset + size),
-                             self.checksums.query.full.eq(~last | (remaining == packet_size))]
+                             self.checksums.query.full.eq(~last | (remaining == packet_size)),
+                             self.fetch.payload.address.eq(base), self.fetch.payload.words.eq(words)]
                 with m.If(~is_resend & last):
                     m.d.sync += pending[slot].eq(0)
-                with m.If(s.data_checksum):
-                    m.next = "LOOKUP"
+                with m.If(words > self.packet_words):
+                    m.d.comb += self.rejected.eq(1)
+                    m.next = "SELECT"
                 with m.Else():
-                    m.next = "HEADER"
+                    # The run is fetched while the header is made; SUM and EMIT wait for it.
+                    m.d.comb += self.fetch.valid.eq(1)
+                    with m.If(self.fetch.ready):
+                        m.d.sync += have_data.eq(0)
+                        with m.If(s.data_checksum):
+                            m.next = "LOOKUP"
+                        with m.Else():
+                            m.next = "HEADER"
             with m.State("LOOKUP"):
                 # The sum made while the slot was written, if it covers this packet exactly.
                 with m.If(self.checksums.known):
@@ -210,10 +229,11 @@ class Segmenter(wiring.Component):
                     m.next = "SUM"
             with m.State("SUM"):
                 # Else a read pass: the data checksum goes in the header, ahead of the data.
-                m.d.comb += self.memory.addr.eq(base + sum_beat)
-                m.d.sync += sum_beat.eq(sum_beat + 1)
+                m.d.comb += self.read.addr.eq(sum_beat)
+                with m.If(have_data):
+                    m.d.sync += sum_beat.eq(sum_beat + 1)
                 with m.If(sum_beat != 0):
-                    masked, _ = data_lanes(sum_beat - 1, self.memory.data)
+                    masked, _ = data_lanes(sum_beat - 1, self.read.data)
                     m.d.sync += data_sum.eq(data_sum + sum(halfwords(masked)))
                 with m.If(sum_beat == data_beats):
                     m.next = "FOLD"
@@ -222,12 +242,13 @@ class Segmenter(wiring.Component):
                 m.next = "HEADER"
             with m.State("HEADER"):
                 m.d.sync += [checksum.eq(~fold(sum(halfwords(unsummed)))), beat.eq(0)]
-                m.next = "EMIT"
+                with m.If(have_data):
+                    m.next = "EMIT"
             with m.State("EMIT"):
                 advance = self.out.ready
-                m.d.comb += self.memory.addr.eq(base + beat + advance - first_data)
+                m.d.comb += self.read.addr.eq(beat + advance - first_data)
                 in_header = beat < first_data
-                masked, valid = data_lanes(beat - first_data, self.memory.data)
+                masked, valid = data_lanes(beat - first_data, self.read.data)
                 sent_bytes = padded(valid, L.ALIGNMENT)
                 m.d.comb += [
                     self.out.valid.eq(1),

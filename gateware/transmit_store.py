@@ -5,8 +5,8 @@ store in DRAM can make them wait); the segmenter fetches a packet's run of words
 (``fetch``), and once ``fetched`` pulses reads it by its index in the run (``read``, a
 memory read port: the word a cycle after its address). A fetch sees every write taken
 before it. Both stores take the same signals, so the transmit side need not know which
-one it has. (It does not use them yet: the Transmitter still holds its own block RAM;
-docs/architecture.md.)
+one it has; ``writes_wait`` says whether a write can be made to wait, so the
+Transmitter queues uploads only for a store whose writes can.
 """
 
 from __future__ import annotations
@@ -20,21 +20,34 @@ from .dram_dma import NativePort
 from .dram_slots import DramSlots, LineState, store_slots
 
 
+def store_write(config: EngineConfig) -> data.StructLayout:
+    """A word and its address, in beats of the engine's width across all transmit slots."""
+    return data.StructLayout({"address": config.tx_address_width, "data": config.data_width})
+
+
+def store_fetch(config: EngineConfig, packet_words: int) -> data.StructLayout:
+    """A run of at most ``packet_words`` words from ``address``."""
+    return data.StructLayout({"address": config.tx_address_width, "words": range(packet_words + 1)})
+
+
+def run_reader(config: EngineConfig, packet_words: int) -> memory.ReadPort.Signature:
+    """The memory's own read-port shape (address in, data out): the index in the run."""
+    return memory.ReadPort.Signature(addr_width=(packet_words - 1).bit_length(), shape=config.data_width)
+
+
 def transmit_store_signature(config: EngineConfig, packet_words: int) -> dict:
-    """Addresses count beats of the engine's width across all transmit slots; a run is
-    at most ``packet_words`` long."""
-    words, width = config.tx_address_width, config.data_width
     return {
-        "write": In(stream.Signature(data.StructLayout({"address": words, "data": width}))),
-        "fetch": In(stream.Signature(data.StructLayout({"address": words, "words": range(packet_words + 1)}))),
+        "write": In(stream.Signature(store_write(config))),
+        "fetch": In(stream.Signature(store_fetch(config, packet_words))),
         "fetched": Out(1),
-        # The memory's own read-port shape (address in, data out): the index in the run.
-        "read": Out(memory.ReadPort.Signature(addr_width=(packet_words - 1).bit_length(), shape=width)),
+        "read": Out(run_reader(config, packet_words)),
     }
 
 
 class BlockTransmitStore(wiring.Component):
     """Slots in block RAM: writes land at once, a fetch is ready the next cycle."""
+
+    writes_wait = False
 
     def __init__(self, config: EngineConfig) -> None:
         self.config = config
@@ -64,6 +77,8 @@ class DramTransmitStore(wiring.Component):
     a write goes elsewhere, or when a fetch comes; two lines, so one fills while the other
     is copied. A fetch waits until every written line is committed, and writes wait while
     it does; its run is copied into an outbound line and read there."""
+
+    writes_wait = True
 
     def __init__(self, config: EngineConfig, port: NativePort, *, line_words: int, base: int,
                  region_words: int) -> None:

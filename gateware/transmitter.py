@@ -1,9 +1,9 @@
-"""The transmit side assembled: slot memory, pattern source, pacer and segmenter."""
+"""The transmit side assembled: transmit store, pattern source, pacer and segmenter."""
 
 from __future__ import annotations
 
-from amaranth.hdl import Module
-from amaranth.lib import data, memory, stream, wiring
+from amaranth.hdl import Cat, Const, Module, Signal
+from amaranth.lib import data, fifo, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .checksum_table import ChecksumTable
@@ -12,29 +12,38 @@ from .pacer import Pacer
 from .pattern import PATTERN_COMMAND, PatternSource
 from .segmenter import TX_COMMAND, TX_SETTINGS, Segmenter
 from .streams import ip_stream
+from .transmit_store import BlockTransmitStore, store_write
 
 PACING = data.StructLayout({"mode": 2, "burst_size": 16, "interval": 32})
 
+UPLOAD_ROOM = 16
+"""Uploads the transmit side takes at most without the host waiting: a queue's worth
+in front of a store whose writes wait (DRAM), and always that many for block RAM."""
+
 
 class Transmitter(wiring.Component):
-    """Buffers in block RAM, sent as paced DATA/LDATA packets.
+    """Buffers in the transmit store, sent as paced DATA/LDATA packets.
 
-    The slot memory has one write port, shared by the pattern source (while it fills;
-    where the configuration has one) and the host's upload port, and one read port, the
-    segmenter's. The checksum table watches the write port, so data checksums cost no
-    second read of a packet.
+    The store is block RAM unless a DRAM store is given (its DRAM port is the caller's
+    to connect). Its writes are the pattern source's while it fills (where the
+    configuration has one), else the host's uploads; ``upload_room`` says how many
+    uploads it takes now, and one beyond that is lost and counted in ``rejected``. A
+    packet's run is fetched only once every upload taken before it is written. The
+    checksum table watches the writes, so data checksums cost no second read.
     """
 
-    def __init__(self, config: EngineConfig) -> None:
+    def __init__(self, config: EngineConfig, store: wiring.Component | None = None) -> None:
         self.config = config
+        self.store = store or BlockTransmitStore(config)
         super().__init__({
             "settings": In(TX_SETTINGS),
             "pacing": In(PACING),
             "command": In(stream.Signature(TX_COMMAND)),
             "fill": In(stream.Signature(PATTERN_COMMAND)),
-            # The memory's own write-port shape: its members are inputs here too.
+            # A memory write port's shape: its members are inputs here too.
             "upload": Out(memory.WritePort.Signature(addr_width=config.tx_address_width,
                                                      shape=config.data_width)),
+            "upload_room": Out(range(UPLOAD_ROOM + 1)),
             "out": Out(ip_stream(config.data_width)),
             "sent": Out(1),
             "sent_slot": Out(4),
@@ -46,12 +55,9 @@ class Transmitter(wiring.Component):
     def elaborate(self, platform) -> Module:
         cfg = self.config
         m = Module()
-        m.submodules.memory = mem = memory.Memory(
-            shape=cfg.data_width, depth=cfg.tx_slots * cfg.slot_words, init=[])
-        write = mem.write_port()
-        read = mem.read_port()
+        m.submodules.store = store = self.store
         m.submodules.pacer = pacer = Pacer()
-        m.submodules.segmenter = segmenter = Segmenter(cfg)
+        m.submodules.segmenter = segmenter = Segmenter(cfg, store.packet_words)
         m.submodules.checksums = checksums = ChecksumTable(cfg)
 
         m.d.comb += [
@@ -59,21 +65,52 @@ class Transmitter(wiring.Component):
             pacer.interval.eq(self.pacing.interval),
             segmenter.grant.eq(pacer.grant), pacer.take.eq(segmenter.take),
             segmenter.settings.eq(self.settings),
-            read.addr.eq(segmenter.memory.addr), segmenter.memory.data.eq(read.data),
             self.sent.eq(segmenter.sent), self.sent_slot.eq(segmenter.sent_slot),
-            self.rejected.eq(segmenter.rejected), self.idle.eq(segmenter.idle),
+            self.idle.eq(segmenter.idle),
         ]
         wiring.connect(m, wiring.flipped(self.command), segmenter.command)
         wiring.connect(m, segmenter.out, wiring.flipped(self.out))
         wiring.connect(m, segmenter.checksums, checksums.lookup)
-        m.d.comb += [checksums.packet_size.eq(self.settings.packet_size), checksums.write.addr.eq(write.addr),
-                     checksums.write.data.eq(write.data), checksums.write.en.eq(write.en)]
-        m.d.comb += [write.addr.eq(self.upload.addr), write.data.eq(self.upload.data), write.en.eq(self.upload.en)]
+        wiring.connect(m, segmenter.read, store.read)
+
+        uploads, queued, lost = self._uploads(m)
+        writers = [(uploads, Const(1))]
         if cfg.pattern:
             m.submodules.source = source = PatternSource(cfg)
             wiring.connect(m, wiring.flipped(self.fill), source.command)
             m.d.comb += self.filled.eq(source.done)
-            with m.If(source.busy):  # the port is the pattern source's while it fills
-                m.d.comb += [write.addr.eq(source.memory.addr), write.data.eq(source.memory.data),
-                             write.en.eq(source.memory.en)]
+            writers = [(source.write, source.busy), (uploads, ~source.busy)]
+        write = store.write
+        for writer, owns in writers:
+            with m.If(owns):
+                m.d.comb += [write.valid.eq(writer.valid), write.payload.eq(writer.payload),
+                             writer.ready.eq(write.ready)]
+        m.d.comb += [checksums.packet_size.eq(self.settings.packet_size),
+                     checksums.write.addr.eq(write.payload.address), checksums.write.data.eq(write.payload.data),
+                     checksums.write.en.eq(write.valid & write.ready)]
+
+        # A fetch sees every write taken before it: uploads still queued go first.
+        m.d.comb += [store.fetch.payload.eq(segmenter.fetch.payload),
+                     store.fetch.valid.eq(segmenter.fetch.valid & ~queued),
+                     segmenter.fetch.ready.eq(store.fetch.ready & ~queued),
+                     segmenter.fetched.eq(store.fetched),
+                     self.rejected.eq(segmenter.rejected | lost)]
         return m
+
+    def _uploads(self, m: Module) -> tuple[stream.Interface, Signal, Signal]:
+        """The host's uploads as a stream of writes, through a queue when the store's
+        writes wait. Returns it, 'uploads wait in the queue' and 'an upload is lost'."""
+        uploads = stream.Signature(store_write(self.config)).create()
+        word = Cat(self.upload.addr, self.upload.data)
+        queued, lost = Signal(), Signal()
+        if self.store.writes_wait:
+            m.submodules.upload_queue = queue = fifo.SyncFIFOBuffered(width=len(word), depth=UPLOAD_ROOM)
+            m.d.comb += [queue.w_data.eq(word), queue.w_en.eq(self.upload.en),
+                         lost.eq(self.upload.en & ~queue.w_rdy),
+                         uploads.valid.eq(queue.r_rdy), uploads.payload.eq(queue.r_data),
+                         queue.r_en.eq(uploads.ready),
+                         queued.eq(queue.level != 0), self.upload_room.eq(UPLOAD_ROOM - queue.level)]
+        else:
+            m.d.comb += [uploads.valid.eq(self.upload.en), uploads.payload.eq(word),
+                         lost.eq(self.upload.en & ~uploads.ready), self.upload_room.eq(UPLOAD_ROOM)]
+        return uploads, queued, lost

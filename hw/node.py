@@ -55,7 +55,7 @@ class NetbltNode(wiring.Component):
         wiring.connect(m, link.bus, engine.bus)
         wiring.connect(m, engine.net_tx, link.engine_tx)
         m.d.comb += [link.events_waiting.eq(engine.events_waiting), link.control_waiting.eq(engine.control_waiting),
-                     link.download_level.eq(engine.download_level),
+                     link.download_level.eq(engine.download_level), link.upload_room.eq(engine.upload_room),
                      link.link_up.eq(self.link_up),
                      ethernet.netmask.eq(link.netmask), ethernet.gateway.eq(link.gateway)]
         # LiteEth's handshakes are combinational deep inside it: cut them at its edge.

@@ -1,6 +1,6 @@
 """Tops that put a component with a DRAM port on LiteDRAM's model of a board's chip, for
 the tests (tests/gateware) and the gateware benchmark, until the engine itself builds
-with slots in DRAM: the receive side with its store in DRAM, and the stores alone."""
+with slots in DRAM: each side with its store in DRAM, and the stores alone."""
 
 from __future__ import annotations
 
@@ -14,6 +14,8 @@ from netblt.gateware.config import EngineConfig
 from netblt.gateware.dram_dma import NativePort
 from netblt.gateware.receive_store import DramReceiveStore
 from netblt.gateware.receiver import Receiver
+from netblt.gateware.transmit_store import DramTransmitStore
+from netblt.gateware.transmitter import Transmitter
 from netblt.hw.litedram import LiteDram
 
 STORE_LINE_WORDS = 512
@@ -29,6 +31,16 @@ def dram_receive_store(config: EngineConfig, description: dict) -> DramReceiveSt
     address gone wrong does not land on the first port's data)."""
     return DramReceiveStore(config, dram_port(description), line_words=STORE_LINE_WORDS,
                             base=1 << description["address_bits"] - 1, region_words=config.rx_slots * config.slot_words)
+
+
+TRANSMIT_STORE_BASE = 4096
+"""DRAM words before a transmit store on the core's first port: a run offset wrongly shows."""
+
+
+def dram_transmit_store(config: EngineConfig, description: dict) -> DramTransmitStore:
+    """A transmit store on the core's first port, past its first words."""
+    return DramTransmitStore(config, dram_port(description), line_words=STORE_LINE_WORDS,
+                             base=TRANSMIT_STORE_BASE, region_words=config.tx_slots * config.slot_words)
 
 
 class DramTop(wiring.Component):
@@ -70,3 +82,9 @@ def dram_receiver(config: EngineConfig, description: dict) -> DramTop:
     """The Receiver with its store in DRAM."""
     return DramTop(Receiver(config, dram_receive_store(config, description)), description,
                    lambda receiver: receiver.store.dram, port=1)
+
+
+def dram_transmitter(config: EngineConfig, description: dict) -> DramTop:
+    """The Transmitter with its store in DRAM."""
+    return DramTop(Transmitter(config, dram_transmit_store(config, description)), description,
+                   lambda transmitter: transmitter.store.dram)

@@ -14,8 +14,8 @@ from netblt.gateware.dram_dma import DramDma, NativePort
 from netblt.gateware.config import EngineConfig
 from netblt.gateware.dram_slots import DramSlots
 from netblt.gateware.receive_store import BlockReceiveStore
-from netblt.gateware.transmit_store import BlockTransmitStore, DramTransmitStore
-from netblt.sim.dram_tops import STORE_LINE_WORDS, DramTop, dram_port, dram_receive_store
+from netblt.gateware.transmit_store import BlockTransmitStore
+from netblt.sim.dram_tops import DramTop, dram_receive_store, dram_transmit_store
 from netblt.hw.litedram import LiteDram
 
 STAGING_WORDS = 512
@@ -97,15 +97,11 @@ def receive_store_harness(description: dict | None) -> DramTop:
 
 
 TX_STORE_CONFIG = EngineConfig(tx_slots=4, slot_bytes=16384)
-TX_STORE_BASE = 4096  # DRAM words: a run offset wrongly shows
 
 
 def transmit_store_harness(description: dict | None) -> DramTop:
     """A transmit store for transmit_store_tb.py: in DRAM (on the core's first port, past
     its first words) when given the core's description, else in block RAM."""
-    config = TX_STORE_CONFIG
     if description:
-        return DramTop(DramTransmitStore(config, dram_port(description), line_words=STORE_LINE_WORDS,
-                                         base=TX_STORE_BASE, region_words=config.tx_slots * config.slot_words),
-                       description)
-    return DramTop(BlockTransmitStore(config), None)
+        return DramTop(dram_transmit_store(TX_STORE_CONFIG, description), description)
+    return DramTop(BlockTransmitStore(TX_STORE_CONFIG), None)

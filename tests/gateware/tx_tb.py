@@ -64,9 +64,14 @@ class Tx:
         self.pace(mode, burst_size, interval)
 
     async def upload(self, slot: int, offset: int, data: bytes) -> None:
+        """A word a cycle while ``upload_room`` has room for it beyond the last cycle's
+        write (which it may not show yet)."""
         assert offset % W == 0
         base = slot * CONFIG.slot_words + offset // W
         for i in range(0, len(data), W):
+            while int(self.dut.upload_room.value) <= 1:
+                self.dut.upload__en.value = 0
+                await RisingEdge(self.dut.clk)
             self.dut.upload__addr.value = base + i // W
             self.dut.upload__data.value = int.from_bytes(data[i:i + W].ljust(W, b"\0"), "little")
             self.dut.upload__en.value = 1
@@ -221,6 +226,42 @@ async def test_resends_first_then_buffers_in_number_order(dut):
     assert [p.ldata for p in got] == [False, False, False, False, True, False, False, False, True]
     assert all(p.payload == pattern_bytes(p.buffer, 1000 if p.buffer == 9 else 600)[
         p.packet * 256:(p.packet + 1) * 256] for p in got)
+
+
+@cocotb.test()
+async def test_uploads_while_another_slot_is_sent(dut):
+    """Slot 1 is uploaded while slot 0's packets go out and two of them are resent, the
+    link stalling at random; then slot 1 is sent. Every packet is byte-exact: a store
+    whose writes wait (DRAM) queues the uploads, and a fetch waits for those queued."""
+    tx = await Tx.create(dut, packet_size=256, stall=0.3)
+    rng = random.Random(9)
+    data = {1: rng.randbytes(4096), 2: rng.randbytes(4096 - 20)}
+    await tx.upload(0, 0, data[1])
+    await tx.send(0, 1, len(data[1]))
+    await tx.upload(1, 0, data[2])
+    await tx.resend(0, 3, 1)
+    await tx.send(1, 2, len(data[2]))
+    got = [frame(beats).packet for _, beats in await tx.packets(16 + 2 + 16)]
+    assert sorted((p.buffer, p.packet) for p in got) == sorted(
+        [(1, n) for n in range(16)] + [(1, 1), (1, 3)] + [(2, n) for n in range(16)])
+    for p in got:
+        assert p.payload == data[p.buffer][p.packet * 256:(p.packet + 1) * 256], (p.buffer, p.packet)
+
+
+@cocotb.test()
+async def test_a_send_at_once_after_its_upload_sends_what_was_uploaded(dut):
+    """A short buffer is uploaded behind a long one (which a store in DRAM takes slower
+    than a word a cycle, so uploads queue) and sent at once: its packet has the data."""
+    tx = await Tx.create(dut, packet_size=1024)
+    rng = random.Random(10)
+    for buffer in (1, 2):
+        await tx.upload(0, 0, rng.randbytes(12288))
+        data = rng.randbytes(256)
+        await tx.upload(1, 0, data)
+        await tx.send(1, buffer, len(data))
+        (_, beats), = await tx.packets(1)
+        assert frame(beats).packet.payload == data
+        tx.sink.beats.clear()
 
 
 @cocotb.test()
