@@ -26,6 +26,7 @@ from netblt.gateware.receive_store import READ_AHEAD
 from netblt.gateware.registers import ADDRESS, ENGINE_REGISTERS, LINK_REGISTERS, REGISTER_MAP
 from netblt.gateware.segmenter import UDP_PROTOCOL
 from netblt.gateware.streams import ip_payload
+from netblt.gateware.transmitter import UPLOAD_ROOM
 from netblt.host import layout as L
 from netblt.sim.beats import Sink, Source, beat_bytes, to_beats
 from netblt.sim.testbench import start
@@ -40,12 +41,18 @@ class EngineModel:
 
     Downloads come from a slow store: after DOWNLOAD_ADDRESS is written, no word is ready
     for up to 40 cycles, then words come one every cycle or few, up to DOWNLOAD_LEVEL's
-    READ_AHEAD; a DOWNLOAD_DATA read with none ready is counted in ``early``."""
+    READ_AHEAD; a DOWNLOAD_DATA read with none ready is counted in ``early``. Uploads go
+    into a queue of UPLOAD_ROOM words, drained at random; the room it shows counts a
+    write two cycles after the bus carries it, as the engine's does (control.py's
+    register, then the level), and a write into a full queue is counted in ``overflows``."""
 
     def __init__(self, dut) -> None:
         self.dut = dut
         self.rng = random.Random(4)
         self.level, self.delay, self.early = 0, 0, 0
+        self.queued, self.overflows = 0, 0
+        self.queued_before = deque([0, 0])
+        """The queue's level at the end of each of the last two cycles."""
         self.values = {ADDRESS[r.name]: 0 for r in ENGINE_REGISTERS}
         self.events: deque[int] = deque()
         self.packets: deque[tuple[bytes, int, int]] = deque()
@@ -67,6 +74,7 @@ class EngineModel:
             await ReadWrite()
             seeking = dut.bus__w_en.value and int(dut.bus__addr.value) == ADDRESS["DOWNLOAD_ADDRESS"]
             dut.download_level.value = 0 if seeking else self.level
+            dut.upload_room.value = UPLOAD_ROOM - self.queued_before[0]
             await ReadOnly()
             answer = None
             address = int(dut.bus__addr.value)
@@ -74,6 +82,8 @@ class EngineModel:
             if dut.bus__w_en.value:
                 value = int(dut.bus__w_data.value)
                 if name == "UPLOAD_DATA":
+                    self.overflows += self.queued == UPLOAD_ROOM
+                    self.queued += 1
                     self.tx[v[ADDRESS["UPLOAD_ADDRESS"]]] = value
                     v[ADDRESS["UPLOAD_ADDRESS"]] += 1
                 else:
@@ -84,6 +94,8 @@ class EngineModel:
                 self.reads[name] += 1
                 answer = self.read(name, address)
             self.refill()
+            self.queued_before.append(self.queued)
+            self.queued_before.popleft()
             await RisingEdge(dut.clk)
             if answer is not None:
                 dut.bus__r_data.value = answer
@@ -113,6 +125,8 @@ class EngineModel:
         return v[address]
 
     def refill(self) -> None:
+        if self.queued and self.rng.random() < 0.4:
+            self.queued -= 1
         if self.delay:
             self.delay -= 1
         elif self.level < READ_AHEAD and self.rng.random() < 0.6:
@@ -243,6 +257,7 @@ async def test_uploads_and_downloads_are_byte_exact_through_loss(dut):
     got = b"".join(r.reply[1] for r in downloads)
     assert got == b"".join(w.to_bytes(4, "little") for w in engine.rx[:1500])
     assert engine.early == 0  # no word read before the store had it
+    assert engine.overflows == 0  # no word written past the room the engine showed
     assert all(r.reply[1] == b"" for r in uploads)  # acknowledged, not echoed
 
 
