@@ -33,7 +33,7 @@ from netblt.hw.build import tools_environment
 from netblt.hw.nextpnr import Report, read_report
 
 from . import hdl
-from .dram_tops import dram_receiver
+from .dram_tops import dram_receiver, dram_transmitter
 from .wire import wire_cycles
 
 MODULE = "netblt.sim.gateware_bench_tb"
@@ -46,31 +46,35 @@ CHIPS = {"DRAM, Versa (model)": "versa", "DRAM, Colorlight (model)": "colorlight
 
 
 def simulate(results: Path, sizes: str, bursts: int) -> dict:
-    """The transmit side, then the receive side with its store in block RAM and in each
-    board's DRAM (LiteDRAM's model PHY with the chip's timings; sizes a line takes)."""
+    """Each side with its store in block RAM and in each board's DRAM (LiteDRAM's model
+    PHY with the chip's timings; sizes a line takes), and the pacing in block RAM."""
     config = EngineConfig()
     env = {"NETBLT_BENCH_RESULTS": str(results), "NETBLT_BENCH_SIZES": sizes,
            "NETBLT_BENCH_BURSTS": str(bursts)}
     here = Path(__file__).parent
-    tx = hdl.build(Transmitter(config), "transmitter")
-    hdl.run(tx, "transmitter", MODULE, here, testcase="bench_transmit_rate,bench_pacing", env=env)
-    out = json.loads(results.read_text())
+    out: dict = {}
     for store in STORES:
-        results.unlink()
+        out[store] = {}
         if store in CHIPS:
-            core = hdl.BUILD / "litedram" / f"{CHIPS[store]}_model.v"
-            description = litedram_core.generate(CHIPS[store], core)
-            top = dram_receiver(config, description)
-            rx = hdl.build(top, f"receiver_{CHIPS[store]}", [core])
-            longest = top.inner.store.packet_words * config.beat_bytes
-            store_env = {**env, "NETBLT_TB_DRAM_DESCRIPTION": json.dumps(description),
-                         "NETBLT_BENCH_SIZES": ",".join(s for s in sizes.split(",") if int(s) <= longest)}
-            hdl.run(rx, f"receiver_{CHIPS[store]}", MODULE, here, testcase="bench_receive,bench_download",
-                    env=store_env)
+            chip = CHIPS[store]
+            core = hdl.BUILD / "litedram" / f"{chip}_model.v"
+            description = litedram_core.generate(chip, core)
+            sides = [(dram_transmitter(config, description), f"transmitter_{chip}", "bench_transmit_rate", [core]),
+                     (dram_receiver(config, description), f"receiver_{chip}", "bench_receive,bench_download",
+                      [core])]
+            store_env = {**env, "NETBLT_TB_DRAM_DESCRIPTION": json.dumps(description)}
         else:
-            rx = hdl.build(Receiver(config), "receiver")
-            hdl.run(rx, "receiver", MODULE, here, testcase="bench_receive,bench_download", env=env)
-        out[store] = json.loads(results.read_text())
+            sides = [(Transmitter(config), "transmitter", "bench_transmit_rate,bench_pacing", []),
+                     (Receiver(config), "receiver", "bench_receive,bench_download", [])]
+            store_env = env
+        for top, name, cases, sources in sides:
+            inner = getattr(top, "inner", top)
+            longest = inner.store.packet_words * config.beat_bytes
+            runner = hdl.build(top, name, sources)
+            results.unlink(missing_ok=True)
+            hdl.run(runner, name, MODULE, here, testcase=cases, env={
+                **store_env, "NETBLT_BENCH_SIZES": ",".join(s for s in sizes.split(",") if int(s) <= longest)})
+            out[store].update(json.loads(results.read_text()))
     return out
 
 
@@ -105,18 +109,20 @@ def synthesise() -> tuple[dict[str, int], Report]:
 
 def report(results: dict, synthesis: tuple[dict[str, int], Report] | None, console: Console) -> None:
     config = EngineConfig()
-    table = Table(title=f"Transmit, unpaced ({config.data_width}-bit at {config.clock_hz / 1e6:g} MHz)")
-    for column in ("payload B", "engine cycles/pkt", "with data checksums", "wire cycles/pkt",
-                   "wire / engine", "engine Mb/s", "wire goodput Mb/s"):
-        table.add_column(column, justify="right")
-    for row in results["transmit"]:
-        size = row["payload"]
-        wire = wire_cycles(DATA_HEADER_SIZE + aligned(size), config.clock_hz)
-        engine = max(row["cycles"], row["cycles_checksum"])
-        table.add_row(str(size), f"{row['cycles']:g}", f"{row['cycles_checksum']:g}", f"{wire:.1f}",
-                      f"{wire / engine:.2f}", f"{size * 8 * config.clock_hz / engine / 1e6:.0f}",
-                      f"{size * 8 * config.clock_hz / wire / 1e6:.0f}")
-    console.print(table)
+    for store in STORES:
+        table = Table(title=f"Transmit, unpaced ({config.data_width}-bit at {config.clock_hz / 1e6:g} MHz), "
+                            f"store in {store}")
+        for column in ("payload B", "engine cycles/pkt", "with data checksums", "wire cycles/pkt",
+                       "wire / engine", "engine Mb/s", "wire goodput Mb/s"):
+            table.add_column(column, justify="right")
+        for row in results[store]["transmit"]:
+            size = row["payload"]
+            wire = wire_cycles(DATA_HEADER_SIZE + aligned(size), config.clock_hz)
+            engine = max(row["cycles"], row["cycles_checksum"])
+            table.add_row(str(size), f"{row['cycles']:g}", f"{row['cycles_checksum']:g}", f"{wire:.1f}",
+                          f"{wire / engine:.2f}", f"{size * 8 * config.clock_hz / engine / 1e6:.0f}",
+                          f"{size * 8 * config.clock_hz / wire / 1e6:.0f}")
+        console.print(table)
 
     for store in STORES:
         table = Table(title=f"Receive: DATA packets in a row, store in {store}")
@@ -145,7 +151,7 @@ def report(results: dict, synthesis: tuple[dict[str, int], Report] | None, conso
                    "worst burst start error (cycles)", "worst packet error (cycles)",
                    "rate error", "gaps between starts (cycles)"):
         table.add_column(column, justify="right")
-    for mode, row in results["pacing"].items():
+    for mode, row in results[STORES[0]]["pacing"].items():
         spread = "-" if row["spread"] is None else f"{row['spread']:.2f}"
         table.add_row(mode, str(row["bursts"]), str(row["packets"]),
                       f"{row['burst_size']} x {row['payload']} B / {row['interval']}",
