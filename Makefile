@@ -43,7 +43,8 @@ bench-tcp: $(STAMP)
 bench-board: $(STAMP)
 	$(BIN)/python -m netblt.sim.board_bench
 
-# Cycles per packet against the wire, pacing accuracy, synth_ecp5 utilisation, nextpnr Fmax (about 6 minutes).
+# Cycles per packet against the wire (each side's store in block RAM and in each board's DRAM model), pacing
+# accuracy, synth_ecp5 utilisation, nextpnr Fmax (about 5 minutes of simulation once built, then synthesis).
 bench-gateware: $(STAMP)
 	$(BIN)/python -m netblt.sim.gateware_bench
 

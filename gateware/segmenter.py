@@ -134,9 +134,11 @@ class Segmenter(wiring.Component):
         """The stamp, taken once per packet: the host may change HIGH_ACK while it is emitted."""
         beat = Signal(16)
         sum_beat = Signal(16)
-        have_data = Signal()
-        """The packet's run is fetched: it may be summed and sent."""
-        m.d.sync += have_data.eq(have_data | self.fetched)
+        fetched = Signal()
+        """The packet's run came before this cycle (``self.fetched`` pulsed)."""
+        m.d.sync += fetched.eq(fetched | self.fetched)
+        have_data = fetched | self.fetched
+        """The packet's run may be read: it may be summed and sent."""
 
         udp_beats = 8 // W if W <= 8 else 0
         header_beats = layouts_size(DATA_LAYOUTS) // W
@@ -215,7 +217,7 @@ class Segmenter(wiring.Component):
                     # The run is fetched while the header is made; SUM and EMIT wait for it.
                     m.d.comb += self.fetch.valid.eq(1)
                     with m.If(self.fetch.ready):
-                        m.d.sync += have_data.eq(0)
+                        m.d.sync += fetched.eq(0)
                         with m.If(s.data_checksum):
                             m.next = "LOOKUP"
                         with m.Else():

@@ -2,8 +2,8 @@
 
 Uploads and the pattern source write words at addresses (``write``: a stream, so a
 store in DRAM can make them wait); the segmenter fetches a packet's run of words
-(``fetch``), and once ``fetched`` pulses reads it by its index in the run (``read``, a
-memory read port: the word a cycle after its address). A fetch sees every write taken
+(``fetch``) and, from the cycle ``fetched`` pulses, reads it by its index in the run
+(``read``, a memory read port: the word a cycle after its address). A fetch sees every write taken
 before it. Both stores take the same signals, so the transmit side need not know which
 one it has; ``writes_wait`` says whether a write can be made to wait, so the
 Transmitter queues uploads only for a store whose writes can.
@@ -144,6 +144,8 @@ class DramTransmitStore(wiring.Component):
                      job.line.eq(0), job.address.eq(run.address), job.words.eq(run.words)]
         with m.If(slots.fetch.valid & slots.fetch.ready):
             m.d.sync += start.eq(run.address)
-        m.d.comb += [self.fetched.eq(slots.fetched[0]),
-                     slots.read.addr.eq(slots.staged(0, start, self.read.addr)), slots.read.en.eq(self.read.en),
+        # The DMA's last word lands in the outbound line as it says done: a cycle later the
+        # whole run is there to read.
+        m.d.sync += self.fetched.eq(slots.fetched[0])
+        m.d.comb += [slots.read.addr.eq(slots.staged(0, start, self.read.addr)), slots.read.en.eq(self.read.en),
                      self.read.data.eq(slots.read.data)]

@@ -3,9 +3,10 @@
     python -m netblt.sim.gateware_bench          (make bench-gateware)
 
 Runs sim/gateware_bench_tb.py under Verilator on the transmit and receive sides in
-the default configuration (the receive side with its store in block RAM and in each
-board's DRAM, LiteDRAM's model PHY), then synthesises the engine with Yosys ``synth_ecp5`` and
-places and routes it out of context with nextpnr-ecp5 for its Fmax.
+the default configuration, each with its store in block RAM and in each board's DRAM
+(LiteDRAM's model PHY), then synthesises the engine with Yosys ``synth_ecp5`` and
+places and routes it out of context with nextpnr-ecp5 for its Fmax (``--no-synthesis``
+leaves those two out).
 Prints tables; docs/benchmarks.md quotes them.
 """
 

@@ -46,23 +46,23 @@ class Store:
         dut.write__valid.value = 0
 
     async def fetch(self, address: int, words: int) -> list[int]:
-        """The run, fetched and then read a word at a time by its index."""
+        """The run, fetched and then read by its index a word a cycle, from the cycle
+        ``fetched`` pulses (the segmenter reads it then)."""
         dut = self.dut
         dut.fetch__valid.value, dut.fetch__payload.value = 1, words << ADDRESS_BITS | address
         await taken(dut, "fetch")
-        dut.fetch__valid.value = 0
+        dut.fetch__valid.value, dut.read__addr.value = 0, 0
         await ReadOnly()
         while not dut.fetched.value:
             await RisingEdge(dut.clk)
             await ReadOnly()
-        await RisingEdge(dut.clk)
         got = []
         for i in range(words):
-            dut.read__addr.value = i
-            await RisingEdge(dut.clk)
+            await RisingEdge(dut.clk)  # word i's address was held through the last cycle
+            dut.read__addr.value = i + 1 if i + 1 < words else 0
             await ReadOnly()
             got.append(int(dut.read__data.value))
-            await RisingEdge(dut.clk)
+        await RisingEdge(dut.clk)
         return got
 
     def check(self, address: int, got: list[int], what: str) -> None:
