@@ -1,10 +1,11 @@
 """Where buffers to send live: block RAM, or DRAM behind staging lines.
 
 Uploads and the pattern source write words at addresses (``write``: a stream, so a
-store in DRAM can make them wait); the segmenter fetches a packet's run of words
-(``fetch``) and, from the cycle ``fetched`` pulses, reads it by its index in the run
-(``read``, a memory read port: the word a cycle after its address). A fetch sees every write taken
-before it. Both stores take the same signals, so the transmit side need not know which
+store in DRAM can make them wait); the segmenter fetches a packet's run of words into
+one of two runs (``fetch``) and, from the cycle that run's bit of ``fetched`` pulses,
+reads it by run and index (``read``, a memory read port: the word a cycle after its
+address). So one packet is sent from a run while the next is fetched into the other.
+A fetch sees every write taken before it. Both stores take the same signals, so the transmit side need not know which
 one it has; ``writes_wait`` says whether a write can be made to wait, so the
 Transmitter queues uploads only for a store whose writes can.
 """
@@ -25,23 +26,40 @@ def store_write(config: EngineConfig) -> data.StructLayout:
     return data.StructLayout({"address": config.tx_address_width, "data": config.data_width})
 
 
+RUNS = 2
+"""Runs a store holds at once: one read while the next is fetched."""
+
+
 def store_fetch(config: EngineConfig, packet_words: int) -> data.StructLayout:
-    """A run of at most ``packet_words`` words from ``address``."""
-    return data.StructLayout({"address": config.tx_address_width, "words": range(packet_words + 1)})
+    """A run of at most ``packet_words`` words from ``address``, into ``run``."""
+    return data.StructLayout({"address": config.tx_address_width, "words": range(packet_words + 1),
+                              "run": range(RUNS)})
+
+
+def index_bits(packet_words: int) -> int:
+    """The width of a word's index in a run."""
+    return (packet_words - 1).bit_length()
 
 
 def run_reader(config: EngineConfig, packet_words: int) -> memory.ReadPort.Signature:
-    """The memory's own read-port shape (address in, data out): the index in the run."""
-    return memory.ReadPort.Signature(addr_width=(packet_words - 1).bit_length(), shape=config.data_width)
+    """The memory's own read-port shape (address in, data out); the address is the
+    word's index in the run, with the run above it."""
+    return memory.ReadPort.Signature(addr_width=index_bits(packet_words) + 1, shape=config.data_width)
 
 
 def transmit_store_signature(config: EngineConfig, packet_words: int) -> dict:
     return {
         "write": In(stream.Signature(store_write(config))),
         "fetch": In(stream.Signature(store_fetch(config, packet_words))),
-        "fetched": Out(1),
+        "fetched": Out(RUNS),
         "read": Out(run_reader(config, packet_words)),
     }
+
+
+def run_and_index(read: wiring.PureInterface, packet_words: int) -> tuple:
+    """A read address's run and index."""
+    bits = index_bits(packet_words)
+    return read.addr[bits], read.addr[:bits]
 
 
 class BlockTransmitStore(wiring.Component):
@@ -60,14 +78,15 @@ class BlockTransmitStore(wiring.Component):
         m = Module()
         m.submodules.memory = mem = memory.Memory(shape=cfg.data_width, depth=cfg.tx_slots * cfg.slot_words, init=[])
         write, read = mem.write_port(), mem.read_port()
-        start = Signal.like(self.fetch.payload.address)
+        start = Array(Signal.like(self.fetch.payload.address, name=f"start{i}") for i in range(RUNS))
+        run, index = run_and_index(self.read, self.packet_words)
         m.d.comb += [self.write.ready.eq(1), write.addr.eq(self.write.payload.address),
                      write.data.eq(self.write.payload.data), write.en.eq(self.write.valid),
                      self.fetch.ready.eq(1),
-                     read.addr.eq(start + self.read.addr), read.en.eq(self.read.en), self.read.data.eq(read.data)]
-        m.d.sync += self.fetched.eq(self.fetch.valid)
+                     read.addr.eq(start[run] + index), read.en.eq(self.read.en), self.read.data.eq(read.data)]
+        m.d.sync += [self.fetched[i].eq(self.fetch.valid & (self.fetch.payload.run == i)) for i in range(RUNS)]
         with m.If(self.fetch.valid):
-            m.d.sync += start.eq(self.fetch.payload.address)
+            m.d.sync += start[self.fetch.payload.run].eq(self.fetch.payload.address)
         return m
 
 
@@ -76,7 +95,7 @@ class DramTransmitStore(wiring.Component):
     Writes to consecutive addresses fill an inbound line, committed when it is full, when
     a write goes elsewhere, or when a fetch comes; two lines, so one fills while the other
     is copied. A fetch waits until every written line is committed, and writes wait while
-    it does; its run is copied into an outbound line and read there."""
+    it does; its run is copied into the outbound line of its number and read there."""
 
     writes_wait = True
 
@@ -85,6 +104,7 @@ class DramTransmitStore(wiring.Component):
         self.config = config
         self.slots = store_slots(config, config.tx_slots, port, line_words=line_words, base=base,
                                   region_words=region_words)
+        assert self.slots.lines >= RUNS
         self.packet_words = self.slots.longest_run
         super().__init__({**transmit_store_signature(config, self.packet_words), "dram": Out(port)})
 
@@ -134,18 +154,19 @@ class DramTransmitStore(wiring.Component):
         return pending
 
     def _fetches(self, m: Module, slots: DramSlots, written) -> None:
-        """A run into outbound line 0 once every written word is on its way to DRAM
+        """A run into its outbound line once every written word is on its way to DRAM
         (LiteDRAM serves the port in order, so the fetch reads it)."""
-        start = Signal.like(self.fetch.payload.address)
-        run = self.fetch.payload
+        start = Array(Signal.like(self.fetch.payload.address, name=f"start{i}") for i in range(RUNS))
+        fetch = self.fetch.payload
         job = slots.fetch.payload
         m.d.comb += [slots.fetch.valid.eq(self.fetch.valid & ~written),
                      self.fetch.ready.eq(slots.fetch.ready & ~written),
-                     job.line.eq(0), job.address.eq(run.address), job.words.eq(run.words)]
+                     job.line.eq(fetch.run), job.address.eq(fetch.address), job.words.eq(fetch.words)]
         with m.If(slots.fetch.valid & slots.fetch.ready):
-            m.d.sync += start.eq(run.address)
+            m.d.sync += start[fetch.run].eq(fetch.address)
         # The DMA's last word lands in the outbound line as it says done: a cycle later the
         # whole run is there to read.
-        m.d.sync += self.fetched.eq(slots.fetched[0])
-        m.d.comb += [slots.read.addr.eq(slots.staged(0, start, self.read.addr)), slots.read.en.eq(self.read.en),
+        m.d.sync += self.fetched.eq(slots.fetched[:RUNS])
+        run, index = run_and_index(self.read, self.packet_words)
+        m.d.comb += [slots.read.addr.eq(slots.staged(run, start[run], index)), slots.read.en.eq(self.read.en),
                      self.read.data.eq(slots.read.data)]

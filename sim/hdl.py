@@ -7,7 +7,9 @@ component and configuration, cached under build/gateware, run by cocotb's Python
 from __future__ import annotations
 
 import os
+import shutil
 import sys
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -28,11 +30,29 @@ def build(component: wiring.Component, name: str, extra_sources: Sequence[Path] 
           log: Path | None = None) -> Runner:
     """Exports ``component`` as module ``name`` and Verilates it with ``extra_sources``
     (Verilog its instances need); unchanged builds are reused. Verilator's output goes to
-    ``log`` when given."""
+    ``log`` (by default verilator.log in the build's folder), so a test's captured output
+    is its simulation's. A build that fails is made once more from an empty folder (a
+    fresh machine's first build once left an object file the linker could not read);
+    the first failure is a warning, a second an error quoting the log's end."""
     directory = BUILD / "verilator" / name
+    log = log or directory / "verilator.log"
+    text = verilog.convert(component, name=name, emit_src=False)
+    try:
+        return _verilate(directory, name, text, extra_sources, log)
+    except RuntimeError as first:
+        warnings.warn(f"Verilator build of {name} failed ({first}); building it again from scratch:\n"
+                      f"{_tail(log)}", stacklevel=2)
+    shutil.rmtree(directory, ignore_errors=True)
+    try:
+        return _verilate(directory, name, text, extra_sources, log)
+    except RuntimeError as second:
+        raise RuntimeError(f"Verilator build of {name} failed twice ({second}); the end of {log}:\n"
+                           f"{_tail(log)}") from None
+
+
+def _verilate(directory: Path, name: str, text: str, extra_sources: Sequence[Path], log: Path) -> Runner:
     directory.mkdir(parents=True, exist_ok=True)
     source = directory / f"{name}.v"
-    text = verilog.convert(component, name=name, emit_src=False)
     if not source.exists() or source.read_text() != text:
         source.write_text(text)
     runner = get_runner("verilator")
@@ -47,6 +67,16 @@ def build(component: wiring.Component, name: str, extra_sources: Sequence[Path] 
     finally:
         os.environ["MAKEFLAGS"] = flags
     return runner
+
+
+def _tail(log: Path, lines: int = 25) -> str:
+    """The last lines of a log, less Verilator's warnings (it builds with them)."""
+    try:
+        text = log.read_text(errors="replace").splitlines()
+    except OSError as error:
+        return f"(no log: {error})"
+    kept = [line for line in text if not line.startswith(("%Warning", " ")) or "rror" in line]
+    return "\n".join(kept[-lines:])
 
 
 def run(runner: Runner, name: str, module: str, directory: Path, *, testcase: str | None = None,

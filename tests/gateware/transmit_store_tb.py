@@ -1,8 +1,10 @@
 """The transmit stores (gateware/transmit_store.py), block RAM and DRAM, driven alike:
 runs of writes at any word, with gaps and jumps, each fetched back at once (a fetch
 sees every write taken before it) at any word and length; then fetches from two slots
-while uploads stream into the other two, as the segmenter and the host work at once.
-Every word read is compared with a model of the store.
+while uploads stream into the other two, as the segmenter and the host work at once;
+then one run read while the next is fetched into the other, as the segmenter sends one
+packet while it makes the next ready. Every word read is compared with a model of the
+store.
 
 NETBLT_TB_DRAM_DESCRIPTION is the DRAM core's description, or ``null`` for block RAM."""
 
@@ -11,7 +13,7 @@ from __future__ import annotations
 import random
 
 import cocotb
-from cocotb.triggers import ReadOnly, RisingEdge, with_timeout
+from cocotb.triggers import Combine, ReadOnly, RisingEdge, with_timeout
 from dram_harness import TX_STORE_CONFIG
 from dram_tb import count_refreshes
 
@@ -24,12 +26,17 @@ ADDRESS_BITS = TX_STORE_CONFIG.tx_address_width
 """A write's and a fetch's address: the first field of their payloads."""
 LONGEST = STORE_LINE_WORDS - (DRAM["data_bits"] // 32 - 1) if DRAM else SLOT_WORDS
 """The longest run the store fetches (its ``packet_words``)."""
+RUN_AT = ADDRESS_BITS + LONGEST.bit_length()
+"""Where a fetch's run number starts in its payload."""
+INDEX_BITS = (LONGEST - 1).bit_length()
+"""A read address's index in the run; the run number is above it."""
 
 
 class Store:
     def __init__(self, dut, rng: random.Random) -> None:
         self.dut, self.rng = dut, rng
         self.model = [0] * WORDS  # both memories start zeroed
+        self.arrivals = [0, 0]
         dut.write__valid.value = dut.fetch__valid.value = 0
         dut.read__en.value = 1
 
@@ -45,21 +52,46 @@ class Store:
             self.model[address + i] = word
         dut.write__valid.value = 0
 
-    async def fetch(self, address: int, words: int) -> list[int]:
+    async def watch(self) -> None:
+        """Counts each run's ``fetched`` pulses."""
+        while True:
+            await RisingEdge(self.dut.clk)
+            await ReadOnly()
+            bits = int(self.dut.fetched.value)
+            for run in range(2):
+                self.arrivals[run] += bits >> run & 1
+
+    async def arrival(self, run: int, seen: int) -> None:
+        """Returns once ``run`` has had more than ``seen`` fetches come."""
+        while self.arrivals[run] == seen:
+            await RisingEdge(self.dut.clk)
+
+    async def request(self, address: int, words: int, run: int) -> None:
+        """Asks for the run; returns once the store has taken the fetch."""
+        dut = self.dut
+        dut.fetch__valid.value, dut.fetch__payload.value = 1, run << RUN_AT | words << ADDRESS_BITS | address
+        await taken(dut, "fetch")
+        dut.fetch__valid.value = 0
+
+    async def fetch(self, address: int, words: int, run: int = 0) -> list[int]:
         """The run, fetched and then read by its index a word a cycle, from the cycle
         ``fetched`` pulses (the segmenter reads it then)."""
         dut = self.dut
-        dut.fetch__valid.value, dut.fetch__payload.value = 1, words << ADDRESS_BITS | address
-        await taken(dut, "fetch")
-        dut.fetch__valid.value, dut.read__addr.value = 0, 0
+        await self.request(address, words, run)
+        dut.read__addr.value = run << INDEX_BITS
         await ReadOnly()
-        while not dut.fetched.value:
+        while not int(dut.fetched.value) >> run & 1:
             await RisingEdge(dut.clk)
             await ReadOnly()
+        return await self.read(words, run)
+
+    async def read(self, words: int, run: int) -> list[int]:
+        """The run's words, its first word's address held through the cycle before."""
+        dut = self.dut
         got = []
         for i in range(words):
             await RisingEdge(dut.clk)  # word i's address was held through the last cycle
-            dut.read__addr.value = i + 1 if i + 1 < words else 0
+            dut.read__addr.value = run << INDEX_BITS | (i + 1 if i + 1 < words else 0)
             await ReadOnly()
             got.append(int(dut.read__data.value))
         await RisingEdge(dut.clk)
@@ -141,3 +173,35 @@ async def test_fetches_while_uploads_stream(dut):
     for at in range(0, half, LONGEST):
         words = min(LONGEST, half - at)
         store.check(at, await with_timeout(store.fetch(at, words), 1, "ms"), f"uploaded words from {at:#x}")
+
+
+@cocotb.test()
+async def test_a_run_is_read_while_the_next_is_fetched(dut):
+    """Each round reads one run while the next is fetched into the other run (neither
+    disturbs the other), then waits for that fetch and reads it in the next round."""
+    await start(dut)
+    rng = random.Random(41)
+    store = Store(dut, rng)
+    cocotb.start_soon(store.watch())
+    await with_timeout(store.write(0, [rng.getrandbits(32) for _ in range(WORDS)], 0), 5, "ms")
+
+    def pick() -> tuple[int, int]:
+        words = run_length(rng)
+        return rng.randrange(WORDS - words + 1), words
+
+    at, words = pick()
+    run = 0
+    got = await with_timeout(store.fetch(at, words, run), 1, "ms")
+    for round_ in range(60):
+        store.check(at, got, f"round {round_}: {words} words from {at:#x} in run {run}")
+        read_at, read_words, read_run = at, rng.randrange(1, words + 1), run
+        at, words = pick()
+        run = 1 - run
+        seen = store.arrivals[run]
+        dut.read__addr.value = read_run << INDEX_BITS
+        reading = cocotb.start_soon(store.read(read_words, read_run))
+        await with_timeout(Combine(cocotb.start_soon(store.request(at, words, run)), reading), 1, "ms")
+        store.check(read_at, reading.result(), f"round {round_}: run {read_run} read again while run {run} was fetched")
+        await with_timeout(store.arrival(run, seen), 1, "ms")
+        dut.read__addr.value = run << INDEX_BITS
+        got = await store.read(words, run)
