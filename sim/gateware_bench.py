@@ -48,7 +48,7 @@ CHIPS = {"DRAM, Versa (model)": "versa", "DRAM, Colorlight (model)": "colorlight
 
 def simulate(results: Path, sizes: str, bursts: int) -> dict:
     """Each side with its store in block RAM and in each board's DRAM (LiteDRAM's model
-    PHY with the chip's timings; sizes a line takes), and the pacing in block RAM."""
+    PHY with the chip's timings; sizes a line takes), pacing included."""
     config = EngineConfig()
     env = {"NETBLT_BENCH_RESULTS": str(results), "NETBLT_BENCH_SIZES": sizes,
            "NETBLT_BENCH_BURSTS": str(bursts)}
@@ -60,7 +60,8 @@ def simulate(results: Path, sizes: str, bursts: int) -> dict:
             chip = CHIPS[store]
             core = hdl.BUILD / "litedram" / f"{chip}_model.v"
             description = litedram_core.generate(chip, core)
-            sides = [(dram_transmitter(config, description), f"transmitter_{chip}", "bench_transmit_rate", [core]),
+            sides = [(dram_transmitter(config, description), f"transmitter_{chip}", "bench_transmit_rate,bench_pacing",
+                      [core]),
                      (dram_receiver(config, description), f"receiver_{chip}", "bench_receive,bench_download",
                       [core])]
             store_env = {**env, "NETBLT_TB_DRAM_DESCRIPTION": json.dumps(description)}
@@ -148,16 +149,17 @@ def report(results: dict, synthesis: tuple[dict[str, int], Report] | None, conso
     console.print(table)
 
     table = Table(title="Pacing")
-    for column in ("mode", "bursts", "packets", "burst x payload / interval (cycles)",
+    for column in ("store", "mode", "bursts", "packets", "burst x payload / interval (cycles)",
                    "worst burst start error (cycles)", "worst packet error (cycles)",
                    "rate error", "gaps between starts (cycles)"):
         table.add_column(column, justify="right")
-    for mode, row in results[STORES[0]]["pacing"].items():
-        spread = "-" if row["spread"] is None else f"{row['spread']:.2f}"
-        table.add_row(mode, str(row["bursts"]), str(row["packets"]),
-                      f"{row['burst_size']} x {row['payload']} B / {row['interval']}",
-                      str(row["deviation"]), spread, f"{row['rate_error'] * 100:.4f}%",
-                      f"{row['gaps'][0]}..{row['gaps'][1]}")
+    for store in STORES:
+        for mode, row in results[store]["pacing"].items():
+            spread = "-" if row["spread"] is None else f"{row['spread']:.2f}"
+            table.add_row(store, mode, str(row["bursts"]), str(row["packets"]),
+                          f"{row['burst_size']} x {row['payload']} B / {row['interval']}",
+                          str(row["deviation"]), spread, f"{row['rate_error'] * 100:.4f}%",
+                          f"{row['gaps'][0]}..{row['gaps'][1]}")
     console.print(table)
 
     if synthesis:
