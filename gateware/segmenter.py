@@ -20,7 +20,7 @@ from .checksum_table import ChecksumLookup
 from .config import EngineConfig
 from .headers import DATA_LAYOUTS, UDP, fold, halfwords, header_bytes, lanes, layouts_size, to_beats
 from .streams import CONNECTION, ip_stream
-from .transmit_store import RUNS, index_bits, run_reader, store_fetch
+from .transmit_store import RUNS, read_address, run_reader, store_fetch
 
 UDP_PROTOCOL = 17
 
@@ -244,7 +244,7 @@ class Segmenter(wiring.Component):
             with m.State("SUM"):
                 # Else a read pass: the data checksum goes in the header, ahead of the data.
                 with m.If(~emitting):
-                    m.d.comb += self.read.addr.eq(Cat(sum_beat[:index_bits(self.packet_words)], made.run))
+                    m.d.comb += self.read.addr.eq(read_address(made.run, sum_beat, self.packet_words))
                     with m.If(have_data):
                         m.d.sync += sum_beat.eq(sum_beat + 1)
                     with m.If(sum_beat != 0):
@@ -296,7 +296,7 @@ class Segmenter(wiring.Component):
         with m.If(emitting):
             index = beat + advance - first_data
             m.d.comb += [self.out.valid.eq(1),
-                         self.read.addr.eq(Cat(index[:index_bits(self.packet_words)], sending.run))]
+                         self.read.addr.eq(read_address(sending.run, index, self.packet_words))]
             with m.If(advance):
                 m.d.sync += beat.eq(beat + 1)
                 with m.If(out.last):

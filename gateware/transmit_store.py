@@ -5,14 +5,14 @@ store in DRAM can make them wait); the segmenter fetches a packet's run of words
 one of two runs (``fetch``) and, from the cycle that run's bit of ``fetched`` pulses,
 reads it by run and index (``read``, a memory read port: the word a cycle after its
 address). So one packet is sent from a run while the next is fetched into the other.
-A fetch sees every write taken before it. Both stores take the same signals, so the transmit side need not know which
-one it has; ``writes_wait`` says whether a write can be made to wait, so the
-Transmitter queues uploads only for a store whose writes can.
+A fetch sees every write taken before it. Both stores take the same signals, so the
+transmit side need not know which one it has; ``writes_wait`` says whether a write can
+be made to wait, so the Transmitter queues uploads only for a store whose writes can.
 """
 
 from __future__ import annotations
 
-from amaranth.hdl import Array, Cat, Module, Signal
+from amaranth.hdl import Array, Cat, Module, Signal, Value
 from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -54,6 +54,11 @@ def transmit_store_signature(config: EngineConfig, packet_words: int) -> dict:
         "fetched": Out(RUNS),
         "read": Out(run_reader(config, packet_words)),
     }
+
+
+def read_address(run, index, packet_words: int) -> Value:
+    """The read address of word ``index`` of ``run``."""
+    return Cat(index[:index_bits(packet_words)], run)
 
 
 def run_and_index(read: wiring.PureInterface, packet_words: int) -> tuple:

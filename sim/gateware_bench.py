@@ -179,10 +179,34 @@ def report(results: dict, synthesis: tuple[dict[str, int], Report] | None, conso
         console.print(table)
 
 
+def payload_sizes(text: str) -> str:
+    """``--sizes``: payload sizes in bytes, comma-separated, whole 32-bit words within a slot."""
+    slot = EngineConfig().slot_bytes
+    try:
+        sizes = [int(part) for part in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a comma-separated list of byte counts: {text!r}") from None
+    wrong = [n for n in sizes if n <= 0 or n % 4 or n > slot]
+    if wrong:
+        raise argparse.ArgumentTypeError(f"{wrong[0]} bytes: sizes are multiples of 4 from 4 to {slot}")
+    return ",".join(map(str, sizes))
+
+
+def positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"not a positive whole number: {text!r}")
+    return value
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", default="4,64,256,576,1024,1448,1472,8192")
-    parser.add_argument("--bursts", type=int, default=1000)
+    parser.add_argument("--sizes", type=payload_sizes, default="4,64,256,576,1024,1448,1472,8192",
+                        help="payload sizes in bytes, comma-separated (multiples of 4 up to a slot)")
+    parser.add_argument("--bursts", type=positive, default=1000, help="bursts to time in the pacing run")
     parser.add_argument("--no-synthesis", action="store_true")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:

@@ -83,9 +83,9 @@ def test_receiver_in_dram(chip, case):
 TIMED_TO_THE_CYCLE = {"test_burst_pacing", "test_smooth_pacing", "test_data_checksums_summed_while_written"}
 """tx_tb cases that judge by when packets start, to the cycle (the pacing, and the gaps a
 read pass for a checksum leaves). A packet is fetched once granted, while the one before
-it is sent; with the store in DRAM its fetch takes a time that varies (up to about 150
-cycles measured, across refreshes), so a paced packet's start varies by that much after
-its grant. The pacer still grants burst_size packets an interval: only starts move
+it is sent; with the store in DRAM its fetch takes a time that varies (the benchmark
+measured starts up to 166 cycles late on the Versa model, 647 on the Colorlight's), so a
+paced packet's start varies by that much after its grant. The pacer still grants burst_size packets an interval: only starts move
 (docs/architecture.md)."""
 
 
