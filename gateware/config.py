@@ -7,6 +7,38 @@ from dataclasses import dataclass
 from netblt.host import layout as L
 
 
+LINE_WORDS = 512
+"""Engine words in a DRAM store's staging line: 2 KiB, a 1500-byte packet at any phase."""
+
+
+@dataclass(frozen=True)
+class DramGeometry:
+    """Slots in DRAM, on a LiteDRAM core's two native ports (hw/litedram_core.py writes
+    both numbers into the core's description): the transmit slots in the chip's lower
+    half through one port, the receive slots in its upper half through the other."""
+
+    address_bits: int
+    """A native port's address bits, in DRAM words: the whole chip."""
+    data_bits: int
+    """A DRAM word: the native port's width."""
+    line_words: int = LINE_WORDS
+
+    @classmethod
+    def of(cls, description: dict) -> DramGeometry:
+        """The geometry of the core a description (hw/litedram_core.py) describes."""
+        return cls(description["address_bits"], description["data_bits"])
+
+    @property
+    def half_words(self) -> int:
+        """Engine words in half the chip: each store's region."""
+        return (1 << self.address_bits - 1) * self.data_bits // 32
+
+    @property
+    def receive_base(self) -> int:
+        """The DRAM word where the receive slots start."""
+        return 1 << self.address_bits - 1
+
+
 @dataclass(frozen=True)
 class EngineConfig:
     """Sizes fixed when the gateware is built; everything else is a run-time register."""
@@ -28,6 +60,9 @@ class EngineConfig:
     """The FILL and CHECK commands (a pattern source and checker in the slot memories),
     which tests and benchmarks use to move data without the host; without them, as on
     the Colorlight whose 25F is nearly full, both commands are rejected and counted."""
+    dram: DramGeometry | None = None
+    """Where the slots live: block RAM (None), or DRAM through the engine's ``tx_dram``
+    and ``rx_dram`` ports, which the caller connects to a LiteDRAM core."""
 
     def __post_init__(self) -> None:
         problems = [
@@ -40,6 +75,9 @@ class EngineConfig:
              "max packets exceeds the 16-bit packet number"),
             (1 <= self.tx_slots <= 16 and 1 <= self.rx_slots <= 16, "slots must be 1..16"),
             (self.clock_hz > 0, "clock must be positive"),
+            (self.dram is None or self.data_width == 32, "slots in DRAM take 32-bit engine words"),
+            (self.dram is None or max(self.tx_slots, self.rx_slots) * self.slot_words <= self.dram.half_words,
+             "the slots do not fit half the DRAM"),
         ]
         for ok, message in problems:
             if not ok:

@@ -141,12 +141,14 @@ class DramSlots(wiring.Component):
                      self.read.data.eq(read.data.word_select(read_lane, self.ENGINE_BITS))]
 
 
-def store_slots(config: EngineConfig, slots: int, port: NativePort, *, line_words: int, base: int,
-                region_words: int) -> DramSlots:
-    """The staging of a store of ``slots`` of the configuration's slots, checked to fit
-    its region and the engine's width."""
-    if config.data_width != DramSlots.ENGINE_BITS:
-        raise ValueError(f"slots in DRAM take {DramSlots.ENGINE_BITS}-bit engine words")
-    if slots * config.slot_words > region_words:
-        raise ValueError(f"{slots} slots of {config.slot_bytes} bytes do not fit the DRAM region")
-    return DramSlots(port, lines=STORE_LINES, line_words=line_words, base=base, region_words=region_words)
+def dram_port(config: EngineConfig) -> NativePort:
+    """The native port each of the configuration's stores takes."""
+    return NativePort(config.dram.address_bits, config.dram.data_bits)
+
+
+def store_slots(config: EngineConfig, base: int) -> DramSlots:
+    """The staging of a store whose slots take half the configuration's DRAM from DRAM
+    word ``base`` (EngineConfig checks that they fit)."""
+    dram = config.dram
+    return DramSlots(dram_port(config), lines=STORE_LINES, line_words=dram.line_words, base=base,
+                     region_words=dram.half_words)

@@ -14,6 +14,7 @@ from amaranth.lib.wiring import In, Out
 
 from .config import EngineConfig
 from .control import ControlStatus
+from .dram_slots import dram_port
 from .outbound import Outbound
 from .receive_store import READ_AHEAD
 from .receiver import Receiver
@@ -33,6 +34,9 @@ class Engine(wiring.Component):
             "control_waiting": Out(1),
             "download_level": Out(range(READ_AHEAD + 1)),  # DOWNLOAD_DATA reads that will find a word
             "upload_room": Out(range(UPLOAD_ROOM + 1)),  # UPLOAD_DATA writes that will be taken
+            # With slots in DRAM, the stores' native ports, for a LiteDRAM core's two.
+            **({"tx_dram": Out(dram_port(self.config)), "rx_dram": Out(dram_port(self.config))}
+               if self.config.dram else {}),
         })
 
     def elaborate(self, platform) -> Module:
@@ -60,6 +64,9 @@ class Engine(wiring.Component):
         connect(tx.out, out.data)
         connect(out.out, wiring.flipped(self.net_tx))
         connect(wiring.flipped(self.net_rx), rx.input)
+        if cfg.dram:
+            connect(tx.dram, wiring.flipped(self.tx_dram))
+            connect(rx.dram, wiring.flipped(self.rx_dram))
 
         data_sent = tx.out.valid & tx.out.ready & tx.out.payload.last
         m.d.comb += [

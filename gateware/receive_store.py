@@ -19,8 +19,7 @@ from amaranth.lib import memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .config import EngineConfig
-from .dram_dma import NativePort
-from .dram_slots import DramSlots, LineState, store_slots
+from .dram_slots import DramSlots, LineState, dram_port, store_slots
 
 READ_AHEAD = 4
 """Words the reader keeps ready, so a consumer taking a word a cycle never waits."""
@@ -115,16 +114,14 @@ class BlockReceiveStore(wiring.Component):
 
 
 class DramReceiveStore(wiring.Component):
-    """Slots in DRAM (``region_words`` engine words of it from DRAM word ``base``);
-    two packet lines, so one fills while the other is copied, and two read lines."""
+    """Slots in the upper half of the configuration's DRAM (so an address gone wrong does
+    not land on the transmit slots' data); two packet lines, so one fills while the other is copied, and two read lines."""
 
-    def __init__(self, config: EngineConfig, port: NativePort, *, line_words: int, base: int,
-                 region_words: int) -> None:
+    def __init__(self, config: EngineConfig) -> None:
         self.config = config
-        self.slots = store_slots(config, config.rx_slots, port, line_words=line_words, base=base,
-                                  region_words=region_words)
+        self.slots = store_slots(config, base=config.dram.receive_base)
         self.packet_words = self.slots.longest_run
-        super().__init__({**store_signature(config), "dram": Out(port)})
+        super().__init__({**store_signature(config), "dram": Out(dram_port(config))})
 
     def elaborate(self, platform) -> Module:
         m = Module()
@@ -221,3 +218,8 @@ class DramReceiveStore(wiring.Component):
             with m.If(index + 1 == count[read_line]):
                 m.d.sync += [index.eq(0), ready[read_line].eq(0), read_line.eq(read_line + 1)]
 
+
+
+def receive_store(config: EngineConfig) -> BlockReceiveStore | DramReceiveStore:
+    """The store the configuration asks for."""
+    return BlockReceiveStore(config) if config.dram is None else DramReceiveStore(config)

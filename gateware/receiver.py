@@ -11,7 +11,8 @@ from .drops import Drop
 from .packet_fifo import CONTROL_META, PacketFifo
 from .parser import RX_SETTINGS, Parser, control_beat
 from .pattern import PATTERN_COMMAND, PatternChecker
-from .receive_store import READ_AHEAD, BlockReceiveStore
+from .dram_slots import dram_port
+from .receive_store import READ_AHEAD, receive_store
 from .reassembly import MISSING, MISSING_QUERY, RX_COMMAND, RX_EVENT, SLOT_STATUS, Reassembly
 from .streams import ip_stream
 
@@ -19,15 +20,15 @@ from .streams import ip_stream
 class Receiver(wiring.Component):
     """IP payloads in; buffers in the receive store, control packets and events out.
 
-    The store is block RAM unless a DRAM store is given (its DRAM port is the caller's
-    to connect). Its one reader serves the pattern checker while it runs (where the
+    The store is where the configuration puts the slots: block RAM, or DRAM through
+    ``dram``, the caller's to connect. Its one reader serves the pattern checker while it runs (where the
     configuration has one) and the host's downloads otherwise; when a check ends, the
     downloads' own seek is the caller's to repeat (control.py does).
     """
 
-    def __init__(self, config: EngineConfig, store: wiring.Component | None = None) -> None:
+    def __init__(self, config: EngineConfig) -> None:
         self.config = config
-        self.store = store or BlockReceiveStore(config)
+        self.store = receive_store(config)
         super().__init__({
             "settings": In(RX_SETTINGS),
             "packet_size": In(16),  # data bytes per packet, whole beats (control.py rounds it)
@@ -53,12 +54,15 @@ class Receiver(wiring.Component):
             "duplicate": Out(1),
             "events_lost": Out(1),
             "control_queued": Out(1),
+            **({"dram": Out(dram_port(config))} if config.dram else {}),
         })
 
     def elaborate(self, platform) -> Module:
         cfg = self.config
         m = Module()
         m.submodules.store = store = self.store
+        if cfg.dram:
+            wiring.connect(m, store.dram, wiring.flipped(self.dram))
         m.submodules.parser = parser = Parser(cfg)
         m.submodules.reassembly = reassembly = Reassembly(cfg, self.store.packet_words * cfg.beat_bytes)
         m.submodules.control_fifo = control_fifo = PacketFifo(

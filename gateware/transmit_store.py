@@ -17,8 +17,7 @@ from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .config import EngineConfig
-from .dram_dma import NativePort
-from .dram_slots import DramSlots, LineState, store_slots
+from .dram_slots import DramSlots, LineState, dram_port, store_slots
 
 
 def store_write(config: EngineConfig) -> data.StructLayout:
@@ -96,7 +95,7 @@ class BlockTransmitStore(wiring.Component):
 
 
 class DramTransmitStore(wiring.Component):
-    """Slots in DRAM (``region_words`` engine words of it from DRAM word ``base``).
+    """Slots in the lower half of the configuration's DRAM.
     Writes to consecutive addresses fill an inbound line, committed when it is full, when
     a write goes elsewhere, or when a fetch comes; two lines, so one fills while the other
     is copied. A fetch waits until every written line is committed, and writes wait while
@@ -104,14 +103,12 @@ class DramTransmitStore(wiring.Component):
 
     writes_wait = True
 
-    def __init__(self, config: EngineConfig, port: NativePort, *, line_words: int, base: int,
-                 region_words: int) -> None:
+    def __init__(self, config: EngineConfig) -> None:
         self.config = config
-        self.slots = store_slots(config, config.tx_slots, port, line_words=line_words, base=base,
-                                  region_words=region_words)
+        self.slots = store_slots(config, base=0)
         assert self.slots.lines >= RUNS
         self.packet_words = self.slots.longest_run
-        super().__init__({**transmit_store_signature(config, self.packet_words), "dram": Out(port)})
+        super().__init__({**transmit_store_signature(config, self.packet_words), "dram": Out(dram_port(config))})
 
     def elaborate(self, platform) -> Module:
         m = Module()
@@ -175,3 +172,8 @@ class DramTransmitStore(wiring.Component):
         run, index = run_and_index(self.read, self.packet_words)
         m.d.comb += [slots.read.addr.eq(slots.staged(run, start[run], index)), slots.read.en.eq(self.read.en),
                      self.read.data.eq(slots.read.data)]
+
+
+def transmit_store(config: EngineConfig) -> BlockTransmitStore | DramTransmitStore:
+    """The store the configuration asks for."""
+    return BlockTransmitStore(config) if config.dram is None else DramTransmitStore(config)

@@ -12,7 +12,8 @@ from .pacer import Pacer
 from .pattern import PATTERN_COMMAND, PatternSource
 from .segmenter import TX_COMMAND, TX_SETTINGS, Segmenter
 from .streams import ip_stream
-from .transmit_store import BlockTransmitStore, store_write
+from .dram_slots import dram_port
+from .transmit_store import store_write, transmit_store
 
 PACING = data.StructLayout({"mode": 2, "burst_size": 16, "interval": 32})
 
@@ -24,17 +25,17 @@ in front of a store whose writes wait (DRAM), and always that many for block RAM
 class Transmitter(wiring.Component):
     """Buffers in the transmit store, sent as paced DATA/LDATA packets.
 
-    The store is block RAM unless a DRAM store is given (its DRAM port is the caller's
-    to connect). Its writes are the pattern source's while it fills (where the
+    The store is where the configuration puts the slots: block RAM, or DRAM through
+    ``dram``, the caller's to connect. Its writes are the pattern source's while it fills (where the
     configuration has one), else the host's uploads; ``upload_room`` says how many
     uploads it takes now, and one beyond that is lost and counted in ``rejected``. A
     packet's run is fetched only once every upload taken before it is written. The
     checksum table watches the writes, so data checksums cost no second read.
     """
 
-    def __init__(self, config: EngineConfig, store: wiring.Component | None = None) -> None:
+    def __init__(self, config: EngineConfig) -> None:
         self.config = config
-        self.store = store or BlockTransmitStore(config)
+        self.store = transmit_store(config)
         super().__init__({
             "settings": In(TX_SETTINGS),
             "pacing": In(PACING),
@@ -50,12 +51,15 @@ class Transmitter(wiring.Component):
             "rejected": Out(1),
             "filled": Out(1),
             "idle": Out(1),
+            **({"dram": Out(dram_port(config))} if config.dram else {}),
         })
 
     def elaborate(self, platform) -> Module:
         cfg = self.config
         m = Module()
         m.submodules.store = store = self.store
+        if cfg.dram:
+            wiring.connect(m, store.dram, wiring.flipped(self.dram))
         m.submodules.pacer = pacer = Pacer()
         m.submodules.segmenter = segmenter = Segmenter(cfg, store.packet_words)
         m.submodules.checksums = checksums = ChecksumTable(cfg)

@@ -1,65 +1,43 @@
-"""Tops that put a component with a DRAM port on LiteDRAM's model of a board's chip, for
-the tests (tests/gateware) and the gateware benchmark, until the engine itself builds
-with slots in DRAM: each side with its store in DRAM, and the stores alone."""
+"""Tops that put a component with DRAM ports on LiteDRAM's model of a board's chip, for
+the tests (tests/gateware) and the gateware benchmark: the engine with its slots in DRAM,
+each side alone, and the stores alone."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import dataclasses
 
 from amaranth.hdl import Module
 from amaranth.lib import wiring
 from amaranth.lib.wiring import Out
 
-from netblt.gateware.config import EngineConfig
-from netblt.gateware.dram_dma import NativePort
-from netblt.gateware.receive_store import DramReceiveStore
+from netblt.gateware.config import DramGeometry, EngineConfig
+from netblt.gateware.engine import Engine
 from netblt.gateware.receiver import Receiver
-from netblt.gateware.transmit_store import DramTransmitStore
 from netblt.gateware.transmitter import Transmitter
 from netblt.hw.litedram import LiteDram
-
-STORE_LINE_WORDS = 512
-"""Engine words per staging line: 2 KiB, a 1500-byte packet at any phase."""
+from netblt.hw.litedram_core import PORTS
 
 
-def dram_port(description: dict) -> NativePort:
-    return NativePort(description["address_bits"], description["data_bits"])
-
-
-def dram_receive_store(config: EngineConfig, description: dict) -> DramReceiveStore:
-    """A receive store on the core's second port, in the upper half of the chip (so an
-    address gone wrong does not land on the first port's data)."""
-    return DramReceiveStore(config, dram_port(description), line_words=STORE_LINE_WORDS,
-                            base=1 << description["address_bits"] - 1, region_words=config.rx_slots * config.slot_words)
-
-
-TRANSMIT_STORE_BASE = 4096
-"""DRAM words before a transmit store on the core's first port: a run offset wrongly shows."""
-
-
-def dram_transmit_store(config: EngineConfig, description: dict) -> DramTransmitStore:
-    """A transmit store on the core's first port, past its first words."""
-    return DramTransmitStore(config, dram_port(description), line_words=STORE_LINE_WORDS,
-                             base=TRANSMIT_STORE_BASE, region_words=config.tx_slots * config.slot_words)
+def in_dram(config: EngineConfig, description: dict) -> EngineConfig:
+    """The configuration with its slots in the described core's DRAM."""
+    return dataclasses.replace(config, dram=DramGeometry.of(description))
 
 
 class DramTop(wiring.Component):
-    """``inner``'s members as the top's, and ``ready``; with the core's ``description``,
-    the port ``dram(inner)`` names is the core's ``port`` (the other one idle), else there
-    is no DRAM and ``ready`` is high."""
+    """``inner``'s members as the top's, and ``ready``. With the core's ``description``,
+    each member ``ports`` names is connected to the core's port of that number (a port
+    left over idles), else ``inner`` has no DRAM and ``ready`` is high."""
 
-    def __init__(self, inner: wiring.Component, description: dict | None,
-                 dram: Callable[[wiring.Component], wiring.PureInterface] = lambda inner: inner.dram,
-                 port: int = 0) -> None:
-        self.inner, self.description, self.dram, self.port = inner, description, dram, port
-        members = {name: member for name, member in inner.signature.members.items() if name != "dram"}
+    def __init__(self, inner: wiring.Component, description: dict | None, ports: dict[str, int]) -> None:
+        self.inner, self.description, self.ports = inner, description, ports
+        members = {name: member for name, member in inner.signature.members.items() if name not in ports}
         super().__init__({**members, "ready": Out(1)})
 
     def elaborate(self, platform) -> Module:
         m = Module()
         m.submodules.inner = inner = self.inner
         for name, member in inner.signature.members.items():
-            if name == "dram":
+            if name in self.ports:
                 continue
             ours, theirs = getattr(self, name), getattr(inner, name)
             if member.is_signature:
@@ -72,19 +50,29 @@ class DramTop(wiring.Component):
             m.d.comb += self.ready.eq(1)
             return m
         m.submodules.dram = dram = LiteDram(self.description)
-        wiring.connect(m, self.dram(inner), dram.ports[self.port])
-        idle = dram.ports[1 - self.port]
-        m.d.comb += [self.ready.eq(dram.ready), idle.cmd.valid.eq(0), idle.wdata.valid.eq(0)]
+        for name, index in self.ports.items():
+            wiring.connect(m, getattr(inner, name), dram.ports[index])
+        for index in set(range(PORTS)) - set(self.ports.values()):
+            m.d.comb += [dram.ports[index].cmd.valid.eq(0), dram.ports[index].wdata.valid.eq(0)]
+        m.d.comb += self.ready.eq(dram.ready)
         return m
+
+
+TRANSMIT_PORT, RECEIVE_PORT = 0, 1
+"""The core's port each side's store takes."""
+
+
+def dram_engine(config: EngineConfig, description: dict) -> DramTop:
+    """The engine with its slots in DRAM."""
+    return DramTop(Engine(in_dram(config, description)), description,
+                   {"tx_dram": TRANSMIT_PORT, "rx_dram": RECEIVE_PORT})
 
 
 def dram_receiver(config: EngineConfig, description: dict) -> DramTop:
     """The Receiver with its store in DRAM."""
-    return DramTop(Receiver(config, dram_receive_store(config, description)), description,
-                   lambda receiver: receiver.store.dram, port=1)
+    return DramTop(Receiver(in_dram(config, description)), description, {"dram": RECEIVE_PORT})
 
 
 def dram_transmitter(config: EngineConfig, description: dict) -> DramTop:
     """The Transmitter with its store in DRAM."""
-    return DramTop(Transmitter(config, dram_transmit_store(config, description)), description,
-                   lambda transmitter: transmitter.store.dram)
+    return DramTop(Transmitter(in_dram(config, description)), description, {"dram": TRANSMIT_PORT})

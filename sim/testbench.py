@@ -11,21 +11,22 @@ from amaranth.lib import data
 from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, RisingEdge, with_timeout
 
-from netblt.gateware.config import EngineConfig
+from netblt.gateware.config import DramGeometry, EngineConfig
 
 from .beats import pack
 
+DRAM = json.loads(os.environ.get("NETBLT_TB_DRAM_DESCRIPTION") or "null")
+"""The description of the LiteDRAM core in the top (hw/litedram_core.py), if it has one."""
+
 CONFIG = EngineConfig(**{key: int(os.environ[f"NETBLT_TB_{key.upper()}"]) for key in
-                         ("data_width", "clock_hz", "slot_bytes") if f"NETBLT_TB_{key.upper()}" in os.environ})
+                         ("data_width", "clock_hz", "slot_bytes") if f"NETBLT_TB_{key.upper()}" in os.environ},
+                      dram=DramGeometry.of(DRAM) if DRAM else None)
 """The configuration a testbench runs against: the default, or one whose data width,
-clock or slot size the runner that built the component sets in the environment."""
+clock or slot size the runner that built the component sets in the environment, with
+its slots in the top's DRAM if it has one."""
 
 CLOCK_NS = 1_000_000_000 // CONFIG.clock_hz
 """The system clock's period: the pacer's cycles are these."""
-
-
-DRAM = json.loads(os.environ.get("NETBLT_TB_DRAM_DESCRIPTION") or "null")
-"""The description of the LiteDRAM core in the top (hw/litedram_core.py), if it has one."""
 
 
 async def start(dut) -> None:

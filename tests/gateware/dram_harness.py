@@ -13,9 +13,9 @@ from amaranth.lib.wiring import In, Out
 from netblt.gateware.dram_dma import DramDma, NativePort
 from netblt.gateware.config import EngineConfig
 from netblt.gateware.dram_slots import DramSlots
-from netblt.gateware.receive_store import BlockReceiveStore
-from netblt.gateware.transmit_store import BlockTransmitStore
-from netblt.sim.dram_tops import DramTop, dram_receive_store, dram_transmit_store
+from netblt.gateware.receive_store import receive_store
+from netblt.gateware.transmit_store import transmit_store
+from netblt.sim.dram_tops import RECEIVE_PORT, TRANSMIT_PORT, DramTop, in_dram
 from netblt.hw.litedram import LiteDram
 
 STAGING_WORDS = 512
@@ -91,17 +91,15 @@ STORE_CONFIG = EngineConfig(rx_slots=4, slot_bytes=16384)
 def receive_store_harness(description: dict | None) -> DramTop:
     """A receive store for receive_store_tb.py: in DRAM (on the core's second port, in
     the upper half of the chip) when given the core's description, else in block RAM."""
-    if description:
-        return DramTop(dram_receive_store(STORE_CONFIG, description), description, port=1)
-    return DramTop(BlockReceiveStore(STORE_CONFIG), None)
+    config = in_dram(STORE_CONFIG, description) if description else STORE_CONFIG
+    return DramTop(receive_store(config), description, {"dram": RECEIVE_PORT} if description else {})
 
 
 TX_STORE_CONFIG = EngineConfig(tx_slots=4, slot_bytes=16384)
 
 
 def transmit_store_harness(description: dict | None) -> DramTop:
-    """A transmit store for transmit_store_tb.py: in DRAM (on the core's first port, past
-    its first words) when given the core's description, else in block RAM."""
-    if description:
-        return DramTop(dram_transmit_store(TX_STORE_CONFIG, description), description)
-    return DramTop(BlockTransmitStore(TX_STORE_CONFIG), None)
+    """A transmit store for transmit_store_tb.py: in DRAM (on the core's first port, in
+    the lower half of the chip) when given the core's description, else in block RAM."""
+    config = in_dram(TX_STORE_CONFIG, description) if description else TX_STORE_CONFIG
+    return DramTop(transmit_store(config), description, {"dram": TRANSMIT_PORT} if description else {})

@@ -137,6 +137,27 @@ async def test_loop_through_a_lossy_path(dut):
 
 
 @cocotb.test()
+async def test_each_slot_keeps_its_own_data(dut):
+    """Transmit slot 0 holds one buffer while receive slot 0 takes another, then is sent
+    into receive slot 1: the two sides' slots never share memory (in DRAM, each side
+    has a half of the chip)."""
+    host, _ = await connect(dut)
+    length = 6000
+    for slot, buffer in ((0, 7), (1, 8)):
+        await host.command(Command.FILL, slot, buffer, length)
+        assert (await host.wait_for(Event.FILLED))[1] == slot
+    for (tx_slot, rx_slot, buffer) in ((1, 0, 8), (0, 1, 7)):
+        await host.command(Command.POST, rx_slot, buffer)
+        await host.command(Command.SEND, tx_slot, buffer, length, flag=1)
+        while not RECEIVED_FLAGS.unpack((await host.wait_for(Event.RECEIVED))[2])["complete"]:
+            pass
+    for rx_slot, buffer in ((0, 8), (1, 7)):
+        await host.command(Command.CHECK, rx_slot, buffer, length)
+        _, slot, _, mismatches = await host.wait_for(Event.CHECKED)
+        assert (slot, mismatches) == (rx_slot, 0)
+
+
+@cocotb.test()
 async def test_control_packet_round_trip(dut):
     """The host's control packet leaves net_tx (in UDP too) and comes back to the FIFO."""
     host, _ = await connect(dut)

@@ -8,6 +8,7 @@ from collections import Counter
 import cocotb
 from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
 
+from netblt.gateware.config import LINE_WORDS
 from netblt.gateware.drops import Drop
 from netblt.gateware.parser import RX_SETTINGS
 from netblt.gateware.pattern import PATTERN_COMMAND, pattern_bytes
@@ -18,7 +19,6 @@ from netblt.host import codec, packets
 from netblt.host.checksum import internet_checksum
 from netblt.host import layout as L
 from netblt.sim.beats import Sink, Source, take, to_beats, unpack
-from netblt.sim.dram_tops import STORE_LINE_WORDS
 from netblt.sim.testbench import CONFIG, DRAM, apply, start
 
 W = CONFIG.beat_bytes
@@ -238,7 +238,7 @@ async def test_a_packet_longer_than_the_store_takes_is_refused_whole(dut):
     """A store in DRAM takes a packet as long as a staging line: a longer one, even at the
     negotiated packet size, is a LENGTH drop that writes nothing; block RAM takes it."""
     rx = await Rx.create(dut)
-    size = 2 * STORE_LINE_WORDS * 4  # two lines' worth
+    size = 2 * LINE_WORDS * 4  # two lines' worth
     dut.packet_size.value = size
     await rx.post(0, 7)
     body = bytes(range(256)) * (size // 256)

@@ -2,7 +2,8 @@
 alone (dram_tb.py), DramDma on it (dram_dma_tb.py), a DramSlots store (dram_slots_tb.py),
 the receive and transmit stores in DRAM and in block RAM (receive_store_tb.py,
 transmit_store_tb.py), and each side with its store in DRAM, through the same tests as
-in block RAM (rx_tb.py, tx_tb.py)."""
+in block RAM (rx_tb.py, tx_tb.py), and the whole engine with its slots in DRAM
+(engine_tb.py)."""
 
 import functools
 import json
@@ -16,7 +17,7 @@ from netblt.gateware.config import EngineConfig
 from netblt.hw import litedram_core
 from netblt.hw.litedram import LiteDram
 from netblt.sim import hdl
-from netblt.sim.dram_tops import dram_receiver, dram_transmitter
+from netblt.sim.dram_tops import dram_engine, dram_receiver, dram_transmitter
 
 
 @functools.cache
@@ -26,7 +27,8 @@ def build(chip: str, top: str = "dram"):
     description = litedram_core.generate(chip, core)
     tops = {"dram": LiteDram, "dma": DmaHarness, "slots": SlotsHarness, "receive": receive_store_harness,
             "transmit": transmit_store_harness, "receiver": lambda d: dram_receiver(EngineConfig(), d),
-            "transmitter": lambda d: dram_transmitter(EngineConfig(), d)}
+            "transmitter": lambda d: dram_transmitter(EngineConfig(), d),
+            "engine": lambda d: dram_engine(EngineConfig(), d)}
     component = tops[top](description)
     return hdl.build(component, f"{top}_{chip}", [core]), description
 
@@ -95,4 +97,14 @@ paced packet's start varies by that much after its grant. The pacer still grants
 def test_transmitter_in_dram(chip, case):
     runner, description = build(chip, "transmitter")
     hdl.run(runner, f"transmitter_{chip}", "tx_tb", HERE, testcase=case,
+            env={"NETBLT_TB_DRAM_DESCRIPTION": json.dumps(description)})
+
+
+@pytest.mark.xdist_group("dram_engine")
+@pytest.mark.parametrize("case", cases("engine_tb"))
+@pytest.mark.parametrize("chip", ["versa", "colorlight"])
+def test_engine_in_dram(chip, case):
+    """The whole engine, both stores on one chip through the core's two ports."""
+    runner, description = build(chip, "engine")
+    hdl.run(runner, f"engine_{chip}", "engine_tb", HERE, testcase=case,
             env={"NETBLT_TB_DRAM_DESCRIPTION": json.dumps(description)})

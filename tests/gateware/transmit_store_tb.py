@@ -17,14 +17,14 @@ from cocotb.triggers import Combine, ReadOnly, RisingEdge, with_timeout
 from dram_harness import TX_STORE_CONFIG
 from dram_tb import count_refreshes
 
-from netblt.sim.dram_tops import STORE_LINE_WORDS
+from netblt.gateware.config import LINE_WORDS
 from netblt.sim.testbench import DRAM, start
 
 SLOT_WORDS = TX_STORE_CONFIG.slot_words
 WORDS = TX_STORE_CONFIG.tx_slots * SLOT_WORDS
 ADDRESS_BITS = TX_STORE_CONFIG.tx_address_width
 """A write's and a fetch's address: the first field of their payloads."""
-LONGEST = STORE_LINE_WORDS - (DRAM["data_bits"] // 32 - 1) if DRAM else SLOT_WORDS
+LONGEST = LINE_WORDS - (DRAM["data_bits"] // 32 - 1) if DRAM else SLOT_WORDS
 """The longest run the store fetches (its ``packet_words``)."""
 RUN_AT = ADDRESS_BITS + LONGEST.bit_length()
 """Where a fetch's run number starts in its payload."""
