@@ -37,5 +37,9 @@ def write_verilog(platform, core, name: str, output: Path) -> list[str]:
 
 
 def write_if_changed(path: Path, text: str) -> None:
+    """Whole or not at all: a process reading the file meanwhile (two test workers may
+    generate one core at once) sees the old text or the new, never part of it."""
     if not path.exists() or path.read_text() != text:
-        path.write_text(text)
+        partial = path.with_name(f".{path.name}.{os.getpid()}")
+        partial.write_text(text)
+        os.replace(partial, path)

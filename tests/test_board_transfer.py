@@ -26,7 +26,7 @@ from netblt.host.files import trailer_size
 from netblt.hw.liteeth_core import MAC_ADDRESS
 from netblt.sim import wire_pacing
 
-pytestmark = pytest.mark.xdist_group("node")  # the Verilator build the sim-board tests share
+pytestmark = pytest.mark.xdist_group("board_transfer")  # one worker: the module's board is its fixture's
 
 SIZE = 40_000
 """Three 16 KiB buffers, the last one short: a few seconds through the simulated board."""

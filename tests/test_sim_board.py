@@ -25,7 +25,7 @@ from netblt.host import codec, packets
 from netblt.hw.liteeth_core import IP_ADDRESS
 
 
-pytestmark = pytest.mark.xdist_group("node")  # the build tests/gateware/test_gateware_top.py uses
+pytestmark = pytest.mark.xdist_group("sim_board")  # one worker: the module's boards are its fixtures'
 
 
 @pytest.fixture(scope="module")

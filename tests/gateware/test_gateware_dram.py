@@ -33,21 +33,18 @@ def build(chip: str, top: str = "dram"):
     return hdl.build(component, f"{top}_{chip}", [core]), description
 
 
-@pytest.mark.xdist_group("dram")  # one worker builds both models
 @pytest.mark.parametrize("chip", ["versa", "colorlight"])
 def test_dram_core(chip):
     runner, description = build(chip)
     hdl.run(runner, f"dram_{chip}", "dram_tb", HERE, env={"NETBLT_TB_DRAM_DESCRIPTION": json.dumps(description)})
 
 
-@pytest.mark.xdist_group("dram")
 @pytest.mark.parametrize("chip", ["versa", "colorlight"])
 def test_dram_dma(chip):
     runner, description = build(chip, "dma")
     hdl.run(runner, f"dma_{chip}", "dram_dma_tb", HERE, env={"NETBLT_TB_DRAM_DESCRIPTION": json.dumps(description)})
 
 
-@pytest.mark.xdist_group("dram")
 @pytest.mark.parametrize("chip", ["versa", "colorlight"])
 def test_dram_slots(chip):
     runner, description = build(chip, "slots")
@@ -57,7 +54,6 @@ def test_dram_slots(chip):
 STORES = {"receive": (receive_store_harness, "receive_store_tb"), "transmit": (transmit_store_harness, "transmit_store_tb")}
 
 
-@pytest.mark.xdist_group("dram")
 @pytest.mark.parametrize("chip", ["block", "versa", "colorlight"])
 @pytest.mark.parametrize("side, case", [(side, case) for side, (_, module) in STORES.items() for case in cases(module)])
 def test_store(side, case, chip):
@@ -73,7 +69,6 @@ def test_store(side, case, chip):
             env={"NETBLT_TB_DRAM_DESCRIPTION": json.dumps(description)})
 
 
-@pytest.mark.xdist_group("dram_receiver")  # a worker of its own: 16 cases, a minute or two
 @pytest.mark.parametrize("case", cases("rx_tb"))
 @pytest.mark.parametrize("chip", ["versa", "colorlight"])
 def test_receiver_in_dram(chip, case):
@@ -91,7 +86,6 @@ paced packet's start varies by that much after its grant. The pacer still grants
 (docs/architecture.md)."""
 
 
-@pytest.mark.xdist_group("dram_transmitter")  # a worker of its own, like the receiver's
 @pytest.mark.parametrize("case", [case for case in cases("tx_tb") if case not in TIMED_TO_THE_CYCLE])
 @pytest.mark.parametrize("chip", ["versa", "colorlight"])
 def test_transmitter_in_dram(chip, case):
@@ -100,7 +94,6 @@ def test_transmitter_in_dram(chip, case):
             env={"NETBLT_TB_DRAM_DESCRIPTION": json.dumps(description)})
 
 
-@pytest.mark.xdist_group("dram_engine")
 @pytest.mark.parametrize("case", cases("engine_tb"))
 @pytest.mark.parametrize("chip", ["versa", "colorlight"])
 def test_engine_in_dram(chip, case):
