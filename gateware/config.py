@@ -29,14 +29,14 @@ class DramGeometry:
         return cls(description["address_bits"], description["data_bits"])
 
     @property
-    def half_words(self) -> int:
-        """Engine words in half the chip: each store's region."""
-        return (1 << self.address_bits - 1) * self.data_bits // 32
+    def receive_base(self) -> int:
+        """The DRAM word where the receive slots start: half the chip."""
+        return 1 << self.address_bits - 1
 
     @property
-    def receive_base(self) -> int:
-        """The DRAM word where the receive slots start."""
-        return 1 << self.address_bits - 1
+    def half_words(self) -> int:
+        """Engine words in half the chip: each store's region."""
+        return self.receive_base * self.data_bits // 32
 
 
 @dataclass(frozen=True)

@@ -146,6 +146,12 @@ def dram_port(config: EngineConfig) -> NativePort:
     return NativePort(config.dram.address_bits, config.dram.data_bits)
 
 
+def dram_members(config: EngineConfig, *names: str) -> dict:
+    """Signature members ``names``, each a store's native port, where the configuration
+    puts the slots in DRAM; none where they are in block RAM."""
+    return {name: Out(dram_port(config)) for name in names} if config.dram else {}
+
+
 def store_slots(config: EngineConfig, base: int) -> DramSlots:
     """The staging of a store whose slots take half the configuration's DRAM from DRAM
     word ``base`` (EngineConfig checks that they fit)."""

@@ -14,7 +14,7 @@ from amaranth.lib.wiring import In, Out
 
 from .config import EngineConfig
 from .control import ControlStatus
-from .dram_slots import dram_port
+from .dram_slots import dram_members
 from .outbound import Outbound
 from .receive_store import READ_AHEAD
 from .receiver import Receiver
@@ -35,8 +35,7 @@ class Engine(wiring.Component):
             "download_level": Out(range(READ_AHEAD + 1)),  # DOWNLOAD_DATA reads that will find a word
             "upload_room": Out(range(UPLOAD_ROOM + 1)),  # UPLOAD_DATA writes that will be taken
             # With slots in DRAM, the stores' native ports, for a LiteDRAM core's two.
-            **({"tx_dram": Out(dram_port(self.config)), "rx_dram": Out(dram_port(self.config))}
-               if self.config.dram else {}),
+            **dram_members(self.config, "tx_dram", "rx_dram"),
         })
 
     def elaborate(self, platform) -> Module:

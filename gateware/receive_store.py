@@ -115,7 +115,8 @@ class BlockReceiveStore(wiring.Component):
 
 class DramReceiveStore(wiring.Component):
     """Slots in the upper half of the configuration's DRAM (so an address gone wrong does
-    not land on the transmit slots' data); two packet lines, so one fills while the other is copied, and two read lines."""
+    not land on the transmit slots' data); two packet lines, so one fills while the
+    other is copied, and two read lines."""
 
     def __init__(self, config: EngineConfig) -> None:
         self.config = config
@@ -217,7 +218,6 @@ class DramReceiveStore(wiring.Component):
             m.d.sync += index.eq(index + 1)
             with m.If(index + 1 == count[read_line]):
                 m.d.sync += [index.eq(0), ready[read_line].eq(0), read_line.eq(read_line + 1)]
-
 
 
 def receive_store(config: EngineConfig) -> BlockReceiveStore | DramReceiveStore:

@@ -11,7 +11,7 @@ from .drops import Drop
 from .packet_fifo import CONTROL_META, PacketFifo
 from .parser import RX_SETTINGS, Parser, control_beat
 from .pattern import PATTERN_COMMAND, PatternChecker
-from .dram_slots import dram_port
+from .dram_slots import dram_members
 from .receive_store import READ_AHEAD, receive_store
 from .reassembly import MISSING, MISSING_QUERY, RX_COMMAND, RX_EVENT, SLOT_STATUS, Reassembly
 from .streams import ip_stream
@@ -21,9 +21,9 @@ class Receiver(wiring.Component):
     """IP payloads in; buffers in the receive store, control packets and events out.
 
     The store is where the configuration puts the slots: block RAM, or DRAM through
-    ``dram``, the caller's to connect. Its one reader serves the pattern checker while it runs (where the
-    configuration has one) and the host's downloads otherwise; when a check ends, the
-    downloads' own seek is the caller's to repeat (control.py does).
+    ``dram``, the caller's to connect. Its one reader serves the pattern checker while
+    it runs (where the configuration has one) and the host's downloads otherwise; when a
+    check ends, the downloads' own seek is the caller's to repeat (control.py does).
     """
 
     def __init__(self, config: EngineConfig) -> None:
@@ -54,7 +54,7 @@ class Receiver(wiring.Component):
             "duplicate": Out(1),
             "events_lost": Out(1),
             "control_queued": Out(1),
-            **({"dram": Out(dram_port(config))} if config.dram else {}),
+            **dram_members(config, "dram"),
         })
 
     def elaborate(self, platform) -> Module:

@@ -12,7 +12,7 @@ from .pacer import Pacer
 from .pattern import PATTERN_COMMAND, PatternSource
 from .segmenter import TX_COMMAND, TX_SETTINGS, Segmenter
 from .streams import ip_stream
-from .dram_slots import dram_port
+from .dram_slots import dram_members
 from .transmit_store import store_write, transmit_store
 
 PACING = data.StructLayout({"mode": 2, "burst_size": 16, "interval": 32})
@@ -26,11 +26,11 @@ class Transmitter(wiring.Component):
     """Buffers in the transmit store, sent as paced DATA/LDATA packets.
 
     The store is where the configuration puts the slots: block RAM, or DRAM through
-    ``dram``, the caller's to connect. Its writes are the pattern source's while it fills (where the
-    configuration has one), else the host's uploads; ``upload_room`` says how many
-    uploads it takes now, and one beyond that is lost and counted in ``rejected``. A
-    packet's run is fetched only once every upload taken before it is written. The
-    checksum table watches the writes, so data checksums cost no second read.
+    ``dram``, the caller's to connect. Its writes are the pattern source's while it
+    fills (where the configuration has one), else the host's uploads; ``upload_room``
+    says how many uploads it takes now, and one beyond that is lost and counted in
+    ``rejected``. A packet's run is fetched only once every upload taken before it is
+    written. The checksum table watches the writes, so data checksums cost no second read.
     """
 
     def __init__(self, config: EngineConfig) -> None:
@@ -51,7 +51,7 @@ class Transmitter(wiring.Component):
             "rejected": Out(1),
             "filled": Out(1),
             "idle": Out(1),
-            **({"dram": Out(dram_port(config))} if config.dram else {}),
+            **dram_members(config, "dram"),
         })
 
     def elaborate(self, platform) -> Module:

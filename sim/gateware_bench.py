@@ -29,6 +29,7 @@ from netblt.gateware.engine import Engine
 from netblt.gateware.receiver import Receiver
 from netblt.gateware.transmitter import Transmitter
 from netblt.host.layout import DATA_HEADER_SIZE, aligned
+from netblt.host.units import positive
 from netblt.hw import litedram_core
 from netblt.hw.build import tools_environment
 from netblt.hw.nextpnr import Report, read_report
@@ -190,16 +191,6 @@ def payload_sizes(text: str) -> str:
     if wrong:
         raise argparse.ArgumentTypeError(f"{wrong[0]} bytes: sizes are multiples of 4 from 4 to {slot}")
     return ",".join(map(str, sizes))
-
-
-def positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"not a positive whole number: {text!r}")
-    return value
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import fcntl
 import os
-import shutil
 import sys
-import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -33,26 +31,20 @@ def build(component: wiring.Component, name: str, extra_sources: Sequence[Path] 
     """Exports ``component`` as module ``name`` and Verilates it with ``extra_sources``
     (Verilog its instances need); unchanged builds are reused. Verilator's output goes to
     ``log`` (by default verilator.log in the build's folder), so a test's captured output
-    is its simulation's. A build that fails is made once more from an empty folder (a
-    fresh machine's first build once left an object file the linker could not read);
-    the first failure is a warning, a second an error quoting the log's end.
+    is its simulation's; a failed build's error quotes the log's end.
 
     One process at a time builds a folder (make test's workers, and sim-boards they
-    start, may want the same build at once): the others wait, then find it up to date."""
+    start, may want the same build at once): the others wait, then find it up to date.
+    (Two at once once made an object file the linker could not read, and a make that
+    read half-written variables.)"""
     directory = BUILD / "verilator" / name
     log = log or directory / "verilator.log"
     text = verilog.convert(component, name=name, emit_src=False)
     with _exclusive(directory.with_name(f"{name}.lock")):
         try:
             return _verilate(directory, name, text, extra_sources, log)
-        except RuntimeError as first:
-            warnings.warn(f"Verilator build of {name} failed ({first}); building it again from scratch:\n"
-                          f"{_tail(log)}", stacklevel=2)
-        shutil.rmtree(directory, ignore_errors=True)
-        try:
-            return _verilate(directory, name, text, extra_sources, log)
-        except RuntimeError as second:
-            raise RuntimeError(f"Verilator build of {name} failed twice ({second}); the end of {log}:\n"
+        except RuntimeError as error:
+            raise RuntimeError(f"Verilator build of {name} failed ({error}); the end of {log}:\n"
                                f"{_tail(log)}") from None
 
 

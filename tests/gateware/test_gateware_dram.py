@@ -22,7 +22,10 @@ from netblt.sim.dram_tops import dram_engine, dram_receiver, dram_transmitter
 
 @functools.cache
 def build(chip: str, top: str = "dram"):
-    """The chip's model core and a top around it: the core alone, or a harness."""
+    """The chip's model core and a top around it: the core alone, or a harness; for chip
+    "block", a store harness in block RAM, with no core."""
+    if chip == "block":
+        return hdl.build(STORES[top][0](None), f"{top}_block"), None
     core = hdl.BUILD / "litedram" / f"{chip}_model.v"
     description = litedram_core.generate(chip, core)
     tops = {"dram": LiteDram, "dma": DmaHarness, "slots": SlotsHarness, "receive": receive_store_harness,
@@ -33,22 +36,19 @@ def build(chip: str, top: str = "dram"):
     return hdl.build(component, f"{top}_{chip}", [core]), description
 
 
-@pytest.mark.parametrize("chip", ["versa", "colorlight"])
-def test_dram_core(chip):
-    runner, description = build(chip)
-    hdl.run(runner, f"dram_{chip}", "dram_tb", HERE, env={"NETBLT_TB_DRAM_DESCRIPTION": json.dumps(description)})
+def run(chip: str, top: str, module: str, case: str | None = None) -> None:
+    """Testbench ``module`` (one case of it, or all) on ``top`` over the chip's model (or
+    in block RAM)."""
+    runner, description = build(chip, top)
+    hdl.run(runner, f"{top}_{chip}", module, HERE, testcase=case,
+            env={"NETBLT_TB_DRAM_DESCRIPTION": json.dumps(description)})
 
 
 @pytest.mark.parametrize("chip", ["versa", "colorlight"])
-def test_dram_dma(chip):
-    runner, description = build(chip, "dma")
-    hdl.run(runner, f"dma_{chip}", "dram_dma_tb", HERE, env={"NETBLT_TB_DRAM_DESCRIPTION": json.dumps(description)})
-
-
-@pytest.mark.parametrize("chip", ["versa", "colorlight"])
-def test_dram_slots(chip):
-    runner, description = build(chip, "slots")
-    hdl.run(runner, f"slots_{chip}", "dram_slots_tb", HERE, env={"NETBLT_TB_DRAM_DESCRIPTION": json.dumps(description)})
+@pytest.mark.parametrize("top, module", [("dram", "dram_tb"), ("dma", "dram_dma_tb"), ("slots", "dram_slots_tb")])
+def test_dram_block(top, module, chip):
+    """The core alone, DramDma on it, and a DramSlots store."""
+    run(chip, top, module)
 
 
 STORES = {"receive": (receive_store_harness, "receive_store_tb"), "transmit": (transmit_store_harness, "transmit_store_tb")}
@@ -60,21 +60,7 @@ def test_store(side, case, chip):
     """The same script on the store in block RAM and in each chip's DRAM; each case in a
     simulation of its own (the Versa model's core, reset and initialised a second time in
     one simulation, loses writes)."""
-    harness, module = STORES[side]
-    if chip == "block":
-        runner, description = hdl.build(harness(None), f"{side}_block"), None
-    else:
-        runner, description = build(chip, side)
-    hdl.run(runner, f"{side}_{chip}", module, HERE, testcase=case,
-            env={"NETBLT_TB_DRAM_DESCRIPTION": json.dumps(description)})
-
-
-@pytest.mark.parametrize("case", cases("rx_tb"))
-@pytest.mark.parametrize("chip", ["versa", "colorlight"])
-def test_receiver_in_dram(chip, case):
-    runner, description = build(chip, "receiver")
-    hdl.run(runner, f"receiver_{chip}", "rx_tb", HERE, testcase=case,
-            env={"NETBLT_TB_DRAM_DESCRIPTION": json.dumps(description)})
+    run(chip, side, STORES[side][1], case)
 
 
 TIMED_TO_THE_CYCLE = {"test_burst_pacing", "test_smooth_pacing", "test_data_checksums_summed_while_written"}
@@ -82,22 +68,17 @@ TIMED_TO_THE_CYCLE = {"test_burst_pacing", "test_smooth_pacing", "test_data_chec
 read pass for a checksum leaves). A packet is fetched once granted, while the one before
 it is sent; with the store in DRAM its fetch takes a time that varies (the benchmark
 measured starts up to 166 cycles late on the Versa model, 647 on the Colorlight's), so a
-paced packet's start varies by that much after its grant. The pacer still grants burst_size packets an interval: only starts move
-(docs/architecture.md)."""
+paced packet's start varies by that much after its grant. The pacer still grants
+burst_size packets an interval: only starts move (docs/architecture.md)."""
+
+SIDES = [("receiver", "rx_tb", cases("rx_tb")),
+         ("transmitter", "tx_tb", [case for case in cases("tx_tb") if case not in TIMED_TO_THE_CYCLE]),
+         ("engine", "engine_tb", cases("engine_tb"))]
+"""The Receiver, the Transmitter and the whole engine (both stores on one chip, through
+the core's two ports), each with its slots in DRAM, through their own testbenches."""
 
 
-@pytest.mark.parametrize("case", [case for case in cases("tx_tb") if case not in TIMED_TO_THE_CYCLE])
 @pytest.mark.parametrize("chip", ["versa", "colorlight"])
-def test_transmitter_in_dram(chip, case):
-    runner, description = build(chip, "transmitter")
-    hdl.run(runner, f"transmitter_{chip}", "tx_tb", HERE, testcase=case,
-            env={"NETBLT_TB_DRAM_DESCRIPTION": json.dumps(description)})
-
-
-@pytest.mark.parametrize("case", cases("engine_tb"))
-@pytest.mark.parametrize("chip", ["versa", "colorlight"])
-def test_engine_in_dram(chip, case):
-    """The whole engine, both stores on one chip through the core's two ports."""
-    runner, description = build(chip, "engine")
-    hdl.run(runner, f"engine_{chip}", "engine_tb", HERE, testcase=case,
-            env={"NETBLT_TB_DRAM_DESCRIPTION": json.dumps(description)})
+@pytest.mark.parametrize("top, module, case", [(top, module, case) for top, module, names in SIDES for case in names])
+def test_in_dram(top, module, case, chip):
+    run(chip, top, module, case)
