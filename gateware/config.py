@@ -6,6 +6,11 @@ from dataclasses import dataclass
 
 from netblt.host import layout as L
 
+from .registers import COMMAND_WORD, EVENT_WORD
+
+MAX_SLOTS = 1 << min(COMMAND_WORD.width("slot"), EVENT_WORD.width("slot"))
+"""Slots each way: as many as the commands' and events' slot fields number."""
+
 
 LINE_WORDS = 512
 """Engine words in a DRAM store's staging line: 2 KiB, a 1500-byte packet at any phase."""
@@ -73,7 +78,7 @@ class EngineConfig:
              "max packets must be a power of two, at least 32"),
             (self.max_packets <= 1 << (8 * L.DATA.field("packet").width),
              "max packets exceeds the 16-bit packet number"),
-            (1 <= self.tx_slots <= 16 and 1 <= self.rx_slots <= 16, "slots must be 1..16"),
+            (1 <= self.tx_slots <= MAX_SLOTS and 1 <= self.rx_slots <= MAX_SLOTS, f"slots must be 1..{MAX_SLOTS}"),
             (self.clock_hz > 0, "clock must be positive"),
             (self.dram is None or self.data_width == 32, "slots in DRAM take 32-bit engine words"),
             (self.dram is None or max(self.tx_slots, self.rx_slots) * self.slot_words <= self.dram.half_words,

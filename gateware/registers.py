@@ -70,6 +70,9 @@ class Word:
         return Cat(*(Const(values[name], width) if isinstance(values[name], int) else values[name]
                      for name, width in self.fields))
 
+    def width(self, field: str) -> int:
+        return dict(self.fields)[field]
+
     def offset(self, field: str) -> int:
         """The lowest bit of ``field``."""
         at = 0
@@ -91,9 +94,10 @@ COMMAND_WORD = Word("COMMAND", (("op", 4), ("slot", 4), ("flag", 1)))
 """What a write to COMMAND carries; ARG0 and ARG1 are taken with it."""
 EVENT_WORD = Word("EVENT", (("value", 16), ("flags", 7), ("slot", 4), ("kind", 4), ("valid", 1)))
 """An EVENT word; ``valid`` is 0 in the word read when no event waits."""
-GEOMETRY_WORD = Word("GEOMETRY", (("data_width", 8), ("tx_slots", 4), ("rx_slots", 4),
-                                   ("log2_max_packets", 16)))
-"""What GEOMETRY reads: the engine's build-time sizes."""
+GEOMETRY_WORD = Word("GEOMETRY", (("data_width", 8), ("tx_slots", 5), ("rx_slots", 5),
+                                   ("log2_max_packets", 5)))
+"""What GEOMETRY reads: the engine's build-time sizes (slot counts up to 16, which the
+4-bit slot fields of COMMAND and EVENT number 0 to 15)."""
 ENGINE_STATE = Word("STATE", (("tx_idle", 1), ("checking", 1)))
 """What STATE reads: the transmit side has sent everything; a pattern check runs."""
 CONNECTION_FLAGS = Word("FLAGS", (("udp", 1), ("data_checksum", 1)))

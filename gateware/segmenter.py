@@ -135,16 +135,23 @@ class Segmenter(wiring.Component):
             with m.Else():
                 m.d.comb += self.rejected.eq(1)
 
-    def _first_buffer(self, table: _SlotTable) -> tuple[Value, Value]:
+    def _first_buffer(self, m: Module, table: _SlotTable) -> tuple[Value, Value]:
         """Whether a slot has packets still to send for the first time, and the one with
-        the lowest-numbered buffer."""
-        found, best, lowest = Const(0), Const(0, range(self.config.tx_slots)), Const(0, 32)
-        for i in range(self.config.tx_slots):
-            better = table.pending[i] & (~found | (table.buffer[i] < lowest))
-            found = found | table.pending[i]
-            best = Mux(better, i, best)
-            lowest = Mux(better, table.buffer[i], lowest)
-        return found, best
+        the lowest-numbered buffer (the lower slot on a tie): a tournament of pairs, so
+        16 slots compare in 4 levels, each level's winners signals of their own."""
+        entrants = [(table.pending[i], Const(i, range(self.config.tx_slots)), table.buffer[i])
+                    for i in range(self.config.tx_slots)]
+        while len(entrants) > 1:
+            winners = []
+            for (a_found, a_slot, a_buffer), (b_found, b_slot, b_buffer) in zip(entrants[::2], entrants[1::2]):
+                b_wins = b_found & (~a_found | (b_buffer < a_buffer))
+                found, slot, buffer = Signal(), Signal(range(self.config.tx_slots)), Signal(32)
+                m.d.comb += [found.eq(a_found | b_found), slot.eq(Mux(b_wins, b_slot, a_slot)),
+                             buffer.eq(Mux(b_wins, b_buffer, a_buffer))]
+                winners.append((found, slot, buffer))
+            entrants = winners + entrants[len(winners) * 2:]
+        found, slot, _ = entrants[0]
+        return found, slot
 
     def _fields(self, packet, checksum=0) -> dict:
         """The header fields of a packet record."""
@@ -171,7 +178,7 @@ class Segmenter(wiring.Component):
         share the run's read port)."""
         cfg, s = self.config, self.settings
         W, resends, packet_size = cfg.beat_bytes, table.resends, s.packet_size
-        found, best = self._first_buffer(table)
+        found, best = self._first_buffer(m, table)
         offset = Signal(32)
         remaining = Signal(32)
         data_sum = Signal(32)

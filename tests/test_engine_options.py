@@ -1,18 +1,19 @@
 """Build options of the engine, in Amaranth's simulator: an engine built without the
 pattern source and checker (the Colorlight's) rejects FILL and CHECK and counts them,
-and one built with them runs both."""
+and one built with them runs both; GEOMETRY reports the slots and bitmaps built, up to
+the 16 slots each way that the commands' slot field numbers."""
 
 import pytest
 from amaranth.sim import Simulator
 
-from netblt.gateware.config import EngineConfig
+from netblt.gateware.config import MAX_SLOTS, EngineConfig
 from netblt.gateware.engine import Engine
-from netblt.gateware.registers import ADDRESS, COMMAND_WORD, EVENT_WORD, Command, Event
+from netblt.gateware.registers import ADDRESS, COMMAND_WORD, EVENT_WORD, GEOMETRY_WORD, Command, Event
 
 
-def run_commands(config: EngineConfig, commands: list[Command]) -> tuple[int, list[int]]:
-    """COMMANDS_REJECTED and the events' kinds after ``commands`` on slot 0, each with an
-    argument of buffer 1 and 64 bytes."""
+def run_commands(config: EngineConfig, commands: list[Command], slot: int = 0) -> tuple[int, list[int], dict]:
+    """COMMANDS_REJECTED, the events' kinds and GEOMETRY's fields after ``commands`` on
+    ``slot``, each with an argument of buffer 1 and 64 bytes."""
     dut = Engine(config)
     result = {}
 
@@ -35,26 +36,38 @@ def run_commands(config: EngineConfig, commands: list[Command]) -> tuple[int, li
         for op in commands:
             await write("ARG0", 1)
             await write("ARG1", 64)
-            await write("COMMAND", COMMAND_WORD.pack(op=op, slot=0))
+            await write("COMMAND", COMMAND_WORD.pack(op=op, slot=slot))
             await ctx.tick().repeat(200)
         result["rejected"] = await read("COMMANDS_REJECTED")
         kinds = []
         while word := await read("EVENT"):
             kinds.append(EVENT_WORD.unpack(word)["kind"])
         result["events"] = kinds
+        result["geometry"] = GEOMETRY_WORD.unpack(await read("GEOMETRY"))
 
     sim = Simulator(dut)
     sim.add_clock(1 / config.clock_hz)
     sim.add_testbench(bench)
     sim.run()
-    return result["rejected"], result["events"]
+    return result["rejected"], result["events"], result["geometry"]
 
 
 @pytest.mark.parametrize("pattern", [False, True])
 def test_fill_and_check_exist_only_where_the_build_has_the_pattern_blocks(pattern):
     config = EngineConfig(slot_bytes=1024, max_packets=32, fifo_depth=16, pattern=pattern)
-    rejected, events = run_commands(config, [Command.FILL, Command.CHECK])
+    rejected, events, _ = run_commands(config, [Command.FILL, Command.CHECK])
     if pattern:
         assert rejected == 0 and events == [Event.FILLED, Event.CHECKED]
     else:
         assert rejected == 2 and events == []
+
+
+@pytest.mark.parametrize("slots, max_packets", [(2, 32), (MAX_SLOTS, 4096)])
+def test_geometry_reports_the_slots_and_bitmaps_built(slots, max_packets):
+    """The last slot takes commands: with 16 slots, slot 15 is FILLed and CHECKed."""
+    config = EngineConfig(tx_slots=slots, rx_slots=slots, slot_bytes=1024, max_packets=max_packets,
+                          fifo_depth=16)
+    rejected, events, geometry = run_commands(config, [Command.FILL, Command.CHECK], slot=slots - 1)
+    assert rejected == 0 and events == [Event.FILLED, Event.CHECKED]
+    assert geometry == {"data_width": 32, "tx_slots": slots, "rx_slots": slots,
+                        "log2_max_packets": max_packets.bit_length() - 1}
