@@ -76,6 +76,7 @@ class ControlStatus(wiring.Component):
             "status": In(SLOT_STATUS),
             "rx_high_ack": In(16),
             "tx_idle": In(1),
+            "slots_ready": In(1),
             "sent": In(1),
             "sent_slot": In(4),
             "filled": In(1),
@@ -178,7 +179,7 @@ class ControlStatus(wiring.Component):
             "GEOMETRY": geometry, "SLOT_BYTES": cfg.slot_bytes, "CLOCK_HZ": cfg.clock_hz,
         }
         checking = Signal()
-        readable["STATE"] = ENGINE_STATE.cat(tx_idle=self.tx_idle, checking=checking)
+        readable["STATE"] = ENGINE_STATE.cat(tx_idle=self.tx_idle, checking=checking, slots_ready=self.slots_ready)
         with m.Switch(bus.addr):
             for name, v in readable.items():
                 with m.Case(ADDRESS[name]):

@@ -34,8 +34,10 @@ class Engine(wiring.Component):
             "control_waiting": Out(1),
             "download_level": Out(range(READ_AHEAD + 1)),  # DOWNLOAD_DATA reads that will find a word
             "upload_room": Out(range(UPLOAD_ROOM + 1)),  # UPLOAD_DATA writes that will be taken
-            # With slots in DRAM, the stores' native ports, for a LiteDRAM core's two.
+            # With slots in DRAM, the stores' native ports, for a LiteDRAM core's two, and
+            # the core's ready, which STATE shows.
             **dram_members(self.config, "tx_dram", "rx_dram"),
+            **({"dram_ready": In(1)} if self.config.dram else {}),
         })
 
     def elaborate(self, platform) -> Module:
@@ -66,6 +68,7 @@ class Engine(wiring.Component):
         if cfg.dram:
             connect(tx.dram, wiring.flipped(self.tx_dram))
             connect(rx.dram, wiring.flipped(self.rx_dram))
+        m.d.comb += ctl.slots_ready.eq(self.dram_ready if cfg.dram else 1)
 
         data_sent = tx.out.valid & tx.out.ready & tx.out.payload.last
         m.d.comb += [

@@ -13,7 +13,7 @@ from amaranth.lib.wiring import In, Out
 
 from netblt.driver.link_format import LINK_PORT
 
-from .link_executor import BoardIdentity, LinkExecutor
+from .link_executor import DOWNLOAD_QUEUE, BoardIdentity, LinkExecutor
 from .receive_store import READ_AHEAD
 from .transmitter import UPLOAD_ROOM
 from .link_intake import LinkIntake
@@ -27,12 +27,15 @@ ones. (The Colorlight's build has room for 2048 only: no jumbo frames there.)"""
 
 
 class HostLink(wiring.Component):
-    """``net_rx``/``net_tx`` face LiteEth; ``engine_rx``/``engine_tx`` face the engine."""
+    """``net_rx``/``net_tx`` face LiteEth; ``engine_rx``/``engine_tx`` face the engine.
+    ``download_queue``: the executor's words of DOWNLOAD data (link_executor.py)."""
 
-    def __init__(self, identity: BoardIdentity, port: int = LINK_PORT, intake_words: int = INTAKE_WORDS) -> None:
+    def __init__(self, identity: BoardIdentity, port: int = LINK_PORT, intake_words: int = INTAKE_WORDS,
+                 download_queue: int = DOWNLOAD_QUEUE) -> None:
         if not 0 < port < 1 << 16:
             raise ValueError(f"host link port {port} is not a UDP port")
         self.identity, self.port, self.intake_words = identity, port, intake_words
+        self.download_queue = download_queue
         super().__init__({
             "net_rx": In(ip_stream(32)),
             "engine_rx": Out(ip_stream(32)),
@@ -52,7 +55,7 @@ class HostLink(wiring.Component):
         m = Module()
         address = self.identity.ip_address
         m.submodules.intake = intake = LinkIntake(address, self.port, self.intake_words)
-        m.submodules.executor = executor = LinkExecutor(self.identity)
+        m.submodules.executor = executor = LinkExecutor(self.identity, self.download_queue)
         m.submodules.sender = sender = LinkSender(address, self.port)
         m.submodules.store = store = memory.Memory(shape=32, depth=STORE_WORDS, init=[])
         wiring.connect(m, wiring.flipped(self.net_rx), intake.net_rx)

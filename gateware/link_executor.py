@@ -40,7 +40,13 @@ HEADER_WORDS = F.HEADER.end // 4
 EVENTS_PER_PUSH = 256
 """EVENT words in one push; room is left for one control packet after them."""
 DOWNLOAD_QUEUE = 8
-"""Words read from slot memory and not yet taken by the sender."""
+"""Words read from slot memory and not yet taken by the sender, where slot memory is
+block RAM: it gives a word a cycle, faster than the wire takes them."""
+STAGED_DOWNLOAD_QUEUE = 512
+"""The same where slot memory is DRAM: a reply's body, up to a 1500-byte frame's 370
+words, is read whole before the reply starts. LiteEth sends a frame as it comes, so a
+word late mid-frame cuts the frame short (a bad FCS on the wire); and after a seek, or
+at a staging line's end, DRAM's words can come late."""
 UPLOADS_UNSEEN = 2
 """UPLOAD_DATA writes on their way that the engine's UPLOAD_ROOM does not show yet."""
 SNAPSHOT = [ADDRESS[r.name] if r.access in ("r", "rw") else None for r in ENGINE_REGISTERS]
@@ -67,8 +73,8 @@ def wire(value: Value) -> Value:
 
 
 class LinkExecutor(wiring.Component):
-    def __init__(self, identity: BoardIdentity) -> None:
-        self.identity = identity
+    def __init__(self, identity: BoardIdentity, download_queue: int = DOWNLOAD_QUEUE) -> None:
+        self.identity, self.download_queue = identity, download_queue
         super().__init__({
             "payload": In(stream.Signature(32)),
             "meta": In(stream.Signature(CONTROL_META)),
@@ -201,7 +207,7 @@ class LinkExecutor(wiring.Component):
         with m.If(self.payload.valid & self.payload.ready):
             m.d.sync += self.left.eq(self.left - 1)
         # DOWNLOAD data on its way to the sender.
-        m.submodules.queue = self.queue = fifo.SyncFIFOBuffered(width=32, depth=DOWNLOAD_QUEUE)
+        m.submodules.queue = self.queue = fifo.SyncFIFOBuffered(width=32, depth=self.download_queue)
         m.d.comb += [self.body.payload.eq(self.queue.r_data), self.body.valid.eq(self.queue.r_rdy),
                      self.queue.r_en.eq(self.body.ready)]
 
@@ -402,10 +408,13 @@ class LinkExecutor(wiring.Component):
 
     def _download(self) -> None:
         """The reply's link header is stored (and kept, with where the data lies); its words
-        are read from receive slot memory as the sender takes them, again on a replay."""
+        are read from receive slot memory, again on a replay. The reply is sent once the
+        queue holds them all, or is full; the rest are read as the sender takes words."""
         m, f = self.m, self.fields
         count, value = Signal(12), Signal(32)
         issued, in_flight = Signal(12), Signal(range(3))
+        primed = self.primed = Signal()
+        """The queue has been filled and the reply sent (SEND then streams the body)."""
         slot = f["id"] % F.WINDOW
         with m.State("DOWNLOAD"):
             taken = self.take()
@@ -421,10 +430,10 @@ class LinkExecutor(wiring.Component):
             m.next = "SEND"
         with m.State("STREAM"):
             self.bus_write(ADDRESS["DOWNLOAD_ADDRESS"], value)
-            m.d.sync += [issued.eq(0), in_flight.eq(0)]
+            m.d.sync += [issued.eq(0), in_flight.eq(0), primed.eq(0)]
             m.next = "STREAM_WORDS"
         with m.State("STREAM_WORDS"):
-            room = self.queue.level + in_flight + 1 < DOWNLOAD_QUEUE
+            room = self.queue.level + in_flight + 1 < self.download_queue
             # Only words the engine has ready: the read issued last cycle (r_en now) takes
             # one of them this cycle, and ``download_level`` shows it gone next cycle.
             ready = self.download_level > self.bus.r_en
@@ -434,7 +443,12 @@ class LinkExecutor(wiring.Component):
                 m.d.sync += issued.eq(issued + 1)
             m.d.sync += in_flight.eq(in_flight + issue - self.returned)
             m.d.comb += [self.queue.w_data.eq(self.bus.r_data), self.queue.w_en.eq(self.returned)]
-            with m.If((issued == count) & (in_flight == 0) & ~self.returned):
+            settled = (in_flight == 0) & ~self.returned
+            with m.If(~primed & settled & ((issued == count) | ~room)):
+                m.d.sync += primed.eq(1)
+                m.next = "SEND"
+            with m.Elif(primed & settled & (issued == count)):
+                m.d.sync += primed.eq(0)
                 m.next = "DRAIN"
 
     def _snapshot(self) -> None:
@@ -591,11 +605,14 @@ class LinkExecutor(wiring.Component):
         with m.State("SEND"):
             command = self.send.payload
             stored = self.at + HEADER_WORDS
-            m.d.comb += [self.send.valid.eq(1), command.start.eq(self.area), command.stored.eq(stored),
+            with m.If((self.streamed != 0) & ~self.primed):
+                m.next = "STREAM"  # a DOWNLOAD's body is queued first
+            m.d.comb += [self.send.valid.eq((self.streamed == 0) | self.primed), command.start.eq(self.area),
+                         command.stored.eq(stored),
                          command.words.eq(stored + self.streamed), command.sum.eq(self.sum),
                          command.address.eq(Mux(self.area == PUSH_AREA, regs["LINK_OWNER_ADDRESS"], self.source)),
                          command.port.eq(Mux(self.area == PUSH_AREA, regs["LINK_OWNER_PORT"], self.source_port))]
-            with m.If(self.send.ready):
+            with m.If(self.send.valid & self.send.ready):
                 with m.If(self.keep):
                     m.d.sync += [self.kept[slot].eq(1), self.kept_words[slot].eq(stored),
                                  self.kept_sum[slot].eq(self.sum)]
@@ -603,6 +620,6 @@ class LinkExecutor(wiring.Component):
                     m.d.sync += [self.push_words.eq(stored), self.push_sum.eq(self.sum),
                                  self.push_sent_at.eq(self.cycles)]
                 with m.If(self.streamed != 0):
-                    m.next = "STREAM"
+                    m.next = "STREAM_WORDS"
                 with m.Else():
                     m.next = "DRAIN"

@@ -98,8 +98,9 @@ GEOMETRY_WORD = Word("GEOMETRY", (("data_width", 8), ("tx_slots", 5), ("rx_slots
                                    ("log2_max_packets", 5)))
 """What GEOMETRY reads: the engine's build-time sizes (slot counts up to 16, which the
 4-bit slot fields of COMMAND and EVENT number 0 to 15)."""
-ENGINE_STATE = Word("STATE", (("tx_idle", 1), ("checking", 1)))
-"""What STATE reads: the transmit side has sent everything; a pattern check runs."""
+ENGINE_STATE = Word("STATE", (("tx_idle", 1), ("checking", 1), ("slots_ready", 1)))
+"""What STATE reads: the transmit side has sent everything; a pattern check runs; the
+slots' memory is ready (DRAM once its init sequence has run; block RAM always)."""
 CONNECTION_FLAGS = Word("FLAGS", (("udp", 1), ("data_checksum", 1)))
 """The FLAGS register: NETBLT inside UDP (else IP protocol 30), data-area checksums negotiated."""
 RECEIVED_FLAGS = Word("RECEIVED flags", (("first", 1), ("ldata", 1), ("complete", 1), ("last_buffer", 1)))
@@ -183,7 +184,8 @@ GROUPS = (
     _group(
         "Engine",
         Register("CYCLES", "r", 32, "free-running clock-cycle counter"),
-        Register("STATE", "r", 2, f"{ENGINE_STATE.describe()} (checking: the pattern checker is "
+        Register("STATE", "r", 3, f"{ENGINE_STATE.describe()} (slots_ready: the slots' memory is ready, "
+                                   "block RAM at once, DRAM when its init sequence has run; checking: the pattern checker is "
                                    "busy; tx_idle: the transmit side has sent everything)"),
         Register("CHECK_MISMATCHES", "r", 32, "beats that differed in the last CHECK"),
         Register("GEOMETRY", "r", 32, f"{GEOMETRY_WORD.describe()} (log2_max_packets: log2 of the packets "

@@ -2,7 +2,10 @@
 
 amaranth-boards' platform files are the pin and IO-standard source; constraints/<board>.lpf
 adds what they lack (the PHY's receive clock). Each board sizes the engine's buffer
-slots to the block RAM LiteEth leaves. Both run the engine at 50 MHz: at 40 MHz
+slots to the block RAM LiteEth leaves, and has a geometry for its slots in its DRAM
+(``dram_slots``: a long path's worth), which ``netblt sim-board --slots dram`` runs on
+LiteDRAM's model of the board's chip; the bitstreams keep block RAM until the board's
+DRAM PHY is in them. Both run the engine at 50 MHz: at 40 MHz
 LiteEth's receive side could not take 64-byte frames back to back (the Ethernet
 benchmark saw frames overrun and spliced, caught by NETBLT's checksums).
 """
@@ -45,6 +48,11 @@ class Board:
     """openFPGALoader's cable: the Versa's own FT2232H; the Colorlight needs an external one."""
     number: int
     """What the BOARD register shows a host."""
+    chip: str
+    """The board's DRAM, as hw/litedram_core.CHIPS names it."""
+    dram_slots: EngineConfig
+    """The engine with its slots in that DRAM: each way's slots fill half the chip
+    (the core's geometry is added when it is generated)."""
     link_intake_words: int = INTAKE_WORDS
     """The host link's request buffer; the Colorlight has EBR for 2048 words only, too
     few for a 9000-byte datagram."""
@@ -58,12 +66,17 @@ class Board:
 BOARDS = {board.name: board for board in (
     Board("colorlight_5a75b", Colorlight_5A75B_R70Platform, "clk25", 25e6,
           EngineConfig(tx_slots=2, rx_slots=2, slot_bytes=16384, max_packets=1024, pattern=False), phy_address=0,
-          leds=(0,), cable="ft232", number=1, link_intake_words=2048,
+          leds=(0,), cable="ft232", number=1, chip="colorlight",
+          # 2 MB each way: 4 slots of 512 KB (362 packets of 1448 bytes), bitmaps of 4096.
+          dram_slots=EngineConfig(tx_slots=4, rx_slots=4, slot_bytes=512 << 10, max_packets=4096, pattern=False),
+          link_intake_words=2048,
           seeds=(2, 9)),  # 2 meets both clocks with the two-stage segmenter, where 9 reached 113.6 MHz on the
                           # Ethernet clock (docs/benchmarks.md)
     Board("versa_ecp5", VersaECP5Platform, "clk100", 100e6,
           EngineConfig(tx_slots=2, rx_slots=2, slot_bytes=32768, max_packets=1024), phy_address=0, leds=(0, 1),
-          cable="ft2232", number=2),
+          cable="ft2232", number=2, chip="versa",
+          # 64 MB each way: 16 slots of 4 MB (2897 packets of 1448 bytes), bitmaps of 4096.
+          dram_slots=EngineConfig(tx_slots=16, rx_slots=16, slot_bytes=4 << 20, max_packets=4096)),
 )}
 
 

@@ -11,23 +11,28 @@ from amaranth.hdl import ClockSignal, Instance, Module, ResetSignal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
+from netblt.gateware.config import DramGeometry
 from netblt.gateware.dram_dma import NativePort
 
 from .litedram_core import PORTS
 
+TRANSMIT_PORT, RECEIVE_PORT = 0, 1
+"""The core's port each side's store takes."""
+
 
 class LiteDram(wiring.Component):
-    """The core: ``ports`` for the stores, ``ready`` once its init sequence has run."""
+    """The core of ``geometry`` (its description's, ``DramGeometry.of``): ``ports`` for
+    the stores, ``dram_ready`` once its init sequence has run (the name every top with a
+    core gives it, which the testbenches wait for)."""
 
-    def __init__(self, description: dict) -> None:
-        self.description = description
-        port = NativePort(description["address_bits"], description["data_bits"])
-        super().__init__({"ports": In(port).array(PORTS), "ready": Out(1)})
+    def __init__(self, geometry: DramGeometry) -> None:
+        port = NativePort(geometry.address_bits, geometry.data_bits)
+        super().__init__({"ports": In(port).array(PORTS), "dram_ready": Out(1)})
 
     def elaborate(self, platform) -> Module:
         m = Module()
         wires = {"i_dram_clock": ClockSignal("dram"), "i_dram_reset": ResetSignal("dram"),
-                 "i_engine_clock": ClockSignal(), "i_engine_reset": ResetSignal(), "o_init_done": self.ready}
+                 "i_engine_clock": ClockSignal(), "i_engine_reset": ResetSignal(), "o_init_done": self.dram_ready}
         for index, port in enumerate(self.ports):
             prefix = f"port{index}"
             wires |= {

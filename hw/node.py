@@ -1,4 +1,5 @@
-"""Everything a board runs, less its clocks and pins: engine, host link, LiteEth.
+"""Everything a board runs, less its clocks and pins: engine, host link, LiteEth, and
+with the slots in DRAM the LiteDRAM core (its controller on the ``dram`` domain).
 
 The board tops (hw/boards.py) put this on RGMII pins; Verilator runs it on GMII
 (``phy="gmii"``) so the integrated tests exchange real Ethernet frames with the very
@@ -17,10 +18,11 @@ from netblt.driver.link_format import LINK_PORT
 from netblt.gateware.config import EngineConfig
 from netblt.gateware.engine import Engine
 from netblt.gateware.host_link import INTAKE_WORDS, HostLink
-from netblt.gateware.link_executor import BoardIdentity
+from netblt.gateware.link_executor import DOWNLOAD_QUEUE, STAGED_DOWNLOAD_QUEUE, BoardIdentity
 from netblt.gateware.stream_buffer import StreamBuffer
 from netblt.gateware.streams import ip_payload
 
+from .litedram import RECEIVE_PORT, TRANSMIT_PORT, LiteDram
 from .liteeth import GMII, LiteEthCore
 from .liteeth_core import DATA_WIDTH, GATEWAY, IP_ADDRESS, MAC_ADDRESS, NETMASK, parse_mac
 
@@ -30,7 +32,9 @@ class NetbltNode(wiring.Component):
     high in simulation); ``gmii`` exists for ``phy="gmii"``. ``board`` is the number
     the BOARD register shows (0: simulation). ``netmask`` and ``gateway`` are the
     routing registers' values after reset (gateway 0.0.0.0: every destination is ARPed).
-    ``intake_words`` is the host link's request buffer (a 9000-byte datagram's payload is 2243 words)."""
+    ``intake_words`` is the host link's request buffer (a 9000-byte datagram's payload is 2243 words).
+    With the configuration's slots in DRAM, ``dram_ready`` rises when the core's init
+    sequence has run (the engine's STATE shows it too)."""
 
     def __init__(self, config: EngineConfig | None = None, phy: str = "gmii", rgmii=None,
                  ip_address: str = IP_ADDRESS, link_port: int = LINK_PORT, mac_address: str = MAC_ADDRESS,
@@ -45,12 +49,15 @@ class NetbltNode(wiring.Component):
         members = {"activity": Out(1), "link_up": In(1, init=1)}
         if phy == "gmii":
             members["gmii"] = Out(wiring.Signature(GMII))
+        if self.config.dram:
+            members["dram_ready"] = Out(1)
         super().__init__(members)
 
     def elaborate(self, platform) -> Module:
         m = Module()
         m.submodules.engine = engine = Engine(self.config)
-        m.submodules.link = link = HostLink(self.identity, self.link_port, self.intake_words)
+        queue = STAGED_DOWNLOAD_QUEUE if self.config.dram else DOWNLOAD_QUEUE
+        m.submodules.link = link = HostLink(self.identity, self.link_port, self.intake_words, queue)
         m.submodules.ethernet = ethernet = self.ethernet
         wiring.connect(m, link.bus, engine.bus)
         wiring.connect(m, engine.net_tx, link.engine_tx)
@@ -66,6 +73,11 @@ class NetbltNode(wiring.Component):
         wiring.connect(m, ethernet.rx, from_network.input)
         wiring.connect(m, from_network.output, link.net_rx)
         wiring.connect(m, link.engine_rx, engine.net_rx)
+        if self.config.dram:
+            m.submodules.dram = dram = LiteDram(self.config.dram)
+            wiring.connect(m, engine.tx_dram, dram.ports[TRANSMIT_PORT])
+            wiring.connect(m, engine.rx_dram, dram.ports[RECEIVE_PORT])
+            m.d.comb += [engine.dram_ready.eq(dram.dram_ready), self.dram_ready.eq(dram.dram_ready)]
         if hasattr(self, "gmii"):
             wiring.connect(m, wiring.flipped(self.gmii), ethernet.gmii)
         # Counted on this side of the buffers: LiteEth's ready is a long path of its own.

@@ -14,7 +14,7 @@ from netblt.gateware.config import DramGeometry, EngineConfig
 from netblt.gateware.engine import Engine
 from netblt.gateware.receiver import Receiver
 from netblt.gateware.transmitter import Transmitter
-from netblt.hw.litedram import LiteDram
+from netblt.hw.litedram import RECEIVE_PORT, TRANSMIT_PORT, LiteDram
 from netblt.hw.litedram_core import PORTS
 
 
@@ -24,20 +24,22 @@ def in_dram(config: EngineConfig, description: dict) -> EngineConfig:
 
 
 class DramTop(wiring.Component):
-    """``inner``'s members as the top's, and ``ready``. With the core's ``description``,
-    each member ``ports`` names is connected to the core's port of that number (a port
-    left over idles), else ``inner`` has no DRAM and ``ready`` is high."""
+    """``inner``'s members as the top's, and ``dram_ready``. With the core's
+    ``description``, each member ``ports`` names is connected to the core's port of that
+    number (a port left over idles), and ``inner``'s ``dram_ready``, if it has one, to the
+    core's; without, ``inner`` has no DRAM and ``dram_ready`` is high."""
 
     def __init__(self, inner: wiring.Component, description: dict | None, ports: dict[str, int]) -> None:
         self.inner, self.description, self.ports = inner, description, ports
-        members = {name: member for name, member in inner.signature.members.items() if name not in ports}
-        super().__init__({**members, "ready": Out(1)})
+        members = {name: member for name, member in inner.signature.members.items()
+                   if name not in (*ports, "dram_ready")}
+        super().__init__({**members, "dram_ready": Out(1)})
 
     def elaborate(self, platform) -> Module:
         m = Module()
         m.submodules.inner = inner = self.inner
         for name, member in inner.signature.members.items():
-            if name in self.ports:
+            if name in (*self.ports, "dram_ready"):
                 continue
             ours, theirs = getattr(self, name), getattr(inner, name)
             if member.is_signature:
@@ -47,19 +49,17 @@ class DramTop(wiring.Component):
             else:
                 m.d.comb += ours.eq(theirs)
         if self.description is None:
-            m.d.comb += self.ready.eq(1)
+            m.d.comb += self.dram_ready.eq(1)
             return m
-        m.submodules.dram = dram = LiteDram(self.description)
+        m.submodules.dram = dram = LiteDram(DramGeometry.of(self.description))
         for name, index in self.ports.items():
             wiring.connect(m, getattr(inner, name), dram.ports[index])
         for index in set(range(PORTS)) - set(self.ports.values()):
             m.d.comb += [dram.ports[index].cmd.valid.eq(0), dram.ports[index].wdata.valid.eq(0)]
-        m.d.comb += self.ready.eq(dram.ready)
+        m.d.comb += self.dram_ready.eq(dram.dram_ready)
+        if "dram_ready" in inner.signature.members:
+            m.d.comb += inner.dram_ready.eq(dram.dram_ready)
         return m
-
-
-TRANSMIT_PORT, RECEIVE_PORT = 0, 1
-"""The core's port each side's store takes."""
 
 
 def dram_engine(config: EngineConfig, description: dict) -> DramTop:

@@ -15,10 +15,16 @@ import signal
 import socket
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from netblt.driver.transport import Transport, TransportError
 from netblt.host.units import parse_duration, parse_port, parse_probability
+
+if TYPE_CHECKING:
+    from netblt.gateware.config import EngineConfig
+    from netblt.hw.node import NetbltNode
 
 MODULE = "netblt.sim.sim_board_tb"
 
@@ -26,6 +32,9 @@ MODULE = "netblt.sim.sim_board_tb"
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--board", metavar="NAME", help="simulate this board's design (its slot sizes and "
                         "clock), as make bitstream names it; default: the design the tests simulate")
+    parser.add_argument("--slots", choices=("block", "dram"), default="block",
+                        help="where the board's buffer slots live: block RAM (default), or its DRAM, "
+                             "on LiteDRAM's model of the board's chip, with the DRAM geometry (needs --board)")
     parser.add_argument("--link-port", type=parse_port, default=0, metavar="PORT",
                         help="the host link's port on 127.0.0.1 (default: any free one, printed)")
     parser.add_argument("--netblt-port", type=parse_port, default=0, metavar="PORT",
@@ -47,20 +56,51 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                      help="random seed: the same seed loses the same datagrams (default: 1)")
 
 
-def design(board: str | None):
-    """The node to simulate, its build's name (the tests and benchmarks share the builds)
-    and its configuration."""
+@dataclass
+class Design:
+    """The node to simulate, its build's name (the tests and benchmarks share the builds),
+    its configuration, the generated cores its Verilog instantiates, and with its slots
+    in DRAM the model core's description (hw/litedram_core.py)."""
+
+    node: NetbltNode
+    name: str
+    config: EngineConfig
+    sources: list[Path]
+    dram: dict | None = None
+
+
+def design(board: str | None, slots: str = "block") -> Design:
+    """The node for ``board`` (None: the design the tests simulate) with its slots in
+    block RAM or, for a board, in its DRAM; its cores are generated into build/ here."""
     from netblt.gateware.config import EngineConfig
+    from netblt.hw import litedram_core
     from netblt.hw.boards import BOARDS
     from netblt.hw.node import NetbltNode
+    from netblt.sim.dram_tops import in_dram
+
+    from . import hdl
 
     if board is None:
         config = EngineConfig(data_width=32)
-        return NetbltNode(config), "node", config
-    config = BOARDS[board].config
+        return Design(NetbltNode(config), "node", config, [_ethernet(config)])
     chosen = BOARDS[board]
-    return (NetbltNode(config, board=chosen.number, intake_words=chosen.link_intake_words), f"node_{board}",
-            config)
+    if slots == "block":
+        node = NetbltNode(chosen.config, board=chosen.number, intake_words=chosen.link_intake_words)
+        return Design(node, f"node_{board}", chosen.config, [_ethernet(chosen.config)])
+    core = hdl.BUILD / "litedram" / f"{chosen.chip}_model.v"
+    description = litedram_core.generate(chosen.chip, core)
+    config = in_dram(chosen.dram_slots, description)
+    node = NetbltNode(config, board=chosen.number, intake_words=chosen.link_intake_words)
+    return Design(node, f"node_{board}_dram", config, [_ethernet(config), core], description)
+
+
+def _ethernet(config: EngineConfig) -> Path:
+    """The LiteEth core the simulated node instantiates, generated for its clock."""
+    from netblt.hw import liteeth_core
+
+    from . import hdl
+
+    return liteeth_core.simulation_core(hdl.BUILD / "liteeth", config.clock_hz)
 
 
 def run_from_args(args: argparse.Namespace) -> int:
@@ -80,8 +120,11 @@ def run_from_args(args: argparse.Namespace) -> int:
     if args.pcap is not None and not args.pcap.parent.is_dir():
         print(f"netblt sim-board: error: no directory {str(args.pcap.parent)!r} for the pcap", file=sys.stderr)
         return 2
+    if args.slots == "dram" and args.board is None:
+        print("netblt sim-board: error: --slots dram needs --board: the slots go in that board's DRAM",
+              file=sys.stderr)
+        return 2
     # Amaranth, LiteX and Verilator's runner load only for this command.
-    from netblt.hw import liteeth_core
     from netblt.hw.boards import BOARDS
 
     from . import hdl
@@ -90,13 +133,14 @@ def run_from_args(args: argparse.Namespace) -> int:
         print(f"netblt sim-board: error: no board {args.board!r}; there are {', '.join(sorted(BOARDS))}",
               file=sys.stderr)
         return 2
-    node, name, config = design(args.board)
-    log = hdl.BUILD / f"{name}-build.log"
+    chosen = design(args.board, args.slots)
+    config = chosen.config
+    log = hdl.BUILD / f"{chosen.name}-build.log"
     print(f"netblt sim-board: building the {args.board or 'simulation'} design with Verilator (minutes the "
           f"first time; log in {log})", file=sys.stderr, flush=True)
     log.parent.mkdir(parents=True, exist_ok=True)
     try:
-        runner = hdl.build(node, name, [liteeth_core.simulation_core(hdl.BUILD / "liteeth", config.clock_hz)], log)
+        runner = hdl.build(chosen.node, chosen.name, chosen.sources, log)
     except RuntimeError:
         print(f"netblt sim-board: error: the Verilator build failed; see {log}", file=sys.stderr)
         return 1
@@ -107,7 +151,7 @@ def run_from_args(args: argparse.Namespace) -> int:
                 "parent": os.getpid()}
     env = {"NETBLT_SIM_BOARD": json.dumps(settings), "NETBLT_TB_CLOCK_HZ": str(config.clock_hz),
            "NETBLT_TB_SLOT_BYTES": str(config.slot_bytes), "COCOTB_LOG_LEVEL": "WARNING", "GPI_LOG_LEVEL": "WARNING",
-           "PYTHONWARNINGS": "ignore"}
+           "PYTHONWARNINGS": "ignore", "NETBLT_TB_DRAM_DESCRIPTION": json.dumps(chosen.dram)}
     # SIGINT or SIGTERM here asks the simulation (through a file it watches) to stop and
     # print its summary; this process waits for it.
     with tempfile.TemporaryDirectory() as directory:
@@ -116,7 +160,7 @@ def run_from_args(args: argparse.Namespace) -> int:
         previous = {number: signal.signal(number, lambda *_: stop.touch()) for number in (signal.SIGINT,
                                                                                            signal.SIGTERM)}
         try:
-            hdl.run(runner, name, MODULE, Path(__file__).parent, testcase="serve", env=env)
+            hdl.run(runner, chosen.name, MODULE, Path(__file__).parent, testcase="serve", env=env)
         except RuntimeError:
             return 1  # the simulation said why
         finally:

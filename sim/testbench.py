@@ -48,7 +48,7 @@ async def start(dut) -> None:
 
 
 async def _dram_ready(dut) -> None:
-    while not dut.ready.value:
+    while not dut.dram_ready.value:
         await RisingEdge(dut.clk)
 
 

@@ -55,9 +55,9 @@ def relay(forward: int, loss: str, seed: int) -> int:
     return port
 
 
-def data(tmp_path: Path, seed: int) -> Path:
+def data(tmp_path: Path, seed: int, size: int = SIZE) -> Path:
     path = tmp_path / "data.bin"
-    path.write_bytes(random.Random(seed).randbytes(SIZE))
+    path.write_bytes(random.Random(seed).randbytes(size))
     return path
 
 
@@ -77,9 +77,10 @@ def partly_received(tmp_path: Path, source: Path, held: int) -> Path:
 
 
 def board_sends(board: SimBoard, tmp_path: Path, *options: str, loss: str = "0%", link_loss: str = "0%",
-                seed: int = 1, held: int | None = None, recv_options: tuple[str, ...] = ()) -> tuple[dict, dict]:
+                seed: int = 1, held: int | None = None, recv_options: tuple[str, ...] = (),
+                size: int = SIZE) -> tuple[dict, dict]:
     tmp_path.mkdir(exist_ok=True)
-    source = data(tmp_path, seed)
+    source = data(tmp_path, seed, size)
     out = partly_received(tmp_path, source, held) if held else tmp_path / "out"
     out.mkdir(exist_ok=True)
     recv, port = start_recv(out, *recv_options)
@@ -96,9 +97,9 @@ def board_sends(board: SimBoard, tmp_path: Path, *options: str, loss: str = "0%"
 
 def board_receives(board: SimBoard, tmp_path: Path, *send_options: str, loss: str = "0%", link_loss: str = "0%",
                    seed: int = 1, during=None, held: int | None = None,
-                   recv_options: tuple[str, ...] = ()) -> tuple[dict, dict]:
+                   recv_options: tuple[str, ...] = (), size: int = SIZE) -> tuple[dict, dict]:
     tmp_path.mkdir(exist_ok=True)
-    source = data(tmp_path, seed)
+    source = data(tmp_path, seed, size)
     out = partly_received(tmp_path, source, held) if held else tmp_path / "out"
     out.mkdir(exist_ok=True)
     link = relay(board.link, link_loss, seed + 100) if link_loss != "0%" else board.link

@@ -238,3 +238,9 @@ def test_a_board_that_does_not_answer_is_one_line_naming_it():
                           timeout=30)
     assert done.returncode == 1 and done.stderr == f"netblt: error: no board at 127.0.0.1:{closed}: " \
                                                     f"nothing listens on that port\n"
+
+
+def test_slots_in_dram_need_a_board_and_say_so_in_one_line():
+    done = subprocess.run(NETBLT + ["sim-board", "--slots", "dram"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr == "netblt sim-board: error: --slots dram needs --board: the slots go in that board's DRAM\n"

@@ -11,12 +11,12 @@ from amaranth.lib import memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from netblt.gateware.dram_dma import DramDma, NativePort
-from netblt.gateware.config import EngineConfig
+from netblt.gateware.config import DramGeometry, EngineConfig
 from netblt.gateware.dram_slots import DramSlots
 from netblt.gateware.receive_store import receive_store
 from netblt.gateware.transmit_store import transmit_store
-from netblt.sim.dram_tops import RECEIVE_PORT, TRANSMIT_PORT, DramTop, in_dram
-from netblt.hw.litedram import LiteDram
+from netblt.sim.dram_tops import DramTop, in_dram
+from netblt.hw.litedram import RECEIVE_PORT, TRANSMIT_PORT, LiteDram
 
 STAGING_WORDS = 512
 
@@ -29,7 +29,7 @@ class DmaHarness(wiring.Component):
         super().__init__({
             "copy": In(stream.Signature(self.dma.copy.payload.shape())),
             "done": Out(1),
-            "ready": Out(1),
+            "dram_ready": Out(1),
             # The memory's own port shapes: the testbench drives them.
             "load": Out(memory.WritePort.Signature(addr_width=bits, shape=description["data_bits"])),
             "unload": Out(memory.ReadPort.Signature(addr_width=bits, shape=description["data_bits"])),
@@ -37,7 +37,7 @@ class DmaHarness(wiring.Component):
 
     def elaborate(self, platform) -> Module:
         m = Module()
-        m.submodules.dram = dram = LiteDram(self.description)
+        m.submodules.dram = dram = LiteDram(DramGeometry.of(self.description))
         m.submodules.dma = dma = self.dma
         m.submodules.staging = staging = memory.Memory(shape=self.description["data_bits"], depth=STAGING_WORDS, init=[])
         wiring.connect(m, dma.dram, dram.ports[0])
@@ -51,7 +51,7 @@ class DmaHarness(wiring.Component):
                 m.d.comb += [port.data.eq(outside.data), port.en.eq(outside.en)]
             else:
                 m.d.comb += [outside.data.eq(port.data), port.en.eq(outside.en)]
-        m.d.comb += [self.done.eq(dma.done), self.ready.eq(dram.ready)]
+        m.d.comb += [self.done.eq(dma.done), self.dram_ready.eq(dram.dram_ready)]
         # The second port is unused here.
         m.d.comb += [dram.ports[1].cmd.valid.eq(0), dram.ports[1].wdata.valid.eq(0)]
         return m
@@ -71,16 +71,16 @@ class SlotsHarness(wiring.Component):
         self.slots = DramSlots(port, lines=SLOT_LINES, line_words=SLOT_LINE_WORDS, base=self.base,
                                region_words=SLOT_REGION_WORDS)
         members = {name: member for name, member in self.slots.signature.members.items() if name != "dram"}
-        super().__init__({**members, "ready": Out(1)})
+        super().__init__({**members, "dram_ready": Out(1)})
 
     def elaborate(self, platform) -> Module:
         m = Module()
-        m.submodules.dram = dram = LiteDram(self.description)
+        m.submodules.dram = dram = LiteDram(DramGeometry.of(self.description))
         m.submodules.slots = slots = self.slots
         wiring.connect(m, slots.dram, dram.ports[0])
         for name in ("commit", "fetch", "write", "read"):
             wiring.connect(m, wiring.flipped(getattr(self, name)), getattr(slots, name))
-        m.d.comb += [self.committed.eq(slots.committed), self.fetched.eq(slots.fetched), self.ready.eq(dram.ready),
+        m.d.comb += [self.committed.eq(slots.committed), self.fetched.eq(slots.fetched), self.dram_ready.eq(dram.dram_ready),
                      dram.ports[1].cmd.valid.eq(0), dram.ports[1].wdata.valid.eq(0)]
         return m
 

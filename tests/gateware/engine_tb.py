@@ -14,7 +14,7 @@ from cocotb.triggers import ClockCycles, RisingEdge
 
 from netblt.gateware.config import EngineConfig
 from netblt.gateware.control import FLAG_DATA_CHECKSUM, FLAG_UDP
-from netblt.gateware.registers import GEOMETRY_WORD, RECEIVED_FLAGS, Command, Event
+from netblt.gateware.registers import ENGINE_STATE, GEOMETRY_WORD, RECEIVED_FLAGS, Command, Event
 from netblt.gateware.streams import ip_payload
 from netblt.gateware.pattern import pattern_bytes
 from netblt.host import codec, packets
@@ -197,8 +197,9 @@ async def test_bad_commands_are_rejected(dut):
     assert await host.read("COMMANDS_REJECTED") == 4
     assert await host.read("SLOT_BYTES") == CONFIG.slot_bytes
     geometry = GEOMETRY_WORD.unpack(await host.read("GEOMETRY"))
-    assert (geometry["data_width"], geometry["tx_slots"], geometry["rx_slots"]) == (
-        CONFIG.data_width, CONFIG.tx_slots, CONFIG.rx_slots)
+    assert geometry == {"data_width": CONFIG.data_width, "tx_slots": CONFIG.tx_slots, "rx_slots": CONFIG.rx_slots,
+                        "log2_max_packets": CONFIG.max_packets.bit_length() - 1}
+    assert ENGINE_STATE.unpack(await host.read("STATE"))["slots_ready"] == 1  # in DRAM, start waited for it
 
 
 @cocotb.test()

@@ -28,7 +28,7 @@ from netblt.gateware.segmenter import UDP_PROTOCOL
 from netblt.gateware.streams import ip_payload
 from netblt.gateware.transmitter import UPLOAD_ROOM
 from netblt.host import layout as L
-from netblt.sim.beats import Sink, Source, beat_bytes, to_beats
+from netblt.sim.beats import Sink, Source, beat_bytes, to_beats, unpack
 from netblt.sim.testbench import start
 
 from link_intake_tb import BOARD, BOARD_INT, HOST, HOST_INT, HOST_PORT
@@ -145,8 +145,22 @@ class Network:
         self.engine_rx = Sink(dut, "engine_rx", ip_payload(32))
         self.engine_tx = Source(dut, "engine_tx", ip_payload(32))
         self.taken = 0
+        self.gaps = 0
+        """Cycles a datagram stopped part-way on ``net_tx``: LiteEth would cut its frame short."""
         cocotb.start_soon(self.sink.run())
         cocotb.start_soon(self.engine_rx.run())
+        cocotb.start_soon(self._watch_gaps())
+
+    async def _watch_gaps(self) -> None:
+        valid, ready, payload = self.dut.net_tx__valid, self.dut.net_tx__ready, self.dut.net_tx__payload
+        within = False
+        while True:
+            await ReadOnly()
+            if within and not valid.value:
+                self.gaps += 1
+            elif valid.value and ready.value:
+                within = not unpack(ip_payload(32), int(payload.value))["last"]
+            await RisingEdge(self.dut.clk)
 
     async def send(self, payload: bytes, sport: int = HOST_PORT) -> None:
         if self.random.random() < self.loss:
@@ -257,6 +271,7 @@ async def test_uploads_and_downloads_are_byte_exact_through_loss(dut):
     got = b"".join(r.reply[1] for r in downloads)
     assert got == b"".join(w.to_bytes(4, "little") for w in engine.rx[:1500])
     assert engine.early == 0  # no word read before the store had it
+    assert net.gaps == 0  # each reply's body was read before it started: no frame cut short
     assert engine.overflows == 0  # no word written past the room the engine showed
     assert all(r.reply[1] == b"" for r in uploads)  # acknowledged, not echoed
 

@@ -13,7 +13,7 @@ from launch import HERE, cases
 
 from dram_harness import DmaHarness, SlotsHarness, receive_store_harness, transmit_store_harness
 
-from netblt.gateware.config import EngineConfig
+from netblt.gateware.config import DramGeometry, EngineConfig
 from netblt.hw import litedram_core
 from netblt.hw.litedram import LiteDram
 from netblt.sim import hdl
@@ -28,7 +28,7 @@ def build(chip: str, top: str = "dram"):
         return hdl.build(STORES[top][0](None), f"{top}_block"), None
     core = hdl.BUILD / "litedram" / f"{chip}_model.v"
     description = litedram_core.generate(chip, core)
-    tops = {"dram": LiteDram, "dma": DmaHarness, "slots": SlotsHarness, "receive": receive_store_harness,
+    tops = {"dram": lambda d: LiteDram(DramGeometry.of(d)), "dma": DmaHarness, "slots": SlotsHarness, "receive": receive_store_harness,
             "transmit": transmit_store_harness, "receiver": lambda d: dram_receiver(EngineConfig(), d),
             "transmitter": lambda d: dram_transmitter(EngineConfig(), d),
             "engine": lambda d: dram_engine(EngineConfig(), d)}
