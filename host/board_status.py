@@ -97,4 +97,19 @@ def summary(where: str, r: dict[str, int]) -> str:
     return (f"{where}: {board}, {ipaddress.IPv4Address(r['IP_ADDRESS'])} ({mac}), "
             f"netmask {ipaddress.IPv4Address(r['NETMASK'])}, gateway {gateway}, "
             f"link {'up' if r['LINK_UP'] else 'down'}, engine at {r['CLOCK_HZ'] / 1e6:g} MHz with "
-            f"{r['SLOT_BYTES'] // 1024} KiB slots; {owner}")
+            f"{slots(r)}; {owner}")
+
+
+def slots(r: dict[str, int]) -> str:
+    """The slots GEOMETRY and SLOT_BYTES describe, and whether STATE says their memory
+    is ready (a board's DRAM is not until its init sequence has run)."""
+    from netblt.gateware.registers import ENGINE_STATE, GEOMETRY_WORD
+
+    g = GEOMETRY_WORD.unpack(r["GEOMETRY"])
+    size = r["SLOT_BYTES"]
+    size_text = f"{size >> 20} MiB" if size >= 1 << 20 and size % (1 << 20) == 0 else f"{size // 1024} KiB"
+    text = (f"{g['tx_slots']} transmit and {g['rx_slots']} receive slots of {size_text} "
+            f"({1 << g['log2_max_packets']}-packet bitmaps)")
+    if not ENGINE_STATE.unpack(r["STATE"])["slots_ready"]:
+        text += ", their memory not ready yet (DRAM still starting)"
+    return text

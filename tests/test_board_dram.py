@@ -6,8 +6,10 @@ resends, across several slots."""
 
 from __future__ import annotations
 
+import subprocess
+
 import pytest
-from clitools import SimBoard
+from clitools import NETBLT, SimBoard
 from test_board_transfer import board_receives, board_sends
 
 from netblt.gateware.registers import ENGINE_STATE, GEOMETRY_WORD
@@ -34,6 +36,10 @@ def test_the_board_shows_its_slots_in_dram(board):
                                                            "log2_max_packets": 12}
     assert registers["SLOT_BYTES"] == 4 << 20
     assert ENGINE_STATE.unpack(registers["STATE"])["slots_ready"] == 1  # LiteDRAM's init has run
+    shown = subprocess.run(NETBLT + ["board", "status", f"127.0.0.1:{board.link}"], capture_output=True,
+                           text=True, timeout=60)
+    assert "16 transmit and 16 receive slots of 4 MiB (4096-packet bitmaps); " in shown.stdout.splitlines()[0]
+    assert "not ready" not in shown.stdout
 
 
 def test_a_board_sends_from_dram_with_resends(board, tmp_path):

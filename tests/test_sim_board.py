@@ -20,8 +20,9 @@ from netblt.driver import link_format as F
 from netblt.driver.link import BoardLink, LinkError
 from netblt.gateware.config import EngineConfig
 from netblt.gateware.control import FLAG_UDP
-from netblt.gateware.registers import ADDRESS, COMMAND_WORD, Command
+from netblt.gateware.registers import ADDRESS, COMMAND_WORD, ENGINE_STATE, GEOMETRY_WORD, Command
 from netblt.host import codec, packets
+from netblt.host.board_status import slots
 from netblt.hw.liteeth_core import IP_ADDRESS
 
 
@@ -53,7 +54,8 @@ def test_board_status_names_the_simulated_board_without_a_session(board):
                            text=True, timeout=60)
     assert shown.returncode == 0, shown.stderr
     assert shown.stdout.startswith(f"127.0.0.1:{board.link}: simulation, {IP_ADDRESS} (02:6e:62:6c:74:01), "
-                                   f"netmask 255.255.255.0, gateway none, link up, engine at 50 MHz")
+                                   f"netmask 255.255.255.0, gateway none, link up, engine at 50 MHz with "
+                                   f"2 transmit and 2 receive slots of 16 KiB (1024-packet bitmaps); ")
     assert "no session" in shown.stdout.splitlines()[0]
 
 
@@ -244,3 +246,13 @@ def test_slots_in_dram_need_a_board_and_say_so_in_one_line():
     done = subprocess.run(NETBLT + ["sim-board", "--slots", "dram"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr == "netblt sim-board: error: --slots dram needs --board: the slots go in that board's DRAM\n"
+
+
+def test_the_summary_says_when_the_slots_memory_is_not_ready():
+    """STATE's slots_ready is 0 while a board's DRAM starts: the summary says so."""
+    geometry = GEOMETRY_WORD.pack(data_width=32, tx_slots=16, rx_slots=16, log2_max_packets=12)
+    starting = {"GEOMETRY": geometry, "SLOT_BYTES": 4 << 20, "STATE": ENGINE_STATE.pack(tx_idle=1)}
+    assert slots(starting) == ("16 transmit and 16 receive slots of 4 MiB (4096-packet bitmaps), "
+                               "their memory not ready yet (DRAM still starting)")
+    ready = starting | {"STATE": ENGINE_STATE.pack(tx_idle=1, slots_ready=1)}
+    assert slots(ready) == "16 transmit and 16 receive slots of 4 MiB (4096-packet bitmaps)"
