@@ -224,8 +224,8 @@ LINK_GROUPS = (
         Register("PUSH_TIMEOUT", "rw", 32, "cycles before an unacknowledged event push is sent again"),
         Register("TAKEOVER_AFTER", "rw", 32, "milliseconds an owner must have been silent before an "
                                              "OPEN with TAKE_OVER replaces it"),
-        Register("REGISTER_MAP", "r", 32, "a checksum of this table's names: a host built from other "
-                                          "sources sees a different value"),
+        Register("REGISTER_MAP", "r", 32, "a checksum of this table's names and widths and its words' "
+                                          "fields: a host built from other sources sees a different value"),
     ),
     _group(
         "The board (fixed when the bitstream is built, apart from NETMASK and GATEWAY)",
@@ -253,7 +253,17 @@ REGISTERS = ENGINE_REGISTERS + LINK_REGISTERS
 ADDRESS = {r.name: i for i, r in enumerate(ENGINE_REGISTERS)} | \
     {r.name: LINK_BASE + i for i, r in enumerate(LINK_REGISTERS)}
 assert len(ENGINE_REGISTERS) <= LINK_BASE and LINK_BASE + len(LINK_REGISTERS) <= 1 << ADDRESS_WIDTH
-REGISTER_MAP = zlib.crc32(" ".join(r.name for r in REGISTERS).encode())
+WORDS = (COMMAND_WORD, EVENT_WORD, GEOMETRY_WORD, ENGINE_STATE, CONNECTION_FLAGS, RECEIVED_FLAGS)
+
+
+def table_checksum(registers: tuple[Register, ...], words: tuple[Word, ...]) -> int:
+    """Every register's name and width, and every word's fields: what host and board
+    must agree on (a GEOMETRY read with other fields would be misread)."""
+    return zlib.crc32(" ".join([*(f"{r.name}/{r.width}" for r in registers),
+                                *(f"{w.name}:{w.describe()}" for w in words)]).encode())
+
+
+REGISTER_MAP = table_checksum(REGISTERS, WORDS)
 """What REGISTER_MAP reads: host and board agree on the table when they agree on this."""
 
 

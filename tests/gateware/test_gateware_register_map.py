@@ -1,5 +1,6 @@
 """docs/register-map.md is generated from gateware/registers.py and must match it."""
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -29,3 +30,16 @@ def test_words_put_each_field_where_the_register_map_says():
     assert registers.RECEIVED_FLAGS.unpack(0b0100) == dict(first=0, ldata=0, complete=1, last_buffer=0)
     with pytest.raises(ValueError, match="COMMAND.slot = 16 does not fit 4 bits"):
         registers.COMMAND_WORD.pack(op=1, slot=16)
+
+
+def test_the_register_map_checksum_changes_with_any_field_or_width():
+    """A host and a bitstream built with GEOMETRY's old 4-bit slot counts, or one register
+    wider, must not agree: REGISTER_MAP would let the host misread them."""
+    r = registers
+    assert r.table_checksum(r.REGISTERS, r.WORDS) == r.REGISTER_MAP
+    old_geometry = r.Word("GEOMETRY", (("data_width", 8), ("tx_slots", 4), ("rx_slots", 4), ("log2_max_packets", 16)))
+    words = tuple(old_geometry if w is r.GEOMETRY_WORD else w for w in r.WORDS)
+    assert r.table_checksum(r.REGISTERS, words) != r.REGISTER_MAP
+    wider = tuple(dataclasses.replace(reg, width=reg.width + 1) if reg.name == "STATE" else reg
+                  for reg in r.REGISTERS)
+    assert r.table_checksum(wider, r.WORDS) != r.REGISTER_MAP
