@@ -23,7 +23,10 @@ OPTIONS = ("--buffer-size", "65536")
 
 @pytest.fixture(scope="module")
 def board():
-    sim = SimBoard("--board", "versa_ecp5", "--slots", "dram", "--wan-loss", "2%", "--wan-seed", "3")
+    # Each transfer has about 140 DATA to lose, and which datagrams the seeded loss takes
+    # depends on the control traffic before them (real-time timers): at 2% a transfer lost
+    # none in 6% of runs (CI once saw no resend), at 5% in about one run of 1,300.
+    sim = SimBoard("--board", "versa_ecp5", "--slots", "dram", "--wan-loss", "5%", "--wan-seed", "3")
     yield sim
     if sim.proc.poll() is None:
         sim.proc.kill()
