@@ -19,8 +19,11 @@ demo-board: $(STAMP)
 	$(BIN)/python -m netblt.host.demo_board
 
 # Two workers: the bitstream build takes one for most of the run, everything else the other.
+# --no-loadscope-reorder keeps tests/conftest.py's order (the bitstream first): by default
+# xdist runs the groups with the most tests first, and the one-test bitstream then started
+# ten minutes late.
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -n 2 --dist loadgroup
+	$(BIN)/python -m pytest -q -n 2 --dist loadgroup --no-loadscope-reorder
 
 bench: $(STAMP)
 	$(BIN)/python -m netblt.host.bench
