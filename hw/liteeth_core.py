@@ -127,7 +127,7 @@ class Core(LiteXModule):
         # ECP5 LUT RAM: at 32 a mux of two followed the read, and that path missed by 3-6% on
         # six seeds of seven (at 16: 149-157 MHz). The writer (32 bits at 50 MHz or more)
         # outpaces the wire's reader (8 bits at 125 MHz), so the crossing is full whatever its
-        # depth while a frame goes out.
+        # depth while a frame goes out (frames still leave at the minimum gap: docs/benchmarks.md).
         self.mac = LiteEthMAC(self.ethphy, dw=DATA_WIDTH, interface="crossbar", hw_mac=mac_address,
                               with_sys_datapath=True, tx_cdc_buffered=True, tx_cdc_depth=16)
         # LiteEth's ARP times (cache cleared each second, requests repeated each 100 ms) run

@@ -71,8 +71,9 @@ def _verilate(directory: Path, name: str, text: str, extra_sources: Sequence[Pat
     # No precompiled header: the wheel's verilated.mk passes it without its -include flag
     # (a bare file name, which breaks the build), and with the flag GCC 12 at times took
     # 24 GB loading it. GCC at -O1, not verilated.mk's -Os: the Versa's DRAM sim-board
-    # compiled in 71 s of CPU instead of 104, and simulated as fast (1:4,784 against
-    # 1:4,892 real time). MAKEFLAGS overrides the make variables as a command line would.
+    # compiled in 71 s of CPU instead of 104 and simulated within one run's noise of it
+    # (1:4,784 against 1:4,892 of real time over 30 s; 1:5,480 against 1:4,995 over the
+    # first 2 s). MAKEFLAGS overrides the make variables as a command line would.
     flags = os.environ.get("MAKEFLAGS", "")
     os.environ["MAKEFLAGS"] = f"{flags} VK_PCH_I_FAST= VK_PCH_I_SLOW= OPT_FAST=-O1 OPT_GLOBAL=-O1".strip()
     try:
@@ -84,12 +85,14 @@ def _verilate(directory: Path, name: str, text: str, extra_sources: Sequence[Pat
 
 
 def ports_sorted(text: str) -> str:
-    """The Verilog with each module's ports in name order. Amaranth lists the clocks and
-    resets of the domains it creates in a set's order, which changes with the process's
-    hash seed: two processes write a two-domain design (a DRAM core's and the engine's)
-    with its ports in different orders. Ports connect by name, so that is one design:
-    rebuilt for the order, the Versa's DRAM sim-board took 90 s more at every start,
-    and a worker could replace a build another was running."""
+    """The Verilog with each module's ports in name order: what is compared to decide
+    whether a build is up to date (never written: stripped of their spaces, escaped
+    names would run into the commas). Amaranth lists the clocks and resets of the
+    domains it creates in a set's order, which changes with the process's hash seed:
+    two processes wrote a two-domain design (a DRAM core's and the engine's) with its
+    ports in different orders and rebuilt it (the Versa's DRAM sim-board took 90 s more
+    at every start, and a worker could replace a build another was running). Ports
+    connect by name, so the order is free."""
     def sort(match: re.Match) -> str:
         ports = sorted(port.strip() for port in match[2].split(","))
         return match[1] + ", ".join(ports) + match[3]

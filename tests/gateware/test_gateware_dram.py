@@ -44,17 +44,18 @@ def run(chip: str, top: str, module: str, case: str | None = None) -> None:
             env={"NETBLT_TB_DRAM_DESCRIPTION": json.dumps(description)})
 
 
-def of_build(top: str, chip: str, *values: str):
-    """A case of build ``top``_``chip``, in that build's ``xdist_group``: the worker that
-    builds it runs its cases, where split ones had the other worker wait for the build,
-    idle (sim/hdl.py builds a folder one process at a time)."""
-    return pytest.param(*values, marks=pytest.mark.xdist_group(f"{top}_{chip}"))
+def in_build(top: str, *middle: str, chip: str):
+    """The case (top, *middle, chip) of build ``top``_``chip``, in that build's
+    ``xdist_group``: the worker that builds it runs its cases, where split ones had the
+    other worker wait for the build, idle (sim/hdl.py builds a folder one process at a
+    time)."""
+    return pytest.param(top, *middle, chip, marks=pytest.mark.xdist_group(f"{top}_{chip}"))
 
 
 CHIPS = ["versa", "colorlight"]
 
 
-@pytest.mark.parametrize("top, module, chip", [of_build(top, chip, top, module, chip) for chip in CHIPS
+@pytest.mark.parametrize("top, module, chip", [in_build(top, module, chip=chip) for chip in CHIPS
                                                for top, module in [("dram", "dram_tb"), ("dma", "dram_dma_tb"),
                                                                    ("slots", "dram_slots_tb")]])
 def test_dram_block(top, module, chip):
@@ -65,7 +66,7 @@ def test_dram_block(top, module, chip):
 STORES = {"receive": (receive_store_harness, "receive_store_tb"), "transmit": (transmit_store_harness, "transmit_store_tb")}
 
 
-@pytest.mark.parametrize("side, case, chip", [of_build(side, chip, side, case, chip) for chip in ["block", *CHIPS]
+@pytest.mark.parametrize("side, case, chip", [in_build(side, case, chip=chip) for chip in ["block", *CHIPS]
                                               for side, (_, module) in STORES.items() for case in cases(module)])
 def test_store(side, case, chip):
     """The same script on the store in block RAM and in each chip's DRAM; each case in a
@@ -89,7 +90,7 @@ SIDES = [("receiver", "rx_tb", cases("rx_tb")),
 the core's two ports), each with its slots in DRAM, through their own testbenches."""
 
 
-@pytest.mark.parametrize("top, module, case, chip", [of_build(top, chip, top, module, case, chip) for chip in CHIPS
+@pytest.mark.parametrize("top, module, case, chip", [in_build(top, module, case, chip=chip) for chip in CHIPS
                                                      for top, module, names in SIDES for case in names])
 def test_in_dram(top, module, case, chip):
     run(chip, top, module, case)
