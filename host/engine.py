@@ -67,6 +67,8 @@ class Connection:
         """The OPEN we sent (active) or the RESPONSE we sent (passive)."""
         self.peer_death = 0
         self.open_tries = 0
+        self.open_until = 0.0
+        """When an active end stops retrying OPEN: its death timer after the first."""
         self.quit_reason = ""
         self.heard_at: float | None = None
         """When the peer was last heard from (once the connection is open)."""
@@ -86,7 +88,7 @@ class Connection:
     def connect(self, now: float) -> list[ev.Action]:
         """Active end: send OPEN and start the open timer."""
         self.setup = Open(uid=self.uid, **self._proposal())
-        self.open_tries = 0
+        self.open_tries, self.open_until = 0, now + self.local.death_timer
         self._send_open(now)
         return self._drain()
 
@@ -198,8 +200,11 @@ class Connection:
                     client_string=self.client_string)
 
     def _send_open(self, now: float) -> None:
+        # Doubling up to the longest control interval, for as long as the death timer: a
+        # path whose round trip is longer than the first few intervals still opens.
         self.transmit(self.setup, now)
-        self.timers.set("open", now + self.timing.open_timeout * 2 ** self.open_tries)
+        wait = min(self.timing.open_timeout * 2 ** self.open_tries, self.timing.control_max)
+        self.timers.set("open", min(now + wait, self.open_until))
         self.open_tries += 1
 
     def _packet(self, packet: Packet, source: ev.Address, now: float) -> None:
@@ -333,8 +338,8 @@ class Connection:
 
     def _timer(self, key: object, now: float) -> None:
         if key == "open":
-            if self.open_tries >= self.timing.open_tries:
-                self.finish(False, f"no answer to OPEN after {self.open_tries} tries")
+            if now >= self.open_until:
+                self.finish(False, f"no answer to OPEN in {self.local.death_timer} s ({self.open_tries} tries)")
             else:
                 self._send_open(now)
         elif key == "death":

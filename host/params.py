@@ -153,8 +153,8 @@ class Timing:
     """Timer values RFC 998 leaves to the implementation (docs/protocol.md, A19-A24)."""
 
     open_timeout: float = 0.5
-    """First OPEN retransmission after this many seconds, doubling each try."""
-    open_tries: int = 6
+    """First OPEN retransmission after this many seconds, doubling each try up to
+    ``control_max``; an active end gives up when its death timer has run since the first."""
     control_initial: float = 0.5
     control_min: float = 0.005
     control_max: float = 30.0

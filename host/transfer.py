@@ -194,7 +194,7 @@ def run(endpoint: Endpoint, dp: RealTimeDataPath, feedback: Feedback, total: Cal
                 endpoint.timeout(now)
             if opening and conn.state is State.OPEN_SENT and conn.open_tries > tries:
                 tries = conn.open_tries
-                feedback.status(f"{opening}: no answer yet, try {tries} of {conn.timing.open_tries}")
+                feedback.status(f"{opening}: no answer yet, try {tries} (giving up in {conn.open_until - now:.0f} s)")
             heard = conn.heard_at
             if heard is not None and now - heard > SILENCE_WARNING and warned != heard and not conn.finished:
                 warned = heard

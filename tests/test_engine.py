@@ -73,8 +73,23 @@ def test_open_is_retransmitted_with_backoff_then_gives_up():
         now = conn.deadline
         actions = conn.handle_timeout(now)
         times.append(now)
-    assert times == [0.5, 1.5, 3.5, 7.5, 15.5, 31.5]
-    assert finished(actions).reason == "no answer to OPEN after 6 tries"
+    assert times == [0.5, 1.5, 3.5, 7.5, 15.5, 20.0]  # the death timer (20 s) ends it
+    assert finished(actions).reason == "no answer to OPEN in 20 s (6 tries)"
+
+
+def test_open_is_retried_for_as_long_as_the_death_timer_on_a_long_path():
+    # A round trip longer than the doublings (a slowed simulated board sees minutes):
+    # the tries go on each control_max (30 s) until the death timer.
+    conn = Connection(active=True, sender=True, params=replace(PARAMS, death_timer=100), timing=TIMING,
+                      transfer_size=1)
+    conn.connect(0.0)
+    times = []
+    while conn.deadline is not None and conn.deadline < 80:
+        times.append(conn.deadline)
+        conn.handle_timeout(conn.deadline)
+    assert times == [0.5, 1.5, 3.5, 7.5, 15.5, 31.5, 61.5]
+    conn.handle(ev.PacketReceived(Response(**{**conn.setup.__dict__, "death_timer": 20})), 75.0)
+    assert conn.state is State.ESTABLISHED and not conn.finished
 
 
 def test_passive_end_answers_with_restricted_parameters_and_gos():

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from netblt.host.endpoint import Admission
 from netblt.host.engine import State
 from netblt.host.files import TRAILER, TRAILER_MAGIC, StreamSource
-from netblt.host.params import Params, Timing
+from netblt.host.params import Params
 from netblt.sim import virtual
 from netblt.sim.netem import Path, PathConfig
 from netblt.sim.virtual import simulate
@@ -53,10 +53,9 @@ def test_passive_end_restricts_and_both_use_the_result():
 
 def test_a_path_that_goes_dead_fails_both_ends_with_the_death_timer():
     dead = PathConfig(loss=1.0)
-    result = simulate(DATA, replace(PARAMS, death_timer=5), forward=dead, backward=dead,
-                      timing=Timing(open_tries=2))
+    result = simulate(DATA, replace(PARAMS, death_timer=5), forward=dead, backward=dead)
     assert not result.ok
-    assert result.sender.progress.result.reason == "no answer to OPEN after 2 tries"
+    assert result.sender.progress.result.reason == "no answer to OPEN in 5 s (4 tries)"  # at 0, 0.5, 1.5, 3.5
 
 
 class CutPath(Path):
