@@ -8,31 +8,34 @@ provides, and LiteDRAM's FIFOs cross between the two.
 from __future__ import annotations
 
 from amaranth.hdl import ClockSignal, Instance, Module, ResetSignal
-from amaranth.lib import wiring
+from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from netblt.gateware.config import DramGeometry
 from netblt.gateware.dram_dma import NativePort
 
-from .litedram_core import PORTS
+from .litedram_core import COMMANDS, COUNT_BITS, PORTS
 
 TRANSMIT_PORT, RECEIVE_PORT = 0, 1
 """The core's port each side's store takes."""
+COMMAND_COUNTS = data.StructLayout({kind: COUNT_BITS for kind in COMMANDS})
+"""The core's command counters (free-running, in the ``dram`` domain), as one value."""
 
 
 class LiteDram(wiring.Component):
     """The core of ``geometry`` (its description's, ``DramGeometry.of``): ``ports`` for
     the stores, ``dram_ready`` once its init sequence has run (the name every top with a
-    core gives it, which the testbenches wait for)."""
+    core gives it, which the testbenches wait for), and ``dram_commands`` counted."""
 
     def __init__(self, geometry: DramGeometry) -> None:
         port = NativePort(geometry.address_bits, geometry.data_bits)
-        super().__init__({"ports": In(port).array(PORTS), "dram_ready": Out(1)})
+        super().__init__({"ports": In(port).array(PORTS), "dram_ready": Out(1), "dram_commands": Out(COMMAND_COUNTS)})
 
     def elaborate(self, platform) -> Module:
         m = Module()
         wires = {"i_dram_clock": ClockSignal("dram"), "i_dram_reset": ResetSignal("dram"),
-                 "i_engine_clock": ClockSignal(), "i_engine_reset": ResetSignal(), "o_init_done": self.dram_ready}
+                 "i_engine_clock": ClockSignal(), "i_engine_reset": ResetSignal(), "o_init_done": self.dram_ready,
+                 **{f"o_commands_{kind}": getattr(self.dram_commands, kind) for kind in COMMANDS}}
         for index, port in enumerate(self.ports):
             prefix = f"port{index}"
             wires |= {

@@ -15,7 +15,9 @@ Verilator: the controller, refresh and bank machines are the real ones, only the
 and the chips are modelled (the boards' PHYs, ECP5DDRPHY and GENSDRPHY, come with the
 bitstreams that use them). The core is generated at build time into build/, never
 committed. Ports: ``dram_clock``/``dram_reset``, ``engine_clock``/``engine_reset``,
-``init_done``, and per native port n ``port<n>_{cmd,wdata,rdata}_*`` (LiteDRAM's names).
+``init_done``, per native port n ``port<n>_{cmd,wdata,rdata}_*`` (LiteDRAM's names), and
+``commands_<kind>``, free-running counts of the commands the controller issued on the
+DFI, for the benchmark's bandwidth and refresh figures.
 """
 
 from __future__ import annotations
@@ -41,6 +43,10 @@ from .litex_core import DEVICE, run_generator, write_if_changed, write_verilog
 
 PORTS = 2
 """One native port per slot store: the transmit slots' and the receive slots'."""
+COMMANDS = {"activate": (0, 1, 1), "read": (1, 0, 1), "write": (1, 0, 0), "precharge": (0, 1, 0), "refresh": (0, 0, 1)}
+"""Each DFI command the counters count, by its (RAS#, CAS#, WE#) with CS# low (JEDEC's
+truth table, the same for SDR and DDR3)."""
+COUNT_BITS = 32
 CSR_BITS, CSR_ADDRESS_BITS = 32, 14
 """The internal register bus the init sequencer drives (LiteX's usual widths)."""
 
@@ -152,7 +158,19 @@ def native_port_pins(index: int, address_bits: int, data_bits: int) -> tuple:
 
 
 COMMON_PINS = [("dram_clock", 0, Pins(1)), ("dram_reset", 0, Pins(1)),
-               ("engine_clock", 0, Pins(1)), ("engine_reset", 0, Pins(1)), ("init_done", 0, Pins(1))]
+               ("engine_clock", 0, Pins(1)), ("engine_reset", 0, Pins(1)), ("init_done", 0, Pins(1)),
+               *((f"commands_{kind}", 0, Pins(COUNT_BITS)) for kind in COMMANDS)]
+
+
+class CommandCounters(LiteXModule):
+    """How many of each DFI command the controller has issued, over every phase."""
+
+    def __init__(self, dfi) -> None:
+        self.counts = {kind: Signal(COUNT_BITS) for kind in COMMANDS}
+        for kind, (ras_n, cas_n, we_n) in COMMANDS.items():
+            issued = [~phase.cs_n & (phase.ras_n == ras_n) & (phase.cas_n == cas_n) & (phase.we_n == we_n)
+                      for phase in dfi.phases]
+            self.sync += self.counts[kind].eq(self.counts[kind] + sum(issued[1:], issued[0]))
 
 
 class Core(LiteXModule):
@@ -199,8 +217,14 @@ class Core(LiteXModule):
         done_meta = Signal()
         self.sync.engine += [done_meta.eq(self.init.done), ready.eq(done_meta)]
         self.comb += platform.request("init_done").eq(ready)
+        self.counters = CommandCounters(self.ddrphy.dfi)
+        self.comb += [platform.request(f"commands_{kind}").eq(count) for kind, count in self.counters.counts.items()]
+        timing = module.timing_settings
         self.description = {"chip": chip.module, "bytes": chip.bytes, "clock_hz": chip.clock_hz,
-                            "address_bits": port.address_width, "data_bits": port.data_width}
+                            "address_bits": port.address_width, "data_bits": port.data_width,
+                            # Controller cycles: a read or write's burst, a refresh, and
+                            # closing and opening a row.
+                            "t_ccd": timing.tCCD, "t_rfc": timing.tRFC, "t_rp": timing.tRP, "t_rcd": timing.tRCD}
 
 
 def generate(chip: str, output: Path) -> dict:

@@ -14,7 +14,7 @@ from netblt.gateware.config import DramGeometry, EngineConfig
 from netblt.gateware.engine import Engine
 from netblt.gateware.receiver import Receiver
 from netblt.gateware.transmitter import Transmitter
-from netblt.hw.litedram import RECEIVE_PORT, TRANSMIT_PORT, LiteDram
+from netblt.hw.litedram import COMMAND_COUNTS, RECEIVE_PORT, TRANSMIT_PORT, LiteDram
 from netblt.hw.litedram_core import PORTS
 
 
@@ -24,16 +24,17 @@ def in_dram(config: EngineConfig, description: dict) -> EngineConfig:
 
 
 class DramTop(wiring.Component):
-    """``inner``'s members as the top's, and ``dram_ready``. With the core's
-    ``description``, each member ``ports`` names is connected to the core's port of that
-    number (a port left over idles), and ``inner``'s ``dram_ready``, if it has one, to the
-    core's; without, ``inner`` has no DRAM and ``dram_ready`` is high."""
+    """``inner``'s members as the top's, ``dram_ready`` and ``dram_commands``. With the
+    core's ``description``, each member ``ports`` names is connected to the core's port
+    of that number (a port left over idles), and ``inner``'s ``dram_ready``, if it has
+    one, to the core's; without, ``inner`` has no DRAM, ``dram_ready`` is high and no
+    command is counted."""
 
     def __init__(self, inner: wiring.Component, description: dict | None, ports: dict[str, int]) -> None:
         self.inner, self.description, self.ports = inner, description, ports
         members = {name: member for name, member in inner.signature.members.items()
                    if name not in (*ports, "dram_ready")}
-        super().__init__({**members, "dram_ready": Out(1)})
+        super().__init__({**members, "dram_ready": Out(1), "dram_commands": Out(COMMAND_COUNTS)})
 
     def elaborate(self, platform) -> Module:
         m = Module()
@@ -56,7 +57,7 @@ class DramTop(wiring.Component):
             wiring.connect(m, getattr(inner, name), dram.ports[index])
         for index in set(range(PORTS)) - set(self.ports.values()):
             m.d.comb += [dram.ports[index].cmd.valid.eq(0), dram.ports[index].wdata.valid.eq(0)]
-        m.d.comb += self.dram_ready.eq(dram.dram_ready)
+        m.d.comb += [self.dram_ready.eq(dram.dram_ready), self.dram_commands.eq(dram.dram_commands)]
         if "dram_ready" in inner.signature.members:
             m.d.comb += inner.dram_ready.eq(dram.dram_ready)
         return m

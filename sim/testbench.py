@@ -12,6 +12,7 @@ from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, RisingEdge, with_timeout
 
 from netblt.gateware.config import DramGeometry, EngineConfig
+from netblt.hw.litedram import COMMAND_COUNTS
 
 from .beats import pack
 
@@ -50,6 +51,12 @@ async def start(dut) -> None:
 async def _dram_ready(dut) -> None:
     while not dut.dram_ready.value:
         await RisingEdge(dut.clk)
+
+
+def dram_commands(dut) -> dict[str, int]:
+    """The top's DRAM command counters (``dram_commands``, hw/litedram.py's layout) by kind."""
+    value = int(dut.dram_commands.value)
+    return {kind: value >> field.offset & (1 << field.width) - 1 for kind, field in COMMAND_COUNTS}
 
 
 def apply(signal, layout: data.Layout, values: dict[str, Any]) -> None:

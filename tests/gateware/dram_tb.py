@@ -14,7 +14,7 @@ from cocotb.triggers import RisingEdge, with_timeout
 
 from netblt.gateware.dram_dma import NativePort
 from netblt.sim.beats import Sink, Source
-from netblt.sim.testbench import DRAM, start
+from netblt.sim.testbench import DRAM, dram_commands, start
 
 DESCRIPTION = DRAM
 
@@ -76,6 +76,7 @@ async def test_init_then_random_writes_read_back(dut):
     width, bits = DESCRIPTION["data_bits"], DESCRIPTION["address_bits"]
     memory: dict[int, int] = {}
     ports = [Port(dut, 0, rng), Port(dut, 1, rng)]
+    before, issued = dram_commands(dut), {"write": 0, "read": 0}
     for round_ in range(6):
         # Runs of consecutive words (as slots are used) at addresses anywhere: a new row
         # in a busy bank often, so row misses and refreshes fall inside the runs.
@@ -88,13 +89,21 @@ async def test_init_then_random_writes_read_back(dut):
                 writes.append((address, rng.getrandbits(width), mask))
         port = ports[round_ % 2]
         await with_timeout(port.write(writes), 1, "ms")
+        issued["write"] += len(writes)
         for address, word, mask in writes:
             memory[address] = masked(memory.get(address, 0), word, mask, width)
         # Read through the other port: what one store wrote, the other sees.
         addresses = sorted(memory)
         rng.shuffle(addresses)
         got = await with_timeout(ports[(round_ + 1) % 2].read(addresses), 1, "ms")
+        issued["read"] += len(addresses)
         wrong = [hex(a) for a, g in zip(addresses, got) if g != memory[a]]
         assert not wrong, f"round {round_}: {len(wrong)} words differ, first at {wrong[:4]}"
     dut._log.info("%d words checked, %d refreshes during the run", len(memory), refreshes[0])
     assert refreshes[0] >= 2, "the run must span DRAM refreshes"
+    # The command counters (the benchmark's DRAM figures): a native-port command is one
+    # burst; each refresh one REFRESH, the last perhaps still to come after its grant.
+    counted = {kind: count - before[kind] for kind, count in dram_commands(dut).items()}
+    assert {kind: counted[kind] for kind in issued} == issued
+    assert counted["refresh"] in (refreshes[0], refreshes[0] - 1), (counted, refreshes)
+    assert counted["activate"] > 0 and counted["precharge"] > 0  # rows opened; closed for refreshes at least
