@@ -12,7 +12,7 @@ first and last DRAM words with its neighbours without touching them.
 from __future__ import annotations
 
 from amaranth.hdl import Cat, Module, Mux, Signal
-from amaranth.lib import data, enum, memory, stream, wiring
+from amaranth.lib import data, enum, fifo, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .config import EngineConfig
@@ -20,6 +20,11 @@ from .dram_dma import DramDma, NativePort
 
 STORE_LINES = 2
 """Lines each way a store stages through: one is filled (or read) while the other is copied."""
+QUEUED_COPIES = 2
+"""Copies taken ahead of the DMA: a commit and the fetch behind it are both taken at
+once, so a store's writes, which wait while a fetch waits, are held a cycle or two, not
+for the DMA's copy in progress and the commit's (a sending Versa's uploads reached half
+the host link's rate that way)."""
 
 
 def run_layout(lines: int, line_words: int, address_bits: int) -> data.StructLayout:
@@ -40,9 +45,9 @@ class LineState(enum.Enum, shape=2):
 
 class DramSlots(wiring.Component):
     """``lines`` inbound and ``lines`` outbound staging lines of ``line_words`` engine
-    words, and one DMA serving both a run at a time, in the order the runs are taken: a
-    fetch taken after a commit reads what the commit wrote (LiteDRAM serves a port's
-    commands in order). ``committed`` and ``fetched`` pulse a line's bit when its run is
+    words, and one DMA serving both a run at a time, in the order the runs are taken
+    (``QUEUED_COPIES`` wait ahead of it): a fetch taken after a commit reads what the
+    commit wrote (LiteDRAM serves a port's commands in order). ``committed`` and ``fetched`` pulse a line's bit when its run is
     done: an inbound line may then be written again, an outbound line read.
 
     The store owns ``region_words`` engine words of DRAM from DRAM word ``base``; a run's
@@ -90,7 +95,7 @@ class DramSlots(wiring.Component):
             m.d.comb += [inside.addr.eq(outside.addr), inside.en.eq(outside.en)]
         m.d.comb += [dma.staging_read.data.eq(dma_read.data), dma_write.data.eq(dma.staging_write.data)]
 
-        # Runs to copies, commits and fetches taking turns.
+        # Runs to copies, commits and fetches taking turns, queued for the DMA.
         turn = Signal()  # 1: a waiting fetch goes before a waiting commit
         take_fetch = self.fetch.valid & (~self.commit.valid | turn)
         job = Signal.like(self.commit.payload)
@@ -98,20 +103,26 @@ class DramSlots(wiring.Component):
         phase = job.address[:lane_bits]
         end_lane = (phase + job.words - 1)[:lane_bits]
         lane_bytes = self.LANE_BYTES
-        copy = dma.copy.payload
+        copy = Signal.like(dma.copy.payload)
+        m.submodules.copies = copies = fifo.SyncFIFOBuffered(width=copy.shape().size, depth=QUEUED_COPIES)
         m.d.comb += [
             copy.to_dram.eq(~take_fetch), copy.staging.eq(job.line * line_dram_words),
             copy.dram.eq(self.base + (job.address >> lane_bits)),
             copy.words.eq((phase + job.words + r - 1) >> lane_bits),
             copy.first_mask.eq(~((1 << (phase * lane_bytes)) - 1)),
             copy.last_mask.eq(((1 << (end_lane * lane_bytes)) - 1) | (job.keep << (end_lane * lane_bytes))),
-            dma.copy.valid.eq(self.fetch.valid | self.commit.valid),
-            self.fetch.ready.eq(dma.copy.ready & take_fetch),
-            self.commit.ready.eq(dma.copy.ready & ~take_fetch),
+            copies.w_data.eq(copy), copies.w_en.eq(self.fetch.valid | self.commit.valid),
+            self.fetch.ready.eq(copies.w_rdy & take_fetch),
+            self.commit.ready.eq(copies.w_rdy & ~take_fetch),
+            dma.copy.payload.eq(copies.r_data), dma.copy.valid.eq(copies.r_rdy), copies.r_en.eq(dma.copy.ready),
         ]
+        with m.If(copies.w_en & copies.w_rdy):
+            m.d.sync += turn.eq(~take_fetch)
+        # The copy the DMA runs: its direction and line, from its own fields.
         running_fetch, running_line = Signal(), Signal(range(self.lines))
         with m.If(dma.copy.valid & dma.copy.ready):
-            m.d.sync += [running_fetch.eq(take_fetch), running_line.eq(job.line), turn.eq(~take_fetch)]
+            m.d.sync += [running_fetch.eq(~dma.copy.payload.to_dram),
+                         running_line.eq(dma.copy.payload.staging >> (line_dram_words.bit_length() - 1))]
         with m.If(dma.done):
             m.d.comb += [self.fetched.eq(running_fetch << running_line),
                          self.committed.eq(~running_fetch << running_line)]
