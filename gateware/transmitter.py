@@ -77,7 +77,7 @@ class Transmitter(wiring.Component):
         wiring.connect(m, segmenter.checksums, checksums.lookup)
         wiring.connect(m, segmenter.read, store.read)
 
-        uploads, queued, lost = self._uploads(m)
+        uploads, queued, lost = self._uploads(m, segmenter.fetch)
         writers = [(uploads, Const(1))]
         if cfg.pattern:
             m.submodules.source = source = PatternSource(cfg)
@@ -93,7 +93,7 @@ class Transmitter(wiring.Component):
                      checksums.write.addr.eq(write.payload.address), checksums.write.data.eq(write.payload.data),
                      checksums.write.en.eq(write.valid & write.ready)]
 
-        # A fetch sees every write taken before it: uploads still queued go first.
+        # A fetch sees every write taken before it: uploads queued when it came go first.
         m.d.comb += [store.fetch.payload.eq(segmenter.fetch.payload),
                      store.fetch.valid.eq(segmenter.fetch.valid & ~queued),
                      segmenter.fetch.ready.eq(store.fetch.ready & ~queued),
@@ -101,9 +101,11 @@ class Transmitter(wiring.Component):
                      self.rejected.eq(segmenter.rejected | lost)]
         return m
 
-    def _uploads(self, m: Module) -> tuple[stream.Interface, Signal, Signal]:
+    def _uploads(self, m: Module, fetch: stream.Interface) -> tuple[stream.Interface, Signal, Signal]:
         """The host's uploads as a stream of writes, through a queue when the store's
-        writes wait. Returns it, 'uploads wait in the queue' and 'an upload is lost'."""
+        writes wait. Returns it, 'uploads taken before the waiting ``fetch`` came still
+        wait in the queue' and 'an upload is lost'. Only those: a steady stream of uploads
+        behind them would otherwise hold a fetch off until it ends."""
         uploads = stream.Signature(store_write(self.config)).create()
         word = Cat(self.upload.addr, self.upload.data)
         queued, lost = Signal(), Signal()
@@ -112,8 +114,18 @@ class Transmitter(wiring.Component):
             m.d.comb += [queue.w_data.eq(word), queue.w_en.eq(self.upload.en),
                          lost.eq(self.upload.en & ~queue.w_rdy),
                          uploads.valid.eq(queue.r_rdy), uploads.payload.eq(queue.r_data),
-                         queue.r_en.eq(uploads.ready),
-                         queued.eq(queue.level != 0), self.upload_room.eq(UPLOAD_ROOM - queue.level)]
+                         queue.r_en.eq(uploads.ready), self.upload_room.eq(UPLOAD_ROOM - queue.level)]
+            # How many of the queued uploads the waiting fetch must see written: the
+            # queue's level when it came, less those written since.
+            ahead, counted = Signal(range(UPLOAD_ROOM + 1)), Signal()
+            leaving = queue.r_en & queue.r_rdy
+            with m.If(~fetch.valid | fetch.ready):  # none waiting, or this one taken
+                m.d.sync += counted.eq(0)
+            with m.Elif(~counted):
+                m.d.sync += [ahead.eq(queue.level - leaving), counted.eq(1)]
+            with m.Elif(leaving & (ahead != 0)):
+                m.d.sync += ahead.eq(ahead - 1)
+            m.d.comb += queued.eq(~counted | (ahead != 0))
         else:
             m.d.comb += [uploads.valid.eq(self.upload.en), uploads.payload.eq(word),
                          lost.eq(self.upload.en & ~uploads.ready), self.upload_room.eq(UPLOAD_ROOM)]

@@ -63,9 +63,9 @@ class Tx:
         self.sink.beats.clear()
         self.pace(mode, burst_size, interval)
 
-    async def upload(self, slot: int, offset: int, data: bytes) -> None:
-        """A word a cycle while ``upload_room`` has room for it beyond the last cycle's
-        write (which it may not show yet)."""
+    async def upload(self, slot: int, offset: int, data: bytes, every: int = 1) -> None:
+        """A word each ``every`` cycles while ``upload_room`` has room for it beyond the
+        last cycle's write (which it may not show yet)."""
         assert offset % W == 0
         base = slot * CONFIG.slot_words + offset // W
         for i in range(0, len(data), W):
@@ -76,7 +76,9 @@ class Tx:
             self.dut.upload__data.value = int.from_bytes(data[i:i + W].ljust(W, b"\0"), "little")
             self.dut.upload__en.value = 1
             await RisingEdge(self.dut.clk)
-        self.dut.upload__en.value = 0
+            self.dut.upload__en.value = 0
+            if every > 1:
+                await ClockCycles(self.dut.clk, every - 1)
 
     async def fill(self, slot: int, buffer: int, length: int) -> None:
         await self.fills.send([{"slot": slot, "buffer": buffer, "length": length}])
@@ -262,6 +264,23 @@ async def test_a_send_at_once_after_its_upload_sends_what_was_uploaded(dut):
         (_, beats), = await tx.packets(1)
         assert frame(beats).packet.payload == data
         tx.sink.beats.clear()
+
+
+@cocotb.test()
+async def test_a_send_goes_while_uploads_stream_into_another_slot(dut):
+    """Uploads into slot 1 a word every other cycle, never pausing, while slot 0 is
+    sent: its packets leave during the upload, byte-exact (a fetch waits only for the
+    uploads queued before it came, not for the stream to pause)."""
+    tx = await Tx.create(dut, packet_size=1024)
+    rng = random.Random(11)
+    data = rng.randbytes(4096)
+    await tx.upload(0, 0, data)
+    streaming = cocotb.start_soon(tx.upload(1, 0, rng.randbytes(CONFIG.slot_bytes), every=2))
+    await tx.send(0, 1, len(data))
+    got = [frame(beats).packet for _, beats in await tx.packets(4)]
+    assert not streaming.done(), "the packets waited for the uploads to end"
+    assert [p.payload for p in got] == [data[n * 1024:(n + 1) * 1024] for n in range(4)]
+    await streaming
 
 
 @cocotb.test()
