@@ -104,7 +104,7 @@ class DramSlots(wiring.Component):
         end_lane = (phase + job.words - 1)[:lane_bits]
         lane_bytes = self.LANE_BYTES
         copy = Signal.like(dma.copy.payload)
-        m.submodules.copies = copies = fifo.SyncFIFOBuffered(width=copy.shape().size, depth=QUEUED_COPIES)
+        m.submodules.copies = copies = fifo.SyncFIFO(width=copy.shape().size, depth=QUEUED_COPIES)
         m.d.comb += [
             copy.to_dram.eq(~take_fetch), copy.staging.eq(job.line * line_dram_words),
             copy.dram.eq(self.base + (job.address >> lane_bits)),

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Const, Module, Signal
+from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, fifo, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -125,7 +125,7 @@ class Transmitter(wiring.Component):
                 m.d.sync += [ahead.eq(queue.level - leaving), counted.eq(1)]
             with m.Elif(leaving & (ahead != 0)):
                 m.d.sync += ahead.eq(ahead - 1)
-            m.d.comb += queued.eq(~counted | (ahead != 0))
+            m.d.comb += queued.eq(Mux(counted, ahead != 0, queue.level != 0))
         else:
             m.d.comb += [uploads.valid.eq(self.upload.en), uploads.payload.eq(word),
                          lost.eq(self.upload.en & ~uploads.ready), self.upload_room.eq(UPLOAD_ROOM)]
