@@ -61,13 +61,15 @@ def simulate(results: Path, sizes: str, bursts: int) -> dict:
             chip = CHIPS[store]
             core = hdl.BUILD / "litedram" / f"{chip}_model.v"
             description = litedram_core.generate(chip, core)
-            sides = [(dram_transmitter(config, description), f"transmitter_{chip}", "bench_transmit_rate,bench_pacing",
-                      [core]),
+            out[store]["description"] = description
+            sides = [(dram_transmitter(config, description), f"transmitter_{chip}",
+                      "bench_transmit_rate,bench_pacing,bench_send_while_uploading", [core]),
                      (dram_receiver(config, description), f"receiver_{chip}", "bench_receive,bench_download",
                       [core])]
             store_env = {**env, "NETBLT_TB_DRAM_DESCRIPTION": json.dumps(description)}
         else:
-            sides = [(Transmitter(config), "transmitter", "bench_transmit_rate,bench_pacing", []),
+            sides = [(Transmitter(config), "transmitter", "bench_transmit_rate,bench_pacing,bench_send_while_uploading",
+                      []),
                      (Receiver(config), "receiver", "bench_receive,bench_download", [])]
             store_env = env
         for top, name, cases, sources in sides:
@@ -149,6 +151,8 @@ def report(results: dict, synthesis: tuple[dict[str, int], Report] | None, conso
                           f"{row['accepted']} of {row['packets']}")
     console.print(table)
 
+    console.print(whole_load(results))
+
     table = Table(title="Pacing")
     for column in ("store", "mode", "bursts", "packets", "burst x payload / interval (cycles)",
                    "worst burst start error (cycles)", "worst packet error (cycles)",
@@ -178,6 +182,42 @@ def report(results: dict, synthesis: tuple[dict[str, int], Report] | None, conso
             table.add_row(clock.clock, f"{clock.achieved_mhz:.1f}", f"{clock.constraint_mhz:g}",
                           f"{clock.margin:+.0%}", "yes" if clock.met else "NO")
         console.print(table)
+
+
+def whole_load(results: dict) -> Table:
+    """Each board's store under both its loads at once, and what that costs its DRAM."""
+    config = EngineConfig()
+    mbps = lambda words, cycles: words * config.data_width * config.clock_hz / cycles / 1e6  # noqa: E731
+    table = Table(title="A board's whole load on its store: a sender's DATA out and uploads in, a receiver's "
+                        "DATA in and downloads out")
+    for column in ("store", "load", "DATA Mb/s", "host link Mb/s", "DRAM read / write Mb/s",
+                   "bursts / refreshes / rows opened", "DRAM time: data, refresh, row changes (at most)"):
+        table.add_column(column, justify="right")
+    for store in STORES:
+        sending = results[store]["send_while_uploading"]
+        receiving = next(row for row in results[store]["download"] if row["packets"])
+        rows = [("sending", f"{sending['payload'] * 8 * config.clock_hz / sending['gap'] / 1e6:.0f} out",
+                 f"{mbps(sending['uploaded'], sending['cycles']):.0f} in", sending["dram"]),
+                ("receiving", f"{receiving['accepted']} of {receiving['packets']} in at the wire's rate",
+                 f"{mbps(receiving['words'], receiving['cycles']):.0f} out", receiving["dram"])]
+        for load, data, link, dram in rows:
+            table.add_row(store, load, data, link, *dram_figures(dram, results[store].get("description")))
+    return table
+
+
+def dram_figures(dram: dict | None, description: dict | None) -> tuple[str, str, str]:
+    """Bandwidth by direction, command counts, and the share of the DRAM's time each
+    kind of work took (a row change costs closing and opening: tRP + tRCD, the most it
+    can take, as banks overlap them)."""
+    if dram is None:
+        return "-", "-", "-"
+    seconds, per_command = dram["ns"] * 1e-9, description["data_bits"] // 8
+    cycles = seconds * description["clock_hz"]
+    read, write = (dram[kind] * per_command * 8 / seconds / 1e6 for kind in ("read", "write"))
+    shares = ((dram["read"] + dram["write"]) * description["t_ccd"], dram["refresh"] * description["t_rfc"],
+              dram["activate"] * (description["t_rp"] + description["t_rcd"]))
+    return (f"{read:.0f} / {write:.0f}", f"{dram['read'] + dram['write']} / {dram['refresh']} / {dram['activate']}",
+            ", ".join(f"{share / cycles:.0%}" for share in shares))
 
 
 def payload_sizes(text: str) -> str:

@@ -6,6 +6,7 @@ here depends on how fast the host machine is.
 
 from __future__ import annotations
 
+import math
 import os
 import statistics
 
@@ -22,12 +23,16 @@ from netblt.gateware.segmenter import TX_COMMAND, TX_SETTINGS
 from netblt.gateware.streams import ip_payload
 from netblt.gateware.transmitter import PACING
 from netblt.host import codec, packets
+from netblt.host.layout import DATA_HEADER_SIZE
+from netblt.hw.litedram_core import COUNT_BITS
 from netblt.sim.beats import Source, pack, take, to_beats
-from netblt.sim.testbench import CLOCK_NS, record, start
+from netblt.sim.testbench import CLOCK_NS, DRAM, dram_commands, record, start
 from netblt.sim.wire import wire_cycles
 
 CONFIG = EngineConfig()
 W = CONFIG.beat_bytes
+LINK_UPLOAD_BPS = 1456 * 8 / (1538 * 8) * 1e9
+"""The host link's upload data rate at a 1500-byte MTU: 1456 data bytes a 1538-byte frame."""
 SIZES = [int(s) for s in os.environ.get("NETBLT_BENCH_SIZES", "4,64,256,576,1024,1448,1472,8192").split(",")]
 BURSTS = int(os.environ.get("NETBLT_BENCH_BURSTS", "1000"))
 
@@ -37,26 +42,47 @@ def cycle_now() -> int:
 
 
 class Starts:
-    """Watches a stream always ready: the cycle each packet's first beat leaves."""
+    """Takes a stream's packets and notes the cycle each one's first beat leaves: always
+    ready, or with ``spacing``, a packet no sooner than that many cycles after the one
+    before (a wire's pace)."""
 
-    def __init__(self, dut, name: str) -> None:
-        self.clk = dut.clk
+    def __init__(self, dut, name: str, spacing: int = 0) -> None:
+        self.clk, self.spacing = dut.clk, spacing
         self.valid = getattr(dut, f"{name}__valid")
         self.payload = getattr(dut, f"{name}__payload")
-        getattr(dut, f"{name}__ready").value = 1
+        self.ready = getattr(dut, f"{name}__ready")
+        self.ready.value = 1
         self.last_bit = ip_payload(CONFIG.data_width)["last"].offset
         self.starts: list[int] = []
 
     async def run(self) -> None:
-        cycle, inside = 0, False
+        cycle, inside, due = 0, False, 0
         while True:
+            ready = inside or cycle >= due
+            self.ready.value = int(ready)
             await ReadOnly()
-            if self.valid.value:
+            if self.valid.value and ready:
                 if not inside:
                     self.starts.append(cycle)
+                    due = cycle + self.spacing
                 inside = not (int(self.payload.value) >> self.last_bit & 1)
             await RisingEdge(self.clk)
             cycle += 1
+
+
+class DramCommands:
+    """The commands the top's DRAM controller issued from now until :meth:`since`, by
+    kind, with the nanoseconds between (None without DRAM)."""
+
+    def __init__(self, dut) -> None:
+        self.dut, self.begin, self.ns = dut, dram_commands(dut) if DRAM else {}, get_sim_time(unit="ns")
+
+    def since(self) -> dict[str, int] | None:
+        if not DRAM:
+            return None
+        end = dram_commands(self.dut)
+        return {kind: (end[kind] - self.begin[kind]) % (1 << COUNT_BITS) for kind in end} | {
+            "ns": get_sim_time(unit="ns") - self.ns}
 
 
 async def transmitter_setup(dut, packet_size: int, data_checksum: int = 0):
@@ -100,6 +126,44 @@ async def bench_transmit_rate(dut):
             row.update(packets=count, **{key: statistics.median(gaps)})
         rows.append(row)
     record("transmit", rows)
+
+
+@cocotb.test()
+async def bench_send_while_uploading(dut):
+    """A sending board's whole load: one slot's 1448-byte DATA out at the wire's pace
+    while the other slot is uploaded at the host link's rate; packet gaps, upload words
+    taken and the DRAM's commands while both run."""
+    size = 1448
+    commands, fills = await transmitter_setup(dut, size)
+    count = CONFIG.slot_bytes // size
+    await fill(dut, fills, 0, 1, count * size)
+    starts = Starts(dut, "out", spacing=math.ceil(wire_cycles(DATA_HEADER_SIZE + size, CONFIG.clock_hz)))
+    watcher = cocotb.start_soon(starts.run())
+    uploaded = 0
+
+    async def upload():
+        nonlocal uploaded
+        begin, per_cycle = cycle_now(), LINK_UPLOAD_BPS / (CONFIG.data_width * CONFIG.clock_hz)
+        for word in range(CONFIG.slot_words):
+            while cycle_now() < begin + word / per_cycle or int(dut.upload_room.value) <= 1:
+                dut.upload__en.value = 0
+                await RisingEdge(dut.clk)
+            dut.upload__addr.value, dut.upload__data.value, dut.upload__en.value = CONFIG.slot_words + word, word, 1
+            await RisingEdge(dut.clk)
+            uploaded += 1
+        dut.upload__en.value = 0
+
+    uploader = cocotb.start_soon(upload())
+    dram, begin = DramCommands(dut), cycle_now()
+    await commands.send([{"slot": 0, "buffer": 1, "length": count * size}])
+    while len(starts.starts) < count:
+        await RisingEdge(dut.clk)
+    row = {"payload": size, "packets": count, "cycles": cycle_now() - begin, "uploaded": uploaded,
+           "dram": dram.since()}
+    await uploader
+    watcher.cancel()
+    gaps = [b - a for a, b in zip(starts.starts, starts.starts[1:])]
+    record("send_while_uploading", row | {"gap": statistics.median(gaps)})
 
 
 @cocotb.test()
@@ -242,14 +306,14 @@ async def bench_download(dut):
         dut.download_seek__valid.value, dut.download_seek__payload.value = 1, 0
         await RisingEdge(dut.clk)
         dut.download_seek__valid.value = 0
-        begin = cycle_now()
+        dram, begin = DramCommands(dut), cycle_now()
         got = await take(dut, "download", words)
-        cycles = cycle_now() - begin
+        cycles, commands = cycle_now() - begin, dram.since()
         if arrival:
             await arrival
             await ClockCycles(dut.clk, 2000)
         watcher.cancel()
         rows.append({"while": f"{count} DATA of {size} B arriving" if busy else "nothing else",
                      "words": len(got), "cycles": cycles, "accepted": len(accepted),
-                     "packets": count if busy else 0})
+                     "packets": count if busy else 0, "dram": commands})
     record("download", rows)
