@@ -256,7 +256,7 @@ class BoardDataPath:
         padded = data + bytes(-len(data) % 4)
         words = struct.unpack(f"<{len(padded) // 4}I", padded)  # the engine's lanes: first byte in bits 7:0
         operations = [_write("SEND_DATA", w) for w in words] + [_write("SEND_LENGTH", len(data))]
-        self._operations(operations)
+        self._operations(operations, urgent=True)
         self.control_queued += 1
 
     def send_buffer(self, number: int, data: bytes | memoryview, last: bool) -> None:
@@ -275,7 +275,7 @@ class BoardDataPath:
         operations = []
         for packet in packets:
             operations += [_write("ARG0", packet), _write("COMMAND", COMMAND_WORD.pack(op=Command.RESEND, slot=index))]
-        self._operations(operations)
+        self._operations(operations, urgent=True)  # the buffer's SEND ran: its DATA reached the peer
 
     def release(self, number: int) -> None:
         index = self._slot_of(self.tx, number)
@@ -378,7 +378,7 @@ class BoardDataPath:
         client = self.link.client
         try:
             self._set(TAKEOVER_AFTER=0)  # the next host need not wait
-            self.link.wait([r for r in list(client.waiting) + list(client.in_flight.values())])
+            self.link.wait([*client.urgent, *client.waiting, *client.in_flight.values()])
         except LinkError:
             pass  # the board is gone; there is nothing more to tell it
         finally:
@@ -459,7 +459,7 @@ class BoardDataPath:
             return
         if self.destination is not None and self.control_queued:
             deadline = time.monotonic() + self.link.client.give_up
-            while self._operations([_read("TX_CONTROL")], wait=True)[0] < self.control_queued:
+            while self._operations([_read("TX_CONTROL")], wait=True, urgent=True)[0] < self.control_queued:
                 if time.monotonic() > deadline:
                     raise LinkError(f"board {self.link.shown}: its control packets do not leave")
         self.destination = to
@@ -566,15 +566,18 @@ class BoardDataPath:
                           _write("COMMAND", COMMAND_WORD.pack(op=op, slot=index, flag=flag))])
 
     def _set(self, **registers: int) -> None:
-        self._operations([_write(name, value) for name, value in registers.items()])
+        self._operations([_write(name, value) for name, value in registers.items()], urgent=True)
 
     def _get(self, *names: str) -> dict[str, int]:
-        return dict(zip(names, self._operations([_read(n) for n in names], wait=True)))
+        return dict(zip(names, self._operations([_read(n) for n in names], wait=True, urgent=True)))
 
-    def _operations(self, operations: list[F.Operation], wait: bool = False) -> list[int]:
-        """Queue register operations (as few requests as fit); with ``wait``, their read values."""
+    def _operations(self, operations: list[F.Operation], wait: bool = False, urgent: bool = False) -> list[int]:
+        """Queue register operations (as few requests as fit); with ``wait``, their read
+        values. Urgent ones go ahead of uploads and downloads queued (settings, reads,
+        resends and control packets: none needs a transfer of data done first); commands
+        on slots keep their place behind the data they follow."""
         requests = self.link.submit([(F.Type.REGISTERS, F.encode_operations(operations[at:at + OPERATIONS]), 0)
-                                     for at in range(0, len(operations), OPERATIONS)], join=True)
+                                     for at in range(0, len(operations), OPERATIONS)], join=True, urgent=urgent)
         if not wait:
             return []
         replies = self.link.wait(requests)

@@ -50,11 +50,13 @@ class BoardInUse(LinkError):
 
 @dataclass
 class Request:
-    id: int
     type: F.Type
     body: bytes = b""
     value: int = 0
     flags: int = 0
+    id: int = 0
+    """Given as it goes out: the board runs requests in ID order, so an urgent request
+    submitted behind a queue of uploads still goes before them."""
     reply: tuple[F.Header, bytes] | None = None
     """The board's answer, once it came."""
 
@@ -94,6 +96,8 @@ class LinkClient:
         self.opening: Request | None = None
         self.waiting: deque[Request] = deque()
         """Submitted, not yet sent (the window is full)."""
+        self.urgent: deque[Request] = deque()
+        """Submitted as urgent, not yet sent: these go before any of :attr:`waiting`."""
         self.in_flight: dict[int, Request] = {}
         self.pushed = Pushed()
         self.held_push = 0
@@ -114,7 +118,7 @@ class LinkClient:
     # -- the caller's side ---------------------------------------------------------------------
 
     def open(self, take_over: bool = False) -> Request:
-        self.opening = Request(0, F.Type.OPEN, flags=F.FLAG_TAKE_OVER if take_over else 0)
+        self.opening = Request(F.Type.OPEN, flags=F.FLAG_TAKE_OVER if take_over else 0)
         self._emit(self.opening)
         return self.opening
 
@@ -122,19 +126,22 @@ class LinkClient:
     def opened(self) -> bool:
         return self.opening is not None and self.opening.reply is not None
 
-    def submit(self, kind: F.Type, body: bytes = b"", value: int = 0, join: bool = False) -> Request | Part:
+    def submit(self, kind: F.Type, body: bytes = b"", value: int = 0, join: bool = False,
+               urgent: bool = False) -> Request | Part:
         """Queue a request. With ``join``, register operations join the last request still
-        waiting when that is register operations with room: one datagram instead of
-        several, each way, and the same order of execution."""
-        last = self.waiting[-1] if self.waiting else None
+        waiting in their queue when that is register operations with room: one datagram
+        instead of several, each way, and the same order of execution. An ``urgent``
+        request goes before every request waiting that is not (a resend must not wait
+        behind megabytes of upload); it must not need any of them done first."""
+        queue = self.urgent if urgent else self.waiting
+        last = queue[-1] if queue else None
         if join and kind == F.Type.REGISTERS and last is not None and last.type == F.Type.REGISTERS \
                 and len(last.body) + len(body) <= F.MAX_OPERATIONS * F.OPERATION.end:
             part = Part(last, len(last.body), len(body))
             last.body += body
             return part
-        request = Request(self.next_id, kind, body, value)
-        self.next_id = (self.next_id + 1) % ID_MODULUS
-        self.waiting.append(request)
+        request = Request(kind, body, value)
+        queue.append(request)
         return request
 
     def ask_status(self) -> None:
@@ -145,7 +152,7 @@ class LinkClient:
 
     @property
     def idle(self) -> bool:
-        return not self.waiting and not self.in_flight and (self.opening is None or self.opened)
+        return not self.waiting and not self.urgent and not self.in_flight and (self.opening is None or self.opened)
 
     def heartbeat(self) -> None:
         """Say this host is still there (an ACK), so its session is not taken over."""
@@ -159,8 +166,9 @@ class LinkClient:
 
     def outgoing(self, now: float) -> list[bytes]:
         """Datagrams to send now: new requests while the window has room, recovery, acks."""
-        while self.waiting and self._room() and self.opened and not self.recovering:
-            request = self.waiting.popleft()
+        while (self.urgent or self.waiting) and self._room() and self.opened and not self.recovering:
+            request = (self.urgent or self.waiting).popleft()
+            request.id, self.next_id = self.next_id, (self.next_id + 1) % ID_MODULUS
             self.in_flight[request.id] = request
             self._emit(request)
         if self.ack_owed:
@@ -179,7 +187,7 @@ class LinkClient:
         if not self.in_flight:
             return True
         oldest = next(iter(self.in_flight))  # requests go in flight in ID order
-        return (self.waiting[0].id - oldest) % ID_MODULUS < F.WINDOW
+        return (self.next_id - oldest) % ID_MODULUS < F.WINDOW
 
     @property
     def deadline(self) -> float | None:
@@ -343,9 +351,10 @@ class BoardLink:
         self.client.open(take_over)
         self._run(lambda: self.client.opened)
 
-    def submit(self, requests: F.Requests, join: bool = False) -> list[Request | Part]:
-        """Queue requests; they go out as the window allows while the link runs."""
-        return [self.client.submit(kind, body, value, join) for kind, body, value in requests]
+    def submit(self, requests: F.Requests, join: bool = False, urgent: bool = False) -> list[Request | Part]:
+        """Queue requests; they go out as the window allows while the link runs (urgent
+        ones first: :meth:`LinkClient.submit`)."""
+        return [self.client.submit(kind, body, value, join, urgent) for kind, body, value in requests]
 
     def wait(self, requests: list[Request | Part]) -> list[tuple[F.Header, bytes]]:
         self._run(lambda: all(r.reply is not None for r in requests))

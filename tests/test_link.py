@@ -76,6 +76,25 @@ def test_uploads_and_downloads_are_byte_exact_through_a_bad_path(seed):
     assert all(len(r.reply[1]) == 0 for r in uploads)  # acknowledged, not echoed
 
 
+@pytest.mark.parametrize("seed", range(5))
+def test_an_urgent_request_overtakes_the_uploads_still_waiting(seed):
+    """A resend or a control packet submitted behind a buffer's uploads goes before those
+    not yet sent (IDs are given as requests go out, so the board still runs every
+    request once, in ID order), through a bad path; the uploads still land byte-exact."""
+    board = BoardModel(memory_words=1 << 14)
+    data = os.urandom(len(board.tx_memory))  # 46 uploads
+    client, link = opened(board, seed, **IMPAIRED)
+    uploads = [client.submit(*request) for request in F.upload_requests(0, data, 1500)]
+    link.run(client, lambda: uploads[0].reply is not None)  # the uploads are under way
+    urgent = client.submit(F.Type.REGISTERS, write_and_pop(7), urgent=True)
+    link.run(client, lambda: urgent.reply is not None)
+    assert sum(r.reply is not None for r in uploads) <= 1 + 2 * F.WINDOW  # it waited for no more than were out
+    link.run(client, lambda: all(r.reply for r in uploads))
+    assert [i for i, _ in board.executed] == sorted(i for i, _ in board.executed)  # each once, in ID order
+    assert len(board.executed) == len(uploads) + 1 and board.registers[1] == 7
+    assert bytes(board.tx_memory[:len(data)]) == data
+
+
 def test_pushed_events_arrive_once_and_in_order_through_a_bad_path():
     board = BoardModel()
     client, link = opened(board, 3, **IMPAIRED)
