@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo demo-board test bench bench-rates bench-auto bench-tcp bench-board bench-gateware bench-ethernet bitstream load clean
+.PHONY: demo demo-board test bench bench-rates bench-auto bench-tcp bench-board bench-long-path bench-gateware bench-ethernet bitstream load clean
 
 $(STAMP): pyproject.toml driver/_fastpath.c
 	$(PYTHON) -m venv $(VENV)
@@ -45,6 +45,11 @@ bench-tcp: $(STAMP)
 # control loop split into board and host time, pacing at the board's wire (about 6 minutes).
 bench-board: $(STAMP)
 	$(BIN)/python -m netblt.sim.board_bench
+
+# 64 MiB sent from the Versa's DRAM through netblt sim-board and a 100 ms, 0.1%-loss WAN, measured in simulated
+# time at the board's wire (about an hour and a half; --rtt, --loss, --size: python -m netblt.sim.long_path_bench -h).
+bench-long-path: $(STAMP)
+	$(BIN)/python -m netblt.sim.long_path_bench
 
 # Cycles per packet against the wire (each side's store in block RAM and in each board's DRAM model), pacing
 # accuracy, synth_ecp5 utilisation, nextpnr Fmax (about 5 minutes of simulation once built, then synthesis).

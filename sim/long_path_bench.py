@@ -1,0 +1,284 @@
+"""A long path in simulated time: an offloaded transfer through ``netblt sim-board`` and
+a WAN of a given round trip and loss, measured at the board's wire.
+
+    python -m netblt.sim.long_path_bench                  (make bench-long-path)
+    python -m netblt.sim.long_path_bench --rtt 600ms --size 128M
+
+The board (the Versa's design, its slots in DRAM on LiteDRAM's model) and the WAN run
+in simulated time; the board's host and its software peer, the real ``netblt send
+--board`` and ``netblt recv``, run in real time, which sees the simulated board some
+5,000 times slower. The peer sees the round trip and the rate scaled by the same factor,
+so rate x round trip, the data that must be outstanding, is the same in both
+(docs/architecture.md). A 64 MiB run at 100 ms takes about an hour and a half.
+
+Every figure is read from the pcap of the board's wire, stamped in simulated
+nanoseconds: when the board's OPEN left and its peer's last OK came back, its DATA
+(first and resent), the outstanding data (sent and not yet OKed), and the uploads from
+its host on the same port.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+from scapy.utils import RawPcapReader
+
+from netblt.driver import link_format as F
+from netblt.host import codec, packets
+from netblt.host.units import parse_duration, parse_probability, parse_size
+from netblt.hw.liteeth_core import MAC_ADDRESS
+
+NETBLT = [sys.executable, "-m", "netblt.host.cli"]
+LINE_BPS = 1e9
+FRAME_OVERHEAD = 8 + 4 + 12
+"""Bytes on the wire around each frame the pcap holds: preamble, FCS, inter-frame gap."""
+PROGRESS_EVERY = 60.0
+"""Seconds of real time between progress lines."""
+
+
+@dataclass
+class Wire:
+    """What the pcap shows of one transfer, in simulated seconds."""
+
+    open_at: float = 0.0
+    response_at: float = 0.0
+    last_ok_at: float = 0.0
+    first_data_at: float = 0.0
+    last_data_at: float = 0.0
+    data_frames: int = 0
+    resent: int = 0
+    data_bytes: int = 0
+    """Payload of every first sending of a packet."""
+    most_outstanding: int = 0
+    """The most payload bytes sent and not yet OKed at once."""
+    upload_bytes: int = 0
+    """Data the host uploaded to the board."""
+    first_upload_at: float = 0.0
+    last_upload_at: float = 0.0
+    wire_bytes_out: int = 0
+    """Every byte the board put on its wire (frames and their overhead) while sending DATA."""
+    data_starts: list[float] = field(default_factory=list)
+    """When each DATA frame went out."""
+
+    @property
+    def data_seconds(self) -> float:
+        return self.last_data_at - self.first_data_at
+
+    @property
+    def total_seconds(self) -> float:
+        return self.last_ok_at - self.open_at
+
+    @property
+    def paced_bps(self) -> float:
+        """Payload bits per second at the median gap between DATA frames (a full packet's)."""
+        gap = statistics.median(b - a for a, b in zip(self.data_starts, self.data_starts[1:]))
+        return self.data_bytes / len(self.data_starts) * 8 / gap if gap else 0.0
+
+
+def udp(frame: bytes) -> tuple[int, int, bytes] | None:
+    """(source port, destination port, payload) of an IPv4 UDP frame."""
+    if len(frame) < 42 or frame[12:14] != b"\x08\x00" or frame[23] != 17:
+        return None
+    ihl = (frame[14] & 0xF) * 4
+    sport, dport, length = struct.unpack_from("!HHH", frame, 14 + ihl)
+    return sport, dport, frame[14 + ihl + 8:14 + ihl + length]
+
+
+def read_wire(pcap: Path, board_port: int, board_mac: str = MAC_ADDRESS) -> Wire:
+    """The transfer between the board's NETBLT port and its peer, from ``pcap``."""
+    mac = bytes.fromhex(board_mac.replace(":", ""))
+    wire, sent, oked = Wire(), {}, set()
+    outstanding = 0
+    reader = RawPcapReader(str(pcap))
+    scale = 1e-9 if reader.nano else 1e-6
+    for frame, meta in reader:
+        at = meta.sec + meta.usec * scale
+        from_board = frame[6:12] == mac
+        parts = udp(frame)
+        if parts is None:
+            continue
+        sport, dport, payload = parts
+        if dport == F.LINK_PORT and not from_board:
+            if len(payload) > 1 and payload[1] == F.Type.UPLOAD:
+                wire.upload_bytes += len(payload) - F.HEADER.end
+                wire.first_upload_at, wire.last_upload_at = wire.first_upload_at or at, at
+            continue
+        if board_port not in (sport, dport):
+            continue
+        try:
+            packet = codec.decode(payload).packet
+        except codec.CodecError:
+            continue
+        if from_board:
+            if wire.first_data_at:
+                wire.wire_bytes_out += len(frame) + FRAME_OVERHEAD
+            if isinstance(packet, packets.Open) and not wire.open_at:
+                wire.open_at = at
+            elif isinstance(packet, packets.Data):
+                wire.first_data_at = wire.first_data_at or at
+                wire.last_data_at = at
+                wire.data_starts.append(at)
+                wire.data_frames += 1
+                key = (packet.buffer, packet.packet)
+                if key in sent:
+                    wire.resent += 1
+                else:
+                    sent[key] = len(packet.payload)
+                    wire.data_bytes += len(packet.payload)
+                    outstanding += len(packet.payload)
+                    wire.most_outstanding = max(wire.most_outstanding, outstanding)
+        elif isinstance(packet, packets.Response) and not wire.response_at:
+            wire.response_at = at
+        elif isinstance(packet, packets.Control):
+            for message in packet.messages:
+                if isinstance(message, packets.Ok) and message.buffer not in oked:
+                    oked.add(message.buffer)
+                    outstanding -= sum(n for (b, _), n in sent.items() if b == message.buffer)
+                    wire.last_ok_at = at
+    return wire
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_board(args: argparse.Namespace, pcap: Path) -> tuple[subprocess.Popen, int, int, float]:
+    """``netblt sim-board`` running: its process, host-link port, NETBLT port, and how
+    many times slower than real time it said it runs."""
+    board = subprocess.Popen(NETBLT + ["sim-board", "--board", args.board, "--slots", "dram",
+                                       "--wan-delay", f"{args.rtt / 2}s", "--wan-loss", str(args.loss),
+                                       "--wan-seed", str(args.seed), "--pcap", str(pcap)],
+                             text=True, stdout=subprocess.PIPE)
+    lines = [board.stdout.readline() for _ in range(4)]
+    if not lines[1].startswith("netblt ") or "slower than real time" not in lines[3]:
+        board.kill()
+        raise SystemExit("netblt bench-long-path: netblt sim-board did not start (its error is above)")
+    link, port = (int(line.split()[1].rsplit(":", 1)[1]) for line in lines[:2])
+    slower = float(lines[3].split()[2].replace(",", ""))
+    return board, link, port, slower
+
+
+def transfer(args: argparse.Namespace, tmp: Path, link: int, port: int, death: int) -> tuple[dict, dict]:
+    """The board sends ``args.size`` random bytes to ``netblt recv``: both reports,
+    once the copy is checked byte for byte."""
+    source, out = tmp / "data.bin", tmp / "out"
+    out.mkdir()
+    with source.open("wb") as f:
+        for _ in range(0, args.size, 1 << 20):
+            f.write(os.urandom(min(1 << 20, args.size - f.tell())))
+    options = ["--buffers", str(args.buffers), "--death-timer", str(death), "--json", "-q"]
+    recv_port = free_port()
+    recv = subprocess.Popen(NETBLT + ["recv", "--listen", f"127.0.0.1:{recv_port}", "--out", str(out), *options],
+                            text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    time.sleep(1.0)  # listening
+    send = subprocess.Popen(NETBLT + ["send", str(source), f"127.0.0.1:{recv_port}", "--board", f"127.0.0.1:{link}",
+                                      "--local-port", str(port), "--buffer-size", str(args.buffer_size),
+                                      "--rate", args.rate, *options],
+                            text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    started, partial = time.monotonic(), out / "data.bin.partial"
+    while send.poll() is None:
+        time.sleep(PROGRESS_EVERY)
+        got = partial.stat().st_size if partial.exists() else 0
+        print(f"  {(time.monotonic() - started) / 60:.0f} min: the peer holds {got / 2**20:.1f} of "
+              f"{args.size / 2**20:.0f} MiB", flush=True)
+    sent_out, sent_err = send.communicate()
+    received, received_err = recv.communicate(timeout=120)
+    if send.returncode or recv.returncode or (out / "data.bin").read_bytes() != source.read_bytes():
+        raise SystemExit(f"netblt bench-long-path: the transfer failed: {sent_err}{received_err}")
+    return report(sent_out), report(received)
+
+
+def report(stdout: str) -> dict:
+    return json.loads(next(line for line in stdout.splitlines() if line.startswith("{")))
+
+
+def stop(board: subprocess.Popen) -> str:
+    """Its summary (the WAN's counts among them)."""
+    board.terminate()
+    return board.communicate(timeout=300)[0]
+
+
+def print_results(console: Console, args: argparse.Namespace, wire: Wire, sender: dict, slower: float,
+                  summary: str) -> None:
+    table = Table(title=f"{args.size / 2**20:.0f} MiB from a {args.board} board's DRAM over a "
+                        f"{args.rtt * 1000:.0f} ms round trip, {args.loss:.2%} loss each way (simulated time)")
+    table.add_column("figure")
+    table.add_column("value", justify="right")
+    share = lambda bps: f"{bps / 1e6:.1f} Mb/s ({bps / LINE_BPS:.1%} of the line)"  # noqa: E731
+    table.add_row("OPEN out to RESPONSE in", f"{(wire.response_at - wire.open_at) * 1000:.1f} ms")
+    table.add_row("first DATA to last DATA", f"{wire.data_seconds * 1000:.1f} ms")
+    table.add_row("DATA paced at (median gap)", share(wire.paced_bps))
+    table.add_row("goodput over the DATA", share(wire.data_bytes * 8 / wire.data_seconds))
+    table.add_row("OPEN out to the last OK in", f"{wire.total_seconds * 1000:.1f} ms")
+    table.add_row("goodput over the whole transfer", share(args.size * 8 / wire.total_seconds))
+    table.add_row("the board's wire, out, while sending", f"{wire.wire_bytes_out * 8 / wire.data_seconds / 1e6:.1f} Mb/s")
+    upload_seconds = wire.last_upload_at - wire.first_upload_at
+    table.add_row("uploads from its host, in", f"{wire.upload_bytes * 8 / upload_seconds / 1e6:.1f} Mb/s "
+                                               f"over {upload_seconds * 1000:.0f} ms")
+    table.add_row("DATA frames (resent)", f"{wire.data_frames} ({wire.resent})")
+    table.add_row("most outstanding (sent, not OKed)", f"{wire.most_outstanding / 2**20:.1f} MiB; "
+                                                       f"rate x round trip at 900 Mb/s: {900e6 / 8 * args.rtt / 2**20:.1f} MiB")
+    table.add_row("simulated against real time", f"1:{slower:,.0f} at the start")
+    table.add_row("sender's report", f"{sender['buffer_size']} B buffers, {sender['packets_retransmitted']} resent")
+    console.print(table)
+    console.print("\n".join(line for line in summary.splitlines() if "WAN" in line or "NETBLT datagrams" in line))
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--board", default="versa_ecp5", help="whose design and DRAM geometry (default: versa_ecp5)")
+    parser.add_argument("--rtt", type=parse_duration, default=0.1, metavar="TIME", help="round trip (default: 100ms)")
+    parser.add_argument("--loss", type=parse_probability, default=0.001, metavar="P",
+                        help="loss each way (default: 0.1%%)")
+    parser.add_argument("--size", type=parse_size, default=64 << 20, metavar="BYTES", help="default: 64M")
+    parser.add_argument("--buffer-size", type=parse_size, default=4 << 20, metavar="BYTES",
+                        help="NETBLT buffer (default: 4M, the Versa's DRAM slot)")
+    parser.add_argument("--buffers", type=int, default=16, metavar="N", help="outstanding (default: 16, every slot)")
+    parser.add_argument("--rate", default="950M", help="asked of the board (default: 950M; it allows 90%% of its wire)")
+    parser.add_argument("--seed", type=int, default=1, metavar="N", help="the WAN's loss (default: 1)")
+    parser.add_argument("--pcap", type=Path, metavar="FILE", help="keep the board's wire here (default: a temporary file)")
+    parser.add_argument("--json", action="store_true", help="also print the figures as one JSON line")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    console = Console()
+    with tempfile.TemporaryDirectory(prefix="netblt-bench-long-path-") as directory:
+        tmp = Path(directory)
+        pcap = args.pcap or tmp / "wire.pcap"
+        board, link, port, slower = start_board(args, pcap)
+        # The longest silence is about a round trip, seen `slower` times longer.
+        death = min(0xFFFF, max(600, round(20 * args.rtt * slower)))
+        hours = (args.size * 8 / 0.9e9 + 3 * args.rtt) * slower / 3600
+        console.print(f"{args.size / 2**20:.0f} MiB through the simulated board, 1:{slower:,.0f} of real time: "
+                      f"about {hours:.1f} h ...")
+        try:
+            sender, _ = transfer(args, tmp, link, port, death)
+        finally:
+            summary = stop(board)
+        wire = read_wire(pcap, port)
+    print_results(console, args, wire, sender, slower, summary)
+    if args.json:
+        figures = {key: value for key, value in wire.__dict__.items() if key != "data_starts"}
+        print(json.dumps({"rtt": args.rtt, "loss": args.loss, "size": args.size, **figures}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
