@@ -23,8 +23,8 @@ STORE_LINES = 2
 QUEUED_COPIES = 2
 """Copies taken ahead of the DMA: a commit and the fetch behind it are both taken at
 once, so a store's writes, which wait while a fetch waits, are held a cycle or two, not
-for the DMA's copy in progress and the commit's (a sending Versa's uploads reached half
-the host link's rate that way)."""
+through the DMA's copy in progress and the commit's (a Colorlight receiving at the
+wire's rate downloaded at 606 Mb/s that way, 771 with the queue)."""
 
 
 def run_layout(lines: int, line_words: int, address_bits: int) -> data.StructLayout:
@@ -47,8 +47,9 @@ class DramSlots(wiring.Component):
     """``lines`` inbound and ``lines`` outbound staging lines of ``line_words`` engine
     words, and one DMA serving both a run at a time, in the order the runs are taken
     (``QUEUED_COPIES`` wait ahead of it): a fetch taken after a commit reads what the
-    commit wrote (LiteDRAM serves a port's commands in order). ``committed`` and ``fetched`` pulse a line's bit when its run is
-    done: an inbound line may then be written again, an outbound line read.
+    commit wrote (LiteDRAM serves a port's commands in order). ``committed`` and
+    ``fetched`` pulse a line's bit when its run is done: an inbound line may then be
+    written again, an outbound line read.
 
     The store owns ``region_words`` engine words of DRAM from DRAM word ``base``; a run's
     address is taken inside that region, and the stores keep each run inside a slot. A

@@ -14,6 +14,7 @@ import cocotb
 from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
 from cocotb.utils import get_sim_time
 
+from netblt.driver import link_format as F
 from netblt.gateware.config import EngineConfig
 from netblt.gateware.pacer import PacingMode
 from netblt.gateware.parser import RX_SETTINGS
@@ -27,12 +28,13 @@ from netblt.host.layout import DATA_HEADER_SIZE
 from netblt.hw.litedram_core import COUNT_BITS
 from netblt.sim.beats import Source, pack, take, to_beats
 from netblt.sim.testbench import CLOCK_NS, DRAM, dram_commands, record, start
-from netblt.sim.wire import wire_cycles
+from netblt.sim.wire import GIGABIT_NS_PER_BYTE, IPV4_HEADER, wire_bytes, wire_cycles
 
 CONFIG = EngineConfig()
 W = CONFIG.beat_bytes
-LINK_UPLOAD_BPS = 1456 * 8 / (1538 * 8) * 1e9
-"""The host link's upload data rate at a 1500-byte MTU: 1456 data bytes a 1538-byte frame."""
+LINK_UPLOAD_BPS = 32 * F.max_words(1500) / (wire_bytes(1500 - IPV4_HEADER) * GIGABIT_NS_PER_BYTE) * 1e9
+"""The host link's upload data rate at a 1500-byte MTU (946.7 Mb/s: 1456 data bytes a
+1538-byte frame)."""
 SIZES = [int(s) for s in os.environ.get("NETBLT_BENCH_SIZES", "4,64,256,576,1024,1448,1472,8192").split(",")]
 BURSTS = int(os.environ.get("NETBLT_BENCH_BURSTS", "1000"))
 

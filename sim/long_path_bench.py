@@ -7,9 +7,10 @@ a WAN of a given round trip and loss, measured at the board's wire.
 The board (the Versa's design, its slots in DRAM on LiteDRAM's model) and the WAN run
 in simulated time; the board's host and its software peer, the real ``netblt send
 --board`` and ``netblt recv``, run in real time, which sees the simulated board some
-5,000 times slower. The peer sees the round trip and the rate scaled by the same factor,
-so rate x round trip, the data that must be outstanding, is the same in both
-(docs/architecture.md). A 64 MiB run at 100 ms takes about an hour and a half.
+5,000 to 8,000 times slower (the more traffic, the slower). The peer sees the round trip
+and the rate scaled by the same factor, so rate x round trip, the data that must be
+outstanding, is the same in both (docs/architecture.md). A 64 MiB run at 100 ms takes
+two hours or more.
 
 Every figure is read from the pcap of the board's wire, stamped in simulated
 nanoseconds: when the board's OPEN left and its peer's last OK came back, its DATA
@@ -22,13 +23,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import statistics
 import struct
 import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -38,10 +39,11 @@ from scapy.utils import RawPcapReader
 
 from netblt.driver import link_format as F
 from netblt.host import codec, packets
-from netblt.host.units import parse_duration, parse_probability, parse_size
+from netblt.host.units import parse_duration, parse_probability, parse_rate, parse_size, positive
+from netblt.hw.boards import BOARDS
 from netblt.hw.liteeth_core import MAC_ADDRESS
+from netblt.sim.board_bench import NETBLT, free_port, report
 
-NETBLT = [sys.executable, "-m", "netblt.host.cli"]
 LINE_BPS = 1e9
 FRAME_OVERHEAD = 8 + 4 + 12
 """Bytes on the wire around each frame the pcap holds: preamble, FCS, inter-frame gap."""
@@ -100,7 +102,7 @@ def udp(frame: bytes) -> tuple[int, int, bytes] | None:
 def read_wire(pcap: Path, board_port: int, board_mac: str = MAC_ADDRESS) -> Wire:
     """The transfer between the board's NETBLT port and its peer, from ``pcap``."""
     mac = bytes.fromhex(board_mac.replace(":", ""))
-    wire, sent, oked = Wire(), {}, set()
+    wire, sent, oked, buffer_bytes = Wire(), set(), set(), Counter()
     outstanding = 0
     reader = RawPcapReader(str(pcap))
     scale = 1e-9 if reader.nano else 1e-6
@@ -136,7 +138,8 @@ def read_wire(pcap: Path, board_port: int, board_mac: str = MAC_ADDRESS) -> Wire
                 if key in sent:
                     wire.resent += 1
                 else:
-                    sent[key] = len(packet.payload)
+                    sent.add(key)
+                    buffer_bytes[packet.buffer] += len(packet.payload)
                     wire.data_bytes += len(packet.payload)
                     outstanding += len(packet.payload)
                     wire.most_outstanding = max(wire.most_outstanding, outstanding)
@@ -146,15 +149,9 @@ def read_wire(pcap: Path, board_port: int, board_mac: str = MAC_ADDRESS) -> Wire
             for message in packet.messages:
                 if isinstance(message, packets.Ok) and message.buffer not in oked:
                     oked.add(message.buffer)
-                    outstanding -= sum(n for (b, _), n in sent.items() if b == message.buffer)
+                    outstanding -= buffer_bytes[message.buffer]
                     wire.last_ok_at = at
     return wire
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def start_board(args: argparse.Namespace, pcap: Path) -> tuple[subprocess.Popen, int, int, float]:
@@ -173,38 +170,40 @@ def start_board(args: argparse.Namespace, pcap: Path) -> tuple[subprocess.Popen,
     return board, link, port, slower
 
 
-def transfer(args: argparse.Namespace, tmp: Path, link: int, port: int, death: int) -> tuple[dict, dict]:
-    """The board sends ``args.size`` random bytes to ``netblt recv``: both reports,
-    once the copy is checked byte for byte."""
+def transfer(args: argparse.Namespace, tmp: Path, link: int, port: int, death: int) -> dict:
+    """The board sends ``args.size`` random bytes to ``netblt recv``: the sender's
+    report, once the copy is checked byte for byte."""
     source, out = tmp / "data.bin", tmp / "out"
     out.mkdir()
     with source.open("wb") as f:
         for _ in range(0, args.size, 1 << 20):
             f.write(os.urandom(min(1 << 20, args.size - f.tell())))
-    options = ["--buffers", str(args.buffers), "--death-timer", str(death), "--json", "-q"]
-    recv_port = free_port()
-    recv = subprocess.Popen(NETBLT + ["recv", "--listen", f"127.0.0.1:{recv_port}", "--out", str(out), *options],
-                            text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    time.sleep(1.0)  # listening
+    options = ["--buffers", str(args.buffers), "--death-timer", str(death), "--json"]
+    recv_port, recv_log = free_port(), tmp / "recv.log"
+    # The receiver's messages to a file: over hours its warnings would fill a pipe.
+    with recv_log.open("w") as log:
+        recv = subprocess.Popen(NETBLT + ["recv", "--listen", f"127.0.0.1:{recv_port}", "--out", str(out), *options],
+                                text=True, stdout=subprocess.PIPE, stderr=log)
+    while "waiting for a sender" not in recv_log.read_text():
+        if recv.poll() is not None:
+            raise SystemExit(f"netblt bench-long-path: netblt recv did not start: {recv_log.read_text()}")
+        time.sleep(0.1)
+    options.append("-q")
     send = subprocess.Popen(NETBLT + ["send", str(source), f"127.0.0.1:{recv_port}", "--board", f"127.0.0.1:{link}",
                                       "--local-port", str(port), "--buffer-size", str(args.buffer_size),
-                                      "--rate", args.rate, *options],
+                                      "--rate", f"{args.rate:.0f}", *options],
                             text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     started, partial = time.monotonic(), out / "data.bin.partial"
     while send.poll() is None:
         time.sleep(PROGRESS_EVERY)
         got = partial.stat().st_size if partial.exists() else 0
         print(f"  {(time.monotonic() - started) / 60:.0f} min: the peer holds {got / 2**20:.1f} of "
-              f"{args.size / 2**20:.0f} MiB", flush=True)
+              f"{args.size / 2**20:g} MiB", flush=True)
     sent_out, sent_err = send.communicate()
-    received, received_err = recv.communicate(timeout=120)
+    recv.communicate(timeout=120)
     if send.returncode or recv.returncode or (out / "data.bin").read_bytes() != source.read_bytes():
-        raise SystemExit(f"netblt bench-long-path: the transfer failed: {sent_err}{received_err}")
-    return report(sent_out), report(received)
-
-
-def report(stdout: str) -> dict:
-    return json.loads(next(line for line in stdout.splitlines() if line.startswith("{")))
+        raise SystemExit(f"netblt bench-long-path: the transfer failed: {sent_err}{recv_log.read_text()}")
+    return report(sent_out)
 
 
 def stop(board: subprocess.Popen) -> str:
@@ -215,7 +214,7 @@ def stop(board: subprocess.Popen) -> str:
 
 def print_results(console: Console, args: argparse.Namespace, wire: Wire, sender: dict, slower: float,
                   summary: str) -> None:
-    table = Table(title=f"{args.size / 2**20:.0f} MiB from a {args.board} board's DRAM over a "
+    table = Table(title=f"{args.size / 2**20:g} MiB from a {args.board} board's DRAM over a "
                         f"{args.rtt * 1000:.0f} ms round trip, {args.loss:.2%} loss each way (simulated time)")
     table.add_column("figure")
     table.add_column("value", justify="right")
@@ -241,15 +240,16 @@ def print_results(console: Console, args: argparse.Namespace, wire: Wire, sender
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--board", default="versa_ecp5", help="whose design and DRAM geometry (default: versa_ecp5)")
+    parser.add_argument("--board", default="versa_ecp5", choices=sorted(BOARDS),
+                        help="whose design and DRAM geometry (default: versa_ecp5)")
     parser.add_argument("--rtt", type=parse_duration, default=0.1, metavar="TIME", help="round trip (default: 100ms)")
     parser.add_argument("--loss", type=parse_probability, default=0.001, metavar="P",
                         help="loss each way (default: 0.1%%)")
     parser.add_argument("--size", type=parse_size, default=64 << 20, metavar="BYTES", help="default: 64M")
     parser.add_argument("--buffer-size", type=parse_size, default=4 << 20, metavar="BYTES",
                         help="NETBLT buffer (default: 4M, the Versa's DRAM slot)")
-    parser.add_argument("--buffers", type=int, default=16, metavar="N", help="outstanding (default: 16, every slot)")
-    parser.add_argument("--rate", default="950M", help="asked of the board (default: 950M; it allows 90%% of its wire)")
+    parser.add_argument("--buffers", type=positive, default=16, metavar="N", help="outstanding (default: 16, every slot)")
+    parser.add_argument("--rate", type=parse_rate, default=950e6, help="asked of the board (default: 950M; it allows 90%% of its wire)")
     parser.add_argument("--seed", type=int, default=1, metavar="N", help="the WAN's loss (default: 1)")
     parser.add_argument("--pcap", type=Path, metavar="FILE", help="keep the board's wire here (default: a temporary file)")
     parser.add_argument("--json", action="store_true", help="also print the figures as one JSON line")
@@ -265,11 +265,12 @@ def main(argv: list[str] | None = None) -> int:
         board, link, port, slower = start_board(args, pcap)
         # The longest silence is about a round trip, seen `slower` times longer.
         death = min(0xFFFF, max(600, round(20 * args.rtt * slower)))
-        hours = (args.size * 8 / 0.9e9 + 3 * args.rtt) * slower / 3600
-        console.print(f"{args.size / 2**20:.0f} MiB through the simulated board, 1:{slower:,.0f} of real time: "
-                      f"about {hours:.1f} h ...")
+        # Idle, the simulation runs `slower` times slower than real time; with traffic, up to twice that.
+        minutes = (args.size * 8 / 0.9e9 + 3 * args.rtt) * slower / 60
+        console.print(f"{args.size / 2**20:g} MiB through the simulated board, 1:{slower:,.0f} of real time "
+                      f"idle: {minutes:.0f} to {2 * minutes:.0f} minutes ...")
         try:
-            sender, _ = transfer(args, tmp, link, port, death)
+            sender = transfer(args, tmp, link, port, death)
         finally:
             summary = stop(board)
         wire = read_wire(pcap, port)

@@ -14,7 +14,7 @@ from cocotb.triggers import ClockCycles, RisingEdge, with_timeout
 from netblt.gateware.config import DramGeometry, EngineConfig
 from netblt.hw.litedram import COMMAND_COUNTS
 
-from .beats import pack
+from .beats import pack, unpack
 
 DRAM = json.loads(os.environ.get("NETBLT_TB_DRAM_DESCRIPTION") or "null")
 """The description of the LiteDRAM core in the top (hw/litedram_core.py), if it has one."""
@@ -55,8 +55,7 @@ async def _dram_ready(dut) -> None:
 
 def dram_commands(dut) -> dict[str, int]:
     """The top's DRAM command counters (``dram_commands``, hw/litedram.py's layout) by kind."""
-    value = int(dut.dram_commands.value)
-    return {kind: value >> field.offset & (1 << field.width) - 1 for kind, field in COMMAND_COUNTS}
+    return unpack(COMMAND_COUNTS, int(dut.dram_commands.value))
 
 
 def apply(signal, layout: data.Layout, values: dict[str, Any]) -> None:
