@@ -42,6 +42,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--mtu", type=int, default=1500, choices=(1500, 9000),
                         help="the largest IP datagram the simulated wire carries (default: 1500)")
     parser.add_argument("--pcap", type=Path, metavar="FILE", help="write every frame on the board's wire here")
+    parser.add_argument("--pace", type=_pace, default=0, metavar="N",
+                        help="run exactly N times slower than real time, waiting whenever the simulation is "
+                             "ahead: one steady scale between the board's time and its host's, whose timers "
+                             "and rate choice then see a board whose speed does not change with its load "
+                             "(default: 0, as fast as it can, which is slower with traffic than idle)")
     parser.add_argument("--transport", choices=("udp", "ip"), default="udp",
                         help="ip: carry NETBLT natively on IP protocol 30 to and from the board's NETBLT port "
                              "as well as in UDP (needs root or CAP_NET_RAW)")
@@ -54,6 +59,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                      help="random loss each way, e.g. 0.01 or 1%% (default: 0)")
     wan.add_argument("--wan-seed", type=int, default=1, metavar="N",
                      help="random seed: the same seed loses the same datagrams (default: 1)")
+
+
+def _pace(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of times slower (0: as fast as it can)")
+    return value
 
 
 @dataclass
@@ -146,7 +161,7 @@ def run_from_args(args: argparse.Namespace) -> int:
         return 1
     settings = {"link_port": args.link_port, "netblt_port": args.netblt_port, "mtu": args.mtu,
                 "transport": args.transport, "wan_delay": args.wan_delay, "wan_loss": args.wan_loss,
-                "wan_seed": args.wan_seed,
+                "wan_seed": args.wan_seed, "pace": args.pace,
                 "pcap": str(args.pcap.resolve()) if args.pcap else "", "clock_hz": config.clock_hz,
                 "parent": os.getpid()}
     env = {"NETBLT_SIM_BOARD": json.dumps(settings), "NETBLT_TB_CLOCK_HZ": str(config.clock_hz),

@@ -13,7 +13,8 @@ inside its frames. NETBLT datagrams, each way, cross a WAN path model (sim/netem
 in simulated time: the board's timers and CYCLES see its delay as a board on a long
 path would (the host link is local, and not delayed). The run ends with a summary when
 ``netblt sim-board`` is interrupted or terminated (it creates the file
-NETBLT_SIM_BOARD_STOP names), and when it is gone.
+NETBLT_SIM_BOARD_STOP names), and when it is gone. With a pace, the simulation waits
+whenever it is ahead of that many times real time, and says how far it ever fell behind.
 """
 
 from __future__ import annotations
@@ -48,6 +49,9 @@ from netblt.sim.netem import PathConfig, describe
 
 POLL_CYCLES = 250
 """System-clock cycles between looks at the sockets (5 us at 50 MHz)."""
+PACE_CYCLES = 25
+"""System-clock cycles between looks at the pace: steps small enough (5 ms of real time
+at 1:10,000) for a host to measure the board's clock within a few percent at once."""
 BATCH = 16
 """Datagrams taken from one socket per look."""
 WIRE_QUEUE = 32
@@ -219,12 +223,14 @@ async def serve(dut):
         print(f"WAN between the board's NETBLT port and its peers: {describe(wan.config)}, in simulated time",
               flush=True)
     started, begun_ns = time.monotonic(), get_sim_time("ns")
-    told = False
+    told, pace = False, Pace(settings["pace"])
     while not stop and os.getppid() == settings["parent"]:  # ends with netblt sim-board
         if asked.exists():
             break
         await bridge.poll()
-        await ClockCycles(dut.clk, POLL_CYCLES)
+        for _ in range(POLL_CYCLES // PACE_CYCLES):
+            await ClockCycles(dut.clk, PACE_CYCLES)
+            pace.keep(time.monotonic() - started, (get_sim_time("ns") - begun_ns) / 1e9)
         if not told and time.monotonic() - started > 2:
             told = True
             print(f"time runs {ratio(started, begun_ns):,.0f} times slower than real time "
@@ -232,6 +238,9 @@ async def serve(dut):
     wall, simulated = time.monotonic() - started, (get_sim_time("ns") - begun_ns) / 1e9
     print(f"simulated {simulated:.4f} s in {wall:.1f} s of real time "
           f"(1 : {ratio(started, begun_ns):,.0f})", flush=True)
+    if pace.times:
+        print(f"held at 1 : {pace.times:,}; behind it by {pace.most_behind:.2f} s of real time at most",
+              flush=True)
     for what, count in sorted(bridge.counts.items()):
         print(f"  {what}: {count}", flush=True)
     for line in wan.summary():
@@ -239,6 +248,23 @@ async def serve(dut):
     for sock in (link, netblt, native):
         if sock is not None:
             sock.close()
+
+
+class Pace:
+    """Simulated time held at ``times`` slower than real time (0: not held)."""
+
+    def __init__(self, times: int) -> None:
+        self.times = times
+        self.most_behind = 0.0
+        """Real seconds the simulation was ever late on its pace: a pace it could not keep."""
+
+    def keep(self, wall: float, simulated: float) -> None:
+        if self.times:
+            ahead = simulated * self.times - wall
+            if ahead > 0:
+                time.sleep(ahead)
+            else:
+                self.most_behind = max(self.most_behind, -ahead)
 
 
 def ratio(started: float, begun_ns: float) -> float:

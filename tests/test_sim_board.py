@@ -7,10 +7,8 @@ import ipaddress
 import json
 import random
 import re
-import signal
 import socket
 import subprocess
-import threading
 import time
 
 import pytest
@@ -24,6 +22,7 @@ from netblt.gateware.registers import ADDRESS, COMMAND_WORD, ENGINE_STATE, GEOME
 from netblt.host import codec, packets
 from netblt.host.board_status import slots
 from netblt.hw.liteeth_core import IP_ADDRESS
+from netblt.sim import sim_board_tb
 
 
 pytestmark = pytest.mark.xdist_group("sim_board")  # one worker: the module's boards are its fixtures'
@@ -246,6 +245,24 @@ def test_slots_in_dram_need_a_board_and_say_so_in_one_line():
     done = subprocess.run(NETBLT + ["sim-board", "--slots", "dram"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr == "netblt sim-board: error: --slots dram needs --board: the slots go in that board's DRAM\n"
+
+
+def test_a_pace_waits_while_the_simulation_is_ahead_and_counts_how_far_it_fell_behind(monkeypatch):
+    """--pace N: simulated time held at N times slower than real time; where the
+    simulation cannot keep up, the summary says by how much."""
+    slept: list[float] = []
+    monkeypatch.setattr(sim_board_tb.time, "sleep", slept.append)
+    pace = sim_board_tb.Pace(10_000)
+    pace.keep(wall=0.25, simulated=50e-6)  # 0.5 s of real time due: 0.25 s ahead
+    pace.keep(wall=1.8, simulated=100e-6)  # 1 s due, 1.8 s gone: 0.8 s behind
+    pace.keep(wall=1.9, simulated=150e-6)  # 1.5 s due: 0.4 s behind, catching up
+    assert slept == [pytest.approx(0.25)] and pace.most_behind == pytest.approx(0.8)
+    free = sim_board_tb.Pace(0)
+    free.keep(wall=0.0, simulated=1.0)
+    assert slept == [pytest.approx(0.25)] and free.most_behind == 0
+    done = subprocess.run(NETBLT + ["sim-board", "--pace", "-3"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and done.stderr.splitlines()[-1] == \
+        "netblt sim-board: error: argument --pace: '-3' is not a whole number of times slower (0: as fast as it can)"
 
 
 def test_the_summary_says_when_the_slots_memory_is_not_ready():
