@@ -387,7 +387,11 @@ def test_a_receiver_waiting_for_the_rest_of_a_session_gives_up_after_its_death_t
     recv, port = start_recv(tmp_path, "--out", str(out), "--death-timer", "2")
     sender = spawn(["send", str(tmp_path / "first"), str(never), f"127.0.0.1:{port}"],
                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    got, stderr = finish(recv, timeout=30)
+    try:
+        got, stderr = finish(recv, timeout=30)
+    finally:
+        sender.kill()  # still stalled on the pipe nobody writes to
+        sender.communicate()
     assert recv.returncode == 1
     assert [r["ok"] for r in got] == [True, False]
     assert got[1]["reason"] == "the sender's next file did not come within 2 s"
