@@ -47,7 +47,8 @@ bench-board: $(STAMP)
 	$(BIN)/python -m netblt.sim.board_bench
 
 # 64 MiB sent from the Versa's DRAM through netblt sim-board and a 100 ms, 0.1%-loss WAN, measured in simulated
-# time at the board's wire (two hours or more; --rtt, --loss, --size: python -m netblt.sim.long_path_bench -h).
+# time at the board's wire, the simulation held at 1:10,000 of real time (about three hours; --rtt, --loss, --size:
+# python -m netblt.sim.long_path_bench -h).
 bench-long-path: $(STAMP)
 	$(BIN)/python -m netblt.sim.long_path_bench
 
