@@ -4,22 +4,24 @@ amaranth-boards' platform files are the pin and IO-standard source; constraints/
 adds what they lack (the PHY's receive clock). Each board sizes the engine's buffer
 slots to the block RAM LiteEth leaves, and has a geometry for its slots in its DRAM
 (``dram_slots``: a long path's worth), which ``netblt sim-board --slots dram`` runs on
-LiteDRAM's model of the board's chip; the bitstreams keep block RAM until the board's
-DRAM PHY is in them. Both run the engine at 50 MHz: at 40 MHz
+LiteDRAM's model of the board's chip, and the Colorlight's bitstream builds with
+``--slots dram`` on its own PHY (hw/litedram_core.py; the Versa's DDR3 PHY is not built
+yet). Both run the engine at 50 MHz: at 40 MHz
 LiteEth's receive side could not take 64-byte frames back to back (the Ethernet
 benchmark saw frames overrun and spliced, caught by NETBLT's checksums).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from amaranth.hdl import Elaboratable, Module, Signal
+from amaranth.lib import io
 from amaranth_boards.colorlight_5a75b_r7_0 import Colorlight_5A75B_R70Platform
 from amaranth_boards.versa_ecp5 import VersaECP5Platform
 
 from netblt.driver.link_format import LINK_PORT
-from netblt.gateware.config import EngineConfig
+from netblt.gateware.config import DramGeometry, EngineConfig
 from netblt.gateware.host_link import INTAKE_WORDS
 
 from .clocking import SystemClock
@@ -53,6 +55,9 @@ class Board:
     dram_slots: EngineConfig
     """The engine with its slots in that DRAM: each way's slots fill half the chip
     (the core's geometry is added when it is generated)."""
+    dram_phy: bool = False
+    """Its DRAM's PHY is built (on the platform's ``sdram`` resource): a bitstream can
+    have its slots in DRAM."""
     link_intake_words: int = INTAKE_WORDS
     """The host link's request buffer; the Colorlight has EBR for 2048 words only, too
     few for a 9000-byte datagram."""
@@ -69,7 +74,7 @@ BOARDS = {board.name: board for board in (
           leds=(0,), cable="ft232", number=1, chip="colorlight",
           # 2 MB each way: 4 slots of 512 KB (362 packets of 1448 bytes), bitmaps of 4096.
           dram_slots=EngineConfig(tx_slots=4, rx_slots=4, slot_bytes=512 << 10, max_packets=4096, pattern=False),
-          link_intake_words=2048,
+          dram_phy=True, link_intake_words=2048,
           seeds=(2, 6)),  # both meet both clocks with LiteEth's transmit crossing 16 words deep
                           # (docs/benchmarks.md)
     Board("versa_ecp5", VersaECP5Platform, "clk100", 100e6,
@@ -81,21 +86,33 @@ BOARDS = {board.name: board for board in (
 
 
 class BoardTop(Elaboratable):
+    """A NetbltNode on ``board``'s pins; with ``dram`` (the description of a LiteDRAM
+    core with the board's PHY, hw/litedram_core.py) its slots are in the board's DRAM."""
+
     def __init__(self, board: Board, ip_address: str = IP_ADDRESS, link_port: int = LINK_PORT,
-                 mac_address: str = MAC_ADDRESS, netmask: str = NETMASK, gateway: str = GATEWAY) -> None:
+                 mac_address: str = MAC_ADDRESS, netmask: str = NETMASK, gateway: str = GATEWAY,
+                 dram: dict | None = None) -> None:
         self.board, self.ip_address, self.link_port, self.mac_address = board, ip_address, link_port, mac_address
-        self.netmask, self.gateway = netmask, gateway
+        self.netmask, self.gateway, self.dram = netmask, gateway, dram
 
     def elaborate(self, platform) -> Module:
         board, config = self.board, self.board.config
         m = Module()
         oscillator = platform.request(board.clock, 0)
-        m.submodules.clock = SystemClock(oscillator.i, board.clock_hz, config.clock_hz)
+        dram_pins, dram_hz = None, None
+        if self.dram is not None:
+            config, dram_hz = replace(board.dram_slots, dram=DramGeometry.of(self.dram)), self.dram["clock_hz"]
+            dram_pins = platform.request("sdram", 0, dir="-")
+            # The chip's clock half a cycle after the controller's: the IO registers'
+            # outputs settle before its rising edge, its data before theirs.
+            m.submodules.sdram_clock = clock = io.DDRBuffer("o", dram_pins.clk, o_domain="dram")
+            m.d.comb += [clock.o[0].eq(0), clock.o[1].eq(1)]
+        m.submodules.clock = SystemClock(oscillator.i, board.clock_hz, config.clock_hz, dram_hz)
 
         rgmii = platform.request("eth_rgmii", 0, dir={name: "-" for name in RGMII_DATA_PINS})
         m.submodules.node = node = NetbltNode(config, "rgmii", rgmii, self.ip_address, self.link_port,
                                               self.mac_address, board.number, self.netmask, self.gateway,
-                                              board.link_intake_words)
+                                              board.link_intake_words, dram_pins)
         m.submodules.mdio = mdio = MdioLinkMonitor(board.phy_address, reset_cycles=config.clock_hz // 100)
         m.d.comb += node.link_up.eq(mdio.link)
         m.d.comb += [rgmii.rst.o.eq(mdio.phy_reset), rgmii.mdc.o.eq(mdio.mdc),

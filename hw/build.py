@@ -1,9 +1,10 @@
 """Builds a board's bitstream and says whether it meets timing.
 
-    python -m netblt.hw.build --board colorlight_5a75b [--mac ...] [--ip ...] [--link-port ...]
-        [--netmask ...] [--gateway ...]
+    python -m netblt.hw.build --board colorlight_5a75b [--slots dram] [--mac ...] [--ip ...]
+        [--link-port ...] [--netmask ...] [--gateway ...]
 
-Generates the LiteEth core for the board's address, runs Yosys, nextpnr-ecp5 and
+Generates the LiteEth core for the board's address (and with ``--slots dram`` the
+LiteDRAM core on the board's PHY, hw/litedram_core.py), runs Yosys, nextpnr-ecp5 and
 ecppack (the yowasp builds from PyPI) through the amaranth-boards platform, and writes
 build/<board>/netblt.bit and report.txt: Fmax per clock against its constraint and the
 LUT/FF/EBR used. Exits non-zero when any clock misses its constraint with every
@@ -21,7 +22,7 @@ from pathlib import Path
 
 from netblt.driver.link_format import LINK_PORT
 
-from . import liteeth_core
+from . import litedram_core, liteeth_core
 from .boards import BOARDS, Board, BoardTop
 from .nextpnr import Report, read_report
 
@@ -43,7 +44,7 @@ def tools_environment() -> dict[str, str]:
 
 
 def build(board: Board, mac: str, ip: str, link_port: int, build_dir: Path, netmask: str = liteeth_core.NETMASK,
-          gateway: str = liteeth_core.GATEWAY) -> tuple[Report, int]:
+          gateway: str = liteeth_core.GATEWAY, slots: str = "block") -> tuple[Report, int]:
     """The bitstream, its report and the placement seed that made it.
 
     Synthesis runs once; place and route tries the seeds in the board's ``seeds`` and keeps the
@@ -54,10 +55,15 @@ def build(board: Board, mac: str, ip: str, link_port: int, build_dir: Path, netm
     core = liteeth_core.generate("rgmii", mac, ip, board.config.clock_hz, build_dir / "liteeth_core.v")
     platform = board.platform()
     platform.add_file("liteeth_core.v", core.read_text())
+    dram = None
+    if slots == "dram":
+        dram_core = build_dir / "litedram_core.v"
+        dram = litedram_core.generate(board.chip, dram_core, phy="board")
+        platform.add_file("litedram_core.v", dram_core.read_text())
     os.environ.update(tools_environment())
     # No source locations in the netlist: they hold this checkout's path, and the
     # placement should not depend on where the project was checked out.
-    platform.build(BoardTop(board, ip, link_port, mac, netmask, gateway), name=NAME, build_dir=str(build_dir), do_program=False,
+    platform.build(BoardTop(board, ip, link_port, mac, netmask, gateway, dram), name=NAME, build_dir=str(build_dir), do_program=False,
                    emit_src=False, add_preferences=(CONSTRAINTS / f"{board.name}.lpf").read_text(),
                    nextpnr_opts=f"--seed {board.seeds[0]} --report {NAME}-report.json --timing-allow-fail")
     report, used = read_report(build_dir / f"{NAME}-report.json"), board.seeds[0]
@@ -95,7 +101,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--netmask", default=liteeth_core.NETMASK, help="the board's subnet (NETMASK after reset)")
     parser.add_argument("--gateway", default=liteeth_core.GATEWAY,
                         help="the router for peers beyond the subnet (GATEWAY after reset; 0.0.0.0: none)")
-    parser.add_argument("--output", type=Path, help="build folder (default build/<board>)")
+    parser.add_argument("--slots", choices=("block", "dram"), default="block",
+                        help="the buffer slots in block RAM (default) or in the board's DRAM")
+    parser.add_argument("--output", type=Path, help="build folder (default build/<board>, build/<board>-dram)")
     args = parser.parse_args(argv)
     try:
         liteeth_core.parse_mac(args.mac)
@@ -107,8 +115,11 @@ def main(argv: list[str] | None = None) -> int:
     if not 0 < args.link_port < 1 << 16:
         parser.error(f"host link port {args.link_port} is not a UDP port (1..65535)")
     board = BOARDS[args.board]
-    build_dir = args.output or ROOT / "build" / board.name
-    report, seed = build(board, args.mac, args.ip, args.link_port, build_dir, args.netmask, args.gateway)
+    if args.slots == "dram" and not board.dram_phy:
+        parser.error(f"{board.name}'s DRAM PHY is not built yet: its slots stay in block RAM")
+    build_dir = args.output or ROOT / "build" / (board.name + ("-dram" if args.slots == "dram" else ""))
+    report, seed = build(board, args.mac, args.ip, args.link_port, build_dir, args.netmask, args.gateway,
+                         args.slots)
     text = summary(board, report, seed)
     (build_dir / "report.txt").write_text(text + "\n")
     print(text)

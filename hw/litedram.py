@@ -2,7 +2,8 @@
 
 Its native ports, one per slot store, are streams in the engine's (``sync``) domain; the
 DRAM's controller runs on the ``dram`` domain, which the board top or the testbench
-provides, and LiteDRAM's FIFOs cross between the two.
+provides, and LiteDRAM's FIFOs cross between the two. A core with the board's PHY takes
+the chip's pins too, raw: its own IO registers and tristates sit on them.
 """
 
 from __future__ import annotations
@@ -14,10 +15,13 @@ from amaranth.lib.wiring import In, Out
 from netblt.gateware.config import DramGeometry
 from netblt.gateware.dram_dma import NativePort
 
-from .litedram_core import COMMANDS, COUNT_BITS, PORTS
+from .litedram_core import COMMANDS, COUNT_BITS, PORTS, SDR_PADS
 
 TRANSMIT_PORT, RECEIVE_PORT = 0, 1
 """The core's port each side's store takes."""
+BOARD_PIN_NAMES = {"ras_n": "ras", "cas_n": "cas", "we_n": "we"}
+"""amaranth-boards' SDRAMResource names for LiteDRAM's SDR pads where they differ (its
+active-low pins are inverted, but requested raw they carry the core's own levels)."""
 COMMAND_COUNTS = data.StructLayout({kind: COUNT_BITS for kind in COMMANDS})
 """The core's command counters (free-running, in the ``dram`` domain), as one value."""
 
@@ -25,9 +29,12 @@ COMMAND_COUNTS = data.StructLayout({kind: COUNT_BITS for kind in COMMANDS})
 class LiteDram(wiring.Component):
     """The core of ``geometry`` (its description's, ``DramGeometry.of``): ``ports`` for
     the stores, ``dram_ready`` once its init sequence has run (the name every top with a
-    core gives it, which the testbenches wait for), and ``dram_commands`` counted."""
+    core gives it, which the testbenches wait for), and ``dram_commands`` counted.
+    ``pins``: the platform's ``sdram`` resource, requested raw (``dir="-"``), for a core
+    with the board's SDR PHY."""
 
-    def __init__(self, geometry: DramGeometry) -> None:
+    def __init__(self, geometry: DramGeometry, pins=None) -> None:
+        self.pins = pins
         port = NativePort(geometry.address_bits, geometry.data_bits)
         super().__init__({"ports": In(port).array(PORTS), "dram_ready": Out(1), "dram_commands": Out(COMMAND_COUNTS)})
 
@@ -46,5 +53,8 @@ class LiteDram(wiring.Component):
                 f"o_{prefix}_rdata_valid": port.rdata.valid, f"i_{prefix}_rdata_ready": port.rdata.ready,
                 f"o_{prefix}_rdata_data": port.rdata.payload,
             }
+        if self.pins is not None:
+            wires |= {f"{direction}_sdram_{name}": getattr(self.pins, BOARD_PIN_NAMES.get(name, name)).io
+                      for name, direction in SDR_PADS.items()}
         m.submodules.core = Instance("litedram_core", **wires)
         return m

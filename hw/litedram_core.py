@@ -2,6 +2,7 @@
 its own initialisation at power-up.
 
     python -m netblt.hw.litedram_core --chip versa --output build/dram/versa_model.v
+    python -m netblt.hw.litedram_core --chip colorlight --phy board --output build/colorlight/litedram_core.v
 
 LiteDRAM's generator (litedram_gen) builds a whole LiteX SoC whose initialisation a CPU or
 an outside bus runs; the engine has no CPU, so this composes LiteDRAM's classes with a
@@ -11,13 +12,16 @@ and raises ``init_done``. The native ports are in the engine's clock domain, acr
 LiteDRAM's own clock-domain crossing from the controller's.
 
 The PHY is LiteDRAM's SDRAMPHYModel with the chip's geometry and timings, for
-Verilator: the controller, refresh and bank machines are the real ones, only the pins
-and the chips are modelled (the boards' PHYs, ECP5DDRPHY and GENSDRPHY, come with the
-bitstreams that use them). The core is generated at build time into build/, never
-committed. Ports: ``dram_clock``/``dram_reset``, ``engine_clock``/``engine_reset``,
-``init_done``, per native port n ``port<n>_{cmd,wdata,rdata}_*`` (LiteDRAM's names), and
-``commands_<kind>``, free-running counts of the commands the controller issued on the
-DFI, for the benchmark's bandwidth and refresh figures.
+Verilator (the controller, refresh and bank machines are the real ones, only the pins
+and the chips are modelled), or with ``--phy board`` the board's own: GENSDRPHY for
+the Colorlight's SDR chips, its IO registers and tristates on the ``sdram_*`` pins
+(SDR_PADS), the chip's clock driven by the board top. The Versa's ECP5DDRPHY, which
+needs read levelling, is not built yet. The core is generated at build time into
+build/, never committed. Ports: ``dram_clock``/``dram_reset``,
+``engine_clock``/``engine_reset``, ``init_done``, per native port n
+``port<n>_{cmd,wdata,rdata}_*`` (LiteDRAM's names), ``commands_<kind>``, free-running
+counts of the commands the controller issued on the DFI, for the benchmark's bandwidth
+and refresh figures, and with a board PHY its pins.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from litedram import modules
 from litedram.core import LiteDRAMCore
 from litedram.core.controller import ControllerSettings
 from litedram.init import get_sdram_phy_init_sequence, get_sdram_phy_py_header
+from litedram.phy.gensdrphy import GENSDRPHY
 from litedram.phy.model import SDRAMPHYModel, get_sdram_phy_settings
 from litex.build.generic_platform import Pins, Subsignal
 from litex.build.lattice.platform import LatticePlatform
@@ -46,6 +51,10 @@ PORTS = 2
 COMMANDS = {"activate": (0, 1, 1), "read": (1, 0, 1), "write": (1, 0, 0), "precharge": (0, 1, 0), "refresh": (0, 0, 1)}
 """Each DFI command the counters count, by its (RAS#, CAS#, WE#) with CS# low (JEDEC's
 truth table, the same for SDR and DDR3)."""
+SDR_PADS = {"a": "o", "ba": "o", "ras_n": "o", "cas_n": "o", "we_n": "o", "dq": "io"}
+"""The SDR pins GENSDRPHY drives, each with its direction; the board ties the rest
+(the Colorlight's CS# low, CKE high, DQM low), and its top drives the chip's clock."""
+PHYS = ("model", "board")
 COUNT_BITS = 32
 CSR_BITS, CSR_ADDRESS_BITS = 32, 14
 """The internal register bus the init sequencer drives (LiteX's usual widths)."""
@@ -173,8 +182,13 @@ class CommandCounters(LiteXModule):
             self.sync += self.counts[kind].eq(self.counts[kind] + sum(issued[1:], issued[0]))
 
 
+def sdr_pads(module, data_bits: int) -> tuple:
+    widths = {"a": module.geom_settings.addressbits, "ba": module.geom_settings.bankbits, "dq": data_bits}
+    return ("sdram", 0, *(Subsignal(name, Pins(widths.get(name, 1))) for name in SDR_PADS))
+
+
 class Core(LiteXModule):
-    def __init__(self, platform, chip: Chip) -> None:
+    def __init__(self, platform, chip: Chip, phy: str) -> None:
         self.cd_sys = ClockDomain()
         self.cd_engine = ClockDomain()
         # Each reset comes in synchronous to its clock (the Amaranth side's domains).
@@ -183,12 +197,21 @@ class Core(LiteXModule):
                       self.cd_engine.clk.eq(platform.request("engine_clock")),
                       self.cd_engine.rst.eq(platform.request("engine_reset"))]
 
-        # The model runs the chip's memory type at LiteDRAM's simulation rate; its native
-        # port is as wide as the board PHY's (128 bits for DDR3, 32 for 32-bit SDR).
-        settings = get_sdram_phy_settings(memtype=chip.memtype, data_width=chip.data_bits, clk_freq=chip.clock_hz)
-        rate = f"1:{settings.nphases}"
-        module = chip.geometry(rate)
-        self.ddrphy = SDRAMPHYModel(module=module, settings=settings, clk_freq=chip.clock_hz)
+        if phy == "model":
+            # The chip's memory type at LiteDRAM's simulation rate; its native port is as
+            # wide as the board PHY's (128 bits for DDR3, 32 for 32-bit SDR).
+            settings = get_sdram_phy_settings(memtype=chip.memtype, data_width=chip.data_bits,
+                                              clk_freq=chip.clock_hz)
+            module = chip.geometry(f"1:{settings.nphases}")
+            self.ddrphy = SDRAMPHYModel(module=module, settings=settings, clk_freq=chip.clock_hz)
+        elif chip.memtype == "SDR":
+            module = chip.geometry("1:1")
+            platform.add_extension([sdr_pads(module, chip.data_bits)])
+            self.ddrphy = GENSDRPHY(platform.request("sdram"), sys_clk_freq=chip.clock_hz)
+            settings = self.ddrphy.settings
+        else:
+            raise SystemExit(f"litedram_core: no board PHY for {chip.memtype} yet (the Versa's ECP5DDRPHY needs "
+                             "read levelling, not built)")
         self.sdram = LiteDRAMCore(self.ddrphy, module.geom_settings, module.timing_settings, chip.clock_hz,
                                   controller_settings=ControllerSettings())
 
@@ -227,17 +250,17 @@ class Core(LiteXModule):
                             "t_ccd": timing.tCCD, "t_rfc": timing.tRFC, "t_rp": timing.tRP, "t_rcd": timing.tRCD}
 
 
-def generate(chip: str, output: Path) -> dict:
+def generate(chip: str, output: Path, phy: str = "model") -> dict:
     """Writes the core's Verilog to ``output`` (module ``litedram_core``) and its
     description (port widths, size) beside it as JSON, the same text every time
     (hw/litex_core.py)."""
-    run_generator(__name__, ["--chip", chip, "--output", str(output)])
+    run_generator(__name__, ["--chip", chip, "--phy", phy, "--output", str(output)])
     return json.loads(output.with_suffix(".json").read_text())
 
 
-def write_core(chip: Chip, output: Path) -> Path:
+def write_core(chip: Chip, output: Path, phy: str) -> Path:
     platform = LatticePlatform(DEVICE, COMMON_PINS, toolchain="trellis")
-    core = Core(platform, chip)
+    core = Core(platform, chip, phy)
     data_files = write_verilog(platform, core, "litedram_core", output)
     assert not data_files, "the core must be one self-contained file"  # the testbenches compile the .v alone
     write_if_changed(output.with_suffix(".json"), json.dumps(core.description, indent=1) + "\n")
@@ -246,10 +269,12 @@ def write_core(chip: Chip, output: Path) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--chip", choices=sorted(CHIPS), required=True, help="the board whose DRAM to model")
+    parser.add_argument("--chip", choices=sorted(CHIPS), required=True, help="the board whose DRAM it drives")
+    parser.add_argument("--phy", choices=PHYS, default="model",
+                        help="LiteDRAM's model of the chip, for Verilator (default), or the board's PHY")
     parser.add_argument("--output", type=Path, required=True)
     args = parser.parse_args(argv)
-    print(write_core(CHIPS[args.chip], args.output))
+    print(write_core(CHIPS[args.chip], args.output, args.phy))
     return 0
 
 

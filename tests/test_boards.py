@@ -1,4 +1,5 @@
-"""The board tops' pieces that need no toolchain: PLL dividers, the load step's errors."""
+"""The board tops' pieces that need no toolchain: PLL dividers, a top's pins, the load
+and build steps' errors."""
 
 from __future__ import annotations
 
@@ -7,9 +8,12 @@ import stat
 
 import pytest
 
-from netblt.hw import load
-from netblt.hw.boards import BOARDS
+import json
+
+from netblt.hw import build, litedram_core, load
+from netblt.hw.boards import BOARDS, BoardTop
 from netblt.hw.clocking import PllSettings
+from netblt.hw.litedram_core import CHIPS
 
 
 def test_pll_dividers_match_ecppll():
@@ -24,9 +28,55 @@ def test_every_board_has_an_exact_system_clock():
         assert 400e6 <= board.config.clock_hz * s.output_divider <= 800e6
 
 
+def test_pll_secondary_outputs_match_ecppll():
+    # `yowasp-ecppll -i 25 -o 50 --clkout1 60` gives CLKOS_DIV 10 from the same 600 MHz VCO.
+    assert PllSettings.exact(25e6, 50e6, 60e6) == PllSettings(1, 2, 12, (10,))
+
+
+def test_every_board_has_exact_engine_and_dram_clocks_from_one_pll():
+    for board in BOARDS.values():
+        dram_hz = CHIPS[board.chip].clock_hz
+        s = PllSettings.exact(board.clock_hz, board.config.clock_hz, dram_hz)
+        vco = board.config.clock_hz * s.output_divider
+        assert 400e6 <= vco <= 800e6 and vco / s.secondary_dividers[0] == dram_hz
+
+
 def test_impossible_pll_is_refused():
-    with pytest.raises(ValueError, match="no ECP5 PLL setting"):
+    with pytest.raises(ValueError, match="no ECP5 PLL setting makes 1000 MHz from 25 MHz"):
         PllSettings.exact(25e6, 1e9)
+    with pytest.raises(ValueError, match="no ECP5 PLL setting makes 50 and 61 MHz from 25 MHz"):
+        PllSettings.exact(25e6, 50e6, 61e6)  # no VCO is a multiple of both
+
+
+def test_a_colorlight_with_slots_in_dram_puts_its_core_on_the_sdram_pins(tmp_path):
+    """The board core (GENSDRPHY) on every pin of the platform's SDRAM, the chip's clock
+    from a DDR output, and the controller's 60 MHz from the PLL's second output; Yosys
+    and nextpnr are not run (make bitstream SLOTS=dram does)."""
+    board = BOARDS["colorlight_5a75b"]
+    description = litedram_core.generate(board.chip, tmp_path / "litedram_core.v", phy="board")
+    assert json.loads((tmp_path / "litedram_core.json").read_text()) == description
+    platform = board.platform()
+    platform.add_file("litedram_core.v", (tmp_path / "litedram_core.v").read_text())
+    platform.build(BoardTop(board, dram=description), name="top", build_dir=str(tmp_path / "plan"),
+                   do_build=False).extract(tmp_path / "plan")
+    rtlil, lpf = (tmp_path / "plan" / "top.il").read_text(), (tmp_path / "plan" / "top.lpf").read_text()
+    widths = {"a": 11, "ba": 1, "ras": 1, "cas": 1, "we": 1, "dq": 32}
+    for pin, width in widths.items():
+        core_pin = {"ras": "ras_n", "cas": "cas_n", "we": "we_n"}.get(pin, pin)
+        top = f"sdram_0__{pin}__io"
+        assert f"connect \\sdram_{core_pin} \\{top} [{width - 1}:0]" in rtlil or \
+            f"connect \\sdram_{core_pin} \\{top} [0]" in rtlil
+        assert lpf.count(f'LOCATE COMP "{top}') == width
+    assert 'LOCATE COMP "sdram_0__clk__io" SITE "C6"' in lpf and "ODDRX1F" in rtlil
+    assert "parameter \\CLKOS_DIV 10" in rtlil and "parameter \\CLKOP_DIV 12" in rtlil
+
+
+def test_a_board_without_its_dram_phy_says_so_in_one_line(capsys):
+    with pytest.raises(SystemExit) as exit:
+        build.main(["--board", "versa_ecp5", "--slots", "dram"])
+    assert exit.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1].endswith(
+        "error: versa_ecp5's DRAM PHY is not built yet: its slots stay in block RAM")
 
 
 @pytest.fixture
