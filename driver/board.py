@@ -20,7 +20,7 @@ import struct
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from netblt.gateware.drops import Drop
 from netblt.gateware.pacer import PacingMode
@@ -125,6 +125,13 @@ class Slot:
     """Its missing packets were asked for: resends came, so its arrivals are no first pass."""
     timing: Request | Part | None = None
     """The read of its arrival times, made as it completed."""
+    posted: list[Request | Part] = field(default_factory=list)
+    """A receive slot's POST: until the board has run it, the slot's status registers
+    are a previous buffer's."""
+
+    @property
+    def ready(self) -> bool:
+        return all(request.reply is not None for request in self.posted)
 
 
 class BoardDataPath:
@@ -292,7 +299,7 @@ class BoardDataPath:
     def post_receive(self, number: int, capacity: int) -> None:
         index = self._free(self.rx, self.geometry.rx_slots, "receive")
         self.rx[index] = Slot(number, capacity=capacity)
-        self._command(Command.POST, index, number)
+        self.rx[index].posted = self._command(Command.POST, index, number)
 
     def drop_receive(self, number: int) -> None:
         index = self._slot_of(self.rx, number)
@@ -330,13 +337,15 @@ class BoardDataPath:
     def flush(self) -> list[ev.Event]:
         """Before a timer fires: what the board's slots saw lately (the engine's data and
         death timers need it), and whether the transmit side went idle."""
-        receiving = [i for i, slot in self.rx.items() if slot.data is None]
+        receiving = [i for i, slot in self.rx.items() if slot.data is None and slot.ready]
         names = ["CYCLES", "STATE", "RX_HIGH_ACK"]
         operations = [_read(name) for name in names]
         for index in receiving:
             operations += [_write("STATUS_SLOT", index), _read("SLOT_RECEIVED"), _read("SLOT_LAST_AT"),
                            _read("SLOT_MEAN_GAP")]
-        values = self._operations(operations, wait=True)
+        # Urgent: a read queued behind a buffer's upload would hold this host, and every
+        # RESEND reaching it, for as long as the upload takes.
+        values = self._operations(operations, wait=True, urgent=True)
         now = time.monotonic()
         cycles, state, high_ack = values[:3]
         self.clock.sample(now, cycles)
@@ -561,9 +570,10 @@ class BoardDataPath:
     def _slot_of(slots: dict[int, Slot], number: int) -> int | None:
         return next((i for i, slot in slots.items() if slot.buffer == number), None)
 
-    def _command(self, op: Command, index: int, arg0: int = 0, arg1: int = 0, flag: int = 0) -> None:
-        self._operations([_write("ARG0", arg0), _write("ARG1", arg1),
-                          _write("COMMAND", COMMAND_WORD.pack(op=op, slot=index, flag=flag))])
+    def _command(self, op: Command, index: int, arg0: int = 0, arg1: int = 0,
+                 flag: int = 0) -> list[Request | Part]:
+        return self._submit([_write("ARG0", arg0), _write("ARG1", arg1),
+                             _write("COMMAND", COMMAND_WORD.pack(op=op, slot=index, flag=flag))])
 
     def _set(self, **registers: int) -> None:
         self._operations([_write(name, value) for name, value in registers.items()], urgent=True)
@@ -576,14 +586,18 @@ class BoardDataPath:
         values. Urgent ones go ahead of uploads and downloads queued (settings, reads,
         resends and control packets: none needs a transfer of data done first); commands
         on slots keep their place behind the data they follow."""
-        requests = self.link.submit([(F.Type.REGISTERS, F.encode_operations(operations[at:at + OPERATIONS]), 0)
-                                     for at in range(0, len(operations), OPERATIONS)], join=True, urgent=urgent)
+        requests = self._submit(operations, urgent)
         if not wait:
             return []
         replies = self.link.wait(requests)
         self._pushed(self.link.client.take_pushed())
         return [op.value for _, body in replies for op in F.decode_operations(body)
                 if op.opcode & ~F.DONE == F.Opcode.READ]
+
+
+    def _submit(self, operations: list[F.Operation], urgent: bool = False) -> list[Request | Part]:
+        return self.link.submit([(F.Type.REGISTERS, F.encode_operations(operations[at:at + OPERATIONS]), 0)
+                                 for at in range(0, len(operations), OPERATIONS)], join=True, urgent=urgent)
 
 
 def _write(name: str, value: int) -> F.Operation:
