@@ -172,7 +172,7 @@ def start_board(args: argparse.Namespace, pcap: Path) -> tuple[subprocess.Popen,
     return board, link, port, slower
 
 
-def transfer(args: argparse.Namespace, tmp: Path, link: int, port: int, death: int) -> dict:
+def transfer(args: argparse.Namespace, tmp: Path, link: int, port: int, death: int, slower: float) -> dict:
     """The board sends ``args.size`` random bytes to ``netblt recv``: the sender's
     report, once the copy is checked byte for byte."""
     source, out = tmp / "data.bin", tmp / "out"
@@ -199,12 +199,23 @@ def transfer(args: argparse.Namespace, tmp: Path, link: int, port: int, death: i
     while send.poll() is None:
         time.sleep(PROGRESS_EVERY)
         got = partial.stat().st_size if partial.exists() else 0
-        print(f"  {(time.monotonic() - started) / 60:.0f} min: the peer holds {got / 2**20:.1f} of "
+        print(f"  {(time.monotonic() - started) / 60:.0f} min: the peer's copy reaches {got / 2**20:.1f} of "
               f"{args.size / 2**20:g} MiB", flush=True)
     sent_out, sent_err = send.communicate()
-    recv.communicate(timeout=120)
-    if send.returncode or recv.returncode or (out / "data.bin").read_bytes() != source.read_bytes():
-        raise SystemExit(f"netblt bench-long-path: the transfer failed: {sent_err}{recv_log.read_text()}")
+    # The sender is done once its dally ends: 8 of the peer's control timers, which the
+    # protocol's fields cap far below a round trip seen `slower` times longer. The peer
+    # finishes when the sender's acknowledgement of its last OK reaches it, up to a
+    # round trip later.
+    try:
+        recv.communicate(timeout=2 * args.rtt * slower + 120)
+    except subprocess.TimeoutExpired:
+        recv.kill()
+        recv.communicate()
+    copied = (out / "data.bin").exists() and (out / "data.bin").read_bytes() == source.read_bytes()
+    if send.returncode or recv.returncode or not copied:
+        raise SystemExit(f"netblt bench-long-path: the transfer failed (sender {send.returncode}, receiver "
+                         f"{recv.returncode}, copy {'exact' if copied else 'missing or different'}): "
+                         f"{sent_err}{recv_log.read_text()[-2000:]}")
     return report(sent_out)
 
 
@@ -277,7 +288,7 @@ def main(argv: list[str] | None = None) -> int:
         console.print(f"{args.size / 2**20:g} MiB through the simulated board at 1:{slower:,.0f} of real time: "
                       f"{minutes:.0f} minutes or more ...")
         try:
-            sender = transfer(args, tmp, link, port, death)
+            sender = transfer(args, tmp, link, port, death, slower)
         finally:
             summary = stop(board)
         wire = read_wire(pcap, port)
