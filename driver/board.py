@@ -298,8 +298,7 @@ class BoardDataPath:
 
     def post_receive(self, number: int, capacity: int) -> None:
         index = self._free(self.rx, self.geometry.rx_slots, "receive")
-        self.rx[index] = Slot(number, capacity=capacity)
-        self.rx[index].posted = self._command(Command.POST, index, number)
+        self.rx[index] = Slot(number, capacity=capacity, posted=self._command(Command.POST, index, number))
 
     def drop_receive(self, number: int) -> None:
         index = self._slot_of(self.rx, number)
@@ -593,7 +592,6 @@ class BoardDataPath:
         self._pushed(self.link.client.take_pushed())
         return [op.value for _, body in replies for op in F.decode_operations(body)
                 if op.opcode & ~F.DONE == F.Opcode.READ]
-
 
     def _submit(self, operations: list[F.Operation], urgent: bool = False) -> list[Request | Part]:
         return self.link.submit([(F.Type.REGISTERS, F.encode_operations(operations[at:at + OPERATIONS]), 0)

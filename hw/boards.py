@@ -55,9 +55,6 @@ class Board:
     dram_slots: EngineConfig
     """The engine with its slots in that DRAM: each way's slots fill half the chip
     (the core's geometry is added when it is generated)."""
-    dram_phy: bool = False
-    """Its DRAM's PHY is built (on the platform's ``sdram`` resource): a bitstream can
-    have its slots in DRAM."""
     link_intake_words: int = INTAKE_WORDS
     """The host link's request buffer; the Colorlight has EBR for 2048 words only, too
     few for a 9000-byte datagram."""
@@ -74,7 +71,7 @@ BOARDS = {board.name: board for board in (
           leds=(0,), cable="ft232", number=1, chip="colorlight",
           # 2 MB each way: 4 slots of 512 KB (362 packets of 1448 bytes), bitmaps of 4096.
           dram_slots=EngineConfig(tx_slots=4, rx_slots=4, slot_bytes=512 << 10, max_packets=4096, pattern=False),
-          dram_phy=True, link_intake_words=2048,
+          link_intake_words=2048,
           seeds=(2, 6)),  # both meet both clocks with LiteEth's transmit crossing 16 words deep
                           # (docs/benchmarks.md)
     Board("versa_ecp5", VersaECP5Platform, "clk100", 100e6,

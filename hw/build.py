@@ -115,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     if not 0 < args.link_port < 1 << 16:
         parser.error(f"host link port {args.link_port} is not a UDP port (1..65535)")
     board = BOARDS[args.board]
-    if args.slots == "dram" and not board.dram_phy:
+    if args.slots == "dram" and not litedram_core.CHIPS[board.chip].board_phy:
         parser.error(f"{board.name}'s DRAM PHY is not built yet: its slots stay in block RAM")
     build_dir = args.output or ROOT / "build" / (board.name + ("-dram" if args.slots == "dram" else ""))
     report, seed = build(board, args.mac, args.ip, args.link_port, build_dir, args.netmask, args.gateway,

@@ -56,9 +56,6 @@ def _divides(vco_hz: float, output_hz: float) -> bool:
     return 1 <= divider <= 128 and abs(vco_hz / divider - output_hz) <= 1
 
 
-SECONDARY = ("CLKOS", "CLKOS2", "CLKOS3")
-
-
 class SystemClock(Elaboratable):
     """Drives the ``sync`` domain at ``output_hz`` from ``clock`` (the board oscillator),
     and the ``dram`` domain at ``dram_hz`` if one is given."""
@@ -75,7 +72,7 @@ class SystemClock(Elaboratable):
         secondary = {}
         if self.dram_hz:
             m.domains.dram = dram = ClockDomain("dram")
-            port, divider = SECONDARY[0], s.secondary_dividers[0]
+            port, divider = "CLKOS", s.secondary_dividers[0]
             # In phase with CLKOP, as ecppll sets it: the same coarse phase step.
             secondary = {f"a_FREQUENCY_PIN_{port}": str(self.dram_hz / 1e6), f"p_{port}_ENABLE": "ENABLED",
                          "p_OUTDIVIDER_MUXB": "DIVB", f"p_{port}_DIV": divider,

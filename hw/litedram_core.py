@@ -2,7 +2,7 @@
 its own initialisation at power-up.
 
     python -m netblt.hw.litedram_core --chip versa --output build/dram/versa_model.v
-    python -m netblt.hw.litedram_core --chip colorlight --phy board --output build/colorlight/litedram_core.v
+    python -m netblt.hw.litedram_core --chip colorlight --phy board --output build/colorlight_5a75b-dram/litedram_core.v
 
 LiteDRAM's generator (litedram_gen) builds a whole LiteX SoC whose initialisation a CPU or
 an outside bus runs; the engine has no CPU, so this composes LiteDRAM's classes with a
@@ -74,6 +74,11 @@ class Chip:
     @property
     def memtype(self) -> str:
         return getattr(modules, self.module).memtype
+
+    @property
+    def board_phy(self) -> bool:
+        """Its board's PHY is built: GENSDRPHY, for SDR (ECP5DDRPHY needs read levelling)."""
+        return self.memtype == "SDR"
 
     def geometry(self, rate: str):
         return getattr(modules, self.module)(self.clock_hz, rate)
@@ -204,7 +209,7 @@ class Core(LiteXModule):
                                               clk_freq=chip.clock_hz)
             module = chip.geometry(f"1:{settings.nphases}")
             self.ddrphy = SDRAMPHYModel(module=module, settings=settings, clk_freq=chip.clock_hz)
-        elif chip.memtype == "SDR":
+        elif chip.board_phy:
             module = chip.geometry("1:1")
             platform.add_extension([sdr_pads(module, chip.data_bits)])
             self.ddrphy = GENSDRPHY(platform.request("sdram"), sys_clk_freq=chip.clock_hz)

@@ -40,15 +40,18 @@ from rich.table import Table
 from scapy.utils import RawPcapReader
 
 from netblt.driver import link_format as F
+from netblt.driver.board import DATA_SHARE, WIRE_BPS
 from netblt.host import codec, packets
 from netblt.host.units import parse_duration, parse_probability, parse_rate, parse_size, positive
 from netblt.hw.boards import BOARDS
 from netblt.hw.liteeth_core import MAC_ADDRESS
 from netblt.sim.board_bench import NETBLT, free_port, report
+from netblt.sim.wire import FCS, PREAMBLE_AND_GAP
 
-LINE_BPS = 1e9
-FRAME_OVERHEAD = 8 + 4 + 12
-"""Bytes on the wire around each frame the pcap holds: preamble, FCS, inter-frame gap."""
+FRAME_OVERHEAD = PREAMBLE_AND_GAP + FCS
+"""Bytes on the wire around each frame the pcap holds."""
+MOST_BPS = DATA_SHARE * WIRE_BPS
+"""The most a board paces DATA at."""
 PROGRESS_EVERY = 60.0
 """Seconds of real time between progress lines."""
 
@@ -231,7 +234,7 @@ def print_results(console: Console, args: argparse.Namespace, wire: Wire, sender
                         f"{args.rtt * 1000:.0f} ms round trip, {args.loss:.2%} loss each way (simulated time)")
     table.add_column("figure")
     table.add_column("value", justify="right")
-    share = lambda bps: f"{bps / 1e6:.1f} Mb/s ({bps / LINE_BPS:.1%} of the line)"  # noqa: E731
+    share = lambda bps: f"{bps / 1e6:.1f} Mb/s ({bps / WIRE_BPS:.1%} of the line)"  # noqa: E731
     table.add_row("OPEN out to RESPONSE in", f"{(wire.response_at - wire.open_at) * 1000:.1f} ms")
     table.add_row("first DATA to last DATA", f"{wire.data_seconds * 1000:.1f} ms")
     table.add_row("DATA paced at (median gap)", share(wire.paced_bps))
@@ -244,7 +247,8 @@ def print_results(console: Console, args: argparse.Namespace, wire: Wire, sender
                                                f"over {upload_seconds * 1000:.0f} ms")
     table.add_row("DATA frames (resent)", f"{wire.data_frames} ({wire.resent})")
     table.add_row("most outstanding (sent, not OKed)", f"{wire.most_outstanding / 2**20:.1f} MiB; "
-                                                       f"rate x round trip at 900 Mb/s: {900e6 / 8 * args.rtt / 2**20:.1f} MiB")
+                                                       f"rate x round trip at {MOST_BPS / 1e6:.0f} Mb/s: "
+                                                       f"{MOST_BPS / 8 * args.rtt / 2**20:.1f} MiB")
     held = next(line for line in summary.splitlines() if line.startswith("held at"))
     table.add_row("simulated against real time", held.removeprefix("held at "))
     agreed = sender["burst_size"] * sender["packet_size"] * 8 / (sender["burst_interval_ms"] / 1000) * args.pace
@@ -284,7 +288,7 @@ def main(argv: list[str] | None = None) -> int:
         board, link, port, slower = start_board(args, pcap)
         # The longest silence is about a round trip, seen `slower` times longer.
         death = min(0xFFFF, max(600, round(20 * args.rtt * slower)))
-        minutes = (args.size * 8 / 0.9e9 + 4 * args.rtt) * slower / 60
+        minutes = (args.size * 8 / MOST_BPS + 4 * args.rtt) * slower / 60
         console.print(f"{args.size / 2**20:g} MiB through the simulated board at 1:{slower:,.0f} of real time: "
                       f"{minutes:.0f} minutes or more ...")
         try:

@@ -224,12 +224,13 @@ async def serve(dut):
               flush=True)
     started, begun_ns = time.monotonic(), get_sim_time("ns")
     told, pace = False, Pace(settings["pace"])
+    step = PACE_CYCLES if pace.times else POLL_CYCLES
     while not stop and os.getppid() == settings["parent"]:  # ends with netblt sim-board
         if asked.exists():
             break
         await bridge.poll()
-        for _ in range(POLL_CYCLES // PACE_CYCLES):
-            await ClockCycles(dut.clk, PACE_CYCLES)
+        for _ in range(POLL_CYCLES // step):
+            await ClockCycles(dut.clk, step)
             pace.keep(time.monotonic() - started, (get_sim_time("ns") - begun_ns) / 1e9)
         if not told and time.monotonic() - started > 2:
             told = True
