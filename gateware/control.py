@@ -16,6 +16,7 @@ from .drops import Drop
 from .packet_fifo import CONTROL_META
 from .parser import RX_SETTINGS
 from .pattern import PATTERN_COMMAND
+from .readout import CounterBank, tree_select
 from .receive_store import READ_AHEAD
 from .reassembly import MISSING, MISSING_QUERY, RX_COMMAND, RX_EVENT, SLOT_STATUS
 from .registers import (
@@ -98,7 +99,7 @@ class ControlStatus(wiring.Component):
         m = Module()
         bus = self.bus
         rw = {r.name: Signal(r.width, name=r.name.lower()) for r in ENGINE_REGISTERS if r.access == "rw"}
-        counters = {name: Signal(32, name=name.lower()) for name in self.COUNTERS}
+        m.submodules.counters = counters = CounterBank(len(self.COUNTERS))
         cycles = Signal(32)
         m.d.sync += cycles.eq(cycles + 1)
 
@@ -162,7 +163,7 @@ class ControlStatus(wiring.Component):
         geometry = GEOMETRY_WORD.cat(data_width=cfg.data_width, tx_slots=cfg.tx_slots, rx_slots=cfg.rx_slots,
                                      log2_max_packets=cfg.max_packets.bit_length() - 1)
         readable = {
-            **rw, **counters,
+            **rw,
             "COMMAND_LEVEL": commands.level, "EVENT_LEVEL": events.level,
             "EVENT": Mux(events.r_rdy, events.r_data, 0),
             "CONTROL_LENGTH": Mux(self.control_meta.valid, self.control_meta.payload.length, 0),
@@ -180,10 +181,13 @@ class ControlStatus(wiring.Component):
         }
         checking = Signal()
         readable["STATE"] = ENGINE_STATE.cat(tx_idle=self.tx_idle, checking=checking, slots_ready=self.slots_ready)
-        with m.Switch(bus.addr):
-            for name, v in readable.items():
-                with m.Case(ADDRESS[name]):
-                    m.d.comb += value.eq(v)
+        table = [0] * len(ENGINE_REGISTERS)
+        for name, v in readable.items():
+            table[ADDRESS[name]] = v
+        first = ADDRESS[self.COUNTERS[0]]
+        counter = (bus.addr - first)[:len(bus.addr)]
+        m.d.comb += [counters.read.eq(counter),
+                     value.eq(Mux(counter < len(self.COUNTERS), counters.value, tree_select(table, bus.addr)))]
         with m.If(bus.r_en):
             m.d.sync += r_data.eq(value)
             with m.Switch(bus.addr):
@@ -287,8 +291,8 @@ class ControlStatus(wiring.Component):
             **{f"DROPPED_{d.name}": self.drops[d] for d in Drop},
         }
         clear = bus.w_en & (bus.addr == ADDRESS["COUNTERS_CLEAR"])
-        for name, counter in counters.items():
+        m.d.comb += counters.clear.eq(clear)
+        for i, name in enumerate(self.COUNTERS):
             # Counted a cycle late: the strobes come from deep in the data path.
-            strobe = Signal(name=f"{name.lower()}_seen")
-            m.d.sync += [strobe.eq(strobes[name]), counter.eq(Mux(clear, 0, counter + strobe))]
+            m.d.sync += counters.add[i].eq(strobes[name])
         return m

@@ -27,6 +27,7 @@ from .headers import header_bytes, header_fields, lanes, to_beats
 from .link_intake import big_endian
 from .link_sender import SEND_COMMAND, STORE_ADDRESS_WIDTH
 from .packet_fifo import CONTROL_META
+from .readout import CounterBank, tree_select
 from .receive_store import READ_AHEAD
 from .transmitter import UPLOAD_ROOM
 from .registers import ADDRESS, ENGINE_REGISTERS, LINK_BASE, LINK_REGISTERS, REGISTER_MAP, RegisterBus
@@ -101,7 +102,7 @@ class LinkExecutor(wiring.Component):
         defaults = {"NETMASK": ident.netmask, "GATEWAY": ident.gateway,
                     "PUSH_TIMEOUT": ident.clock_hz // 1000, "TAKEOVER_AFTER": 10_000}
         self.regs = regs = {r.name: Signal(r.width, name=r.name.lower(), init=defaults.get(r.name, 0))
-                            for r in LINK_REGISTERS}
+                            for r in LINK_REGISTERS if r.name not in COUNTERS}
         m.d.comb += [self.netmask.eq(regs["NETMASK"]), self.gateway.eq(regs["GATEWAY"])]
         self._constants()
         self._clocks()
@@ -130,11 +131,12 @@ class LinkExecutor(wiring.Component):
                             "REGISTER_MAP": REGISTER_MAP}.items():
             m.d.comb += regs[name].eq(value)
         m.d.comb += regs["LINK_UP"].eq(self.link_up)
-        self.strobes = {r.name: Signal(name=f"{r.name.lower()}_strobe") for r in LINK_REGISTERS
-                        if r.name.startswith("LINK_") and r.name in COUNTERS}
-        for name, strobe in self.strobes.items():
+        self.strobes = {name: Signal(name=f"{name.lower()}_strobe") for name in COUNTERS}
+        # LINK_DROPPED counts the intake's two drops as well as its own: up to 3 a cycle.
+        m.submodules.counters = self.counters = CounterBank(len(COUNTERS), most=3)
+        for i, (name, strobe) in enumerate(self.strobes.items()):
             extra = self.dropped[0] + self.dropped[1] if name == "LINK_DROPPED" else 0
-            m.d.sync += regs[name].eq(regs[name] + strobe + extra)
+            m.d.comb += self.counters.add[i].eq(strobe + extra)
 
     def _clocks(self) -> None:
         """Cycles, for the push timer; milliseconds, for the owner's silence."""
@@ -156,8 +158,10 @@ class LinkExecutor(wiring.Component):
         """The link registers' one read mux: ``link_value`` is the one ``link_index`` names
         (0 past the last)."""
         self.link_index = Signal(8)
-        self.link_value = Mux(self.link_index < len(LINK_REGISTERS),
-                              Array(self.regs[r.name] for r in LINK_REGISTERS)[self.link_index], 0)
+        counter = (self.link_index - (ADDRESS[COUNTERS[0]] - LINK_BASE))[:8]
+        self.m.d.comb += self.counters.read.eq(counter)
+        self.link_value = Mux(counter < len(COUNTERS), self.counters.value,
+                              tree_select([self.regs.get(r.name, 0) for r in LINK_REGISTERS], self.link_index))
 
     def _count(self, name: str) -> None:
         self.m.d.comb += self.strobes[name].eq(1)
