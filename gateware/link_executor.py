@@ -259,15 +259,19 @@ class LinkExecutor(wiring.Component):
             self.push_pending, (self.cycles - self.push_sent_at) > regs["PUSH_TIMEOUT"],
             self.events_waiting | self.control_waiting)
         with m.State("IDLE"):
+            # A push goes first: a host keeps requests queued for as long as a file's
+            # uploads take, and events waiting behind them would wait that long. Pushes
+            # cannot starve requests: the next is due only once the owner's ACK (a
+            # request) has come, or after PUSH_TIMEOUT.
             m.d.sync += self.at.eq(0)
-            with m.If(self.meta.valid):
+            with m.If(push_due):
+                self.begin(PUSH_AREA, F.Type.EVENTS)
+                m.next = "PUSH"
+            with m.Elif(self.meta.valid):
                 m.d.comb += self.meta.ready.eq(1)
                 m.d.sync += [self.source.eq(self.meta.payload.address), self.source_port.eq(self.meta.payload.port),
                              self.left.eq(self.meta.payload.length >> 2)]
                 m.next = "HEADER"
-            with m.Elif(push_due):
-                self.begin(PUSH_AREA, F.Type.EVENTS)
-                m.next = "PUSH"
         with m.State("HEADER"):
             taken = self.take()
             with m.If(taken):

@@ -301,6 +301,32 @@ async def test_events_and_control_packets_are_pushed_once_and_in_order_through_l
 
 
 @cocotb.test()
+async def test_events_are_pushed_while_uploads_stream_in(dut):
+    """A host keeps its window full of UPLOADs for as long as a file takes to go to the
+    board (a 64 MiB file over a 100 ms path: 600 ms). Events and the peer's control
+    packets waiting meanwhile go out after the request in hand, not after the last upload."""
+    engine, net, client = await setup(dut)
+    data = bytes(range(256)) * 40
+    uploads = [client.submit(*request) for request in F.upload_requests(0, data, 120)]
+    await drive(net, client, lambda: sum(r.reply is not None for r in uploads) >= 4)
+    engine.events.extend(0x8000_0000 | n for n in range(3))
+    engine.packets.append((bytes(24), 0x0A000002, 2998))
+    got, packets = [], []
+
+    def pushed() -> bool:
+        taken = client.take_pushed()
+        got.extend(taken.events)
+        packets.extend(taken.packets)
+        return len(got) == 3 and len(packets) == 1
+
+    await drive(net, client, pushed, limit_us=60_000)
+    done = sum(r.reply is not None for r in uploads)
+    assert done < 12, f"events pushed only after {done} of {len(uploads)} uploads"
+    await drive(net, client, lambda: all(r.reply for r in uploads), limit_us=60_000)
+    assert b"".join(w.to_bytes(4, "little") for w in engine.tx[:len(data) // 4]) == data
+
+
+@cocotb.test()
 async def test_status_is_a_snapshot_of_every_register_that_does_not_pop(dut):
     engine, net, client = await setup(dut)
     for r in ENGINE_REGISTERS:
