@@ -55,6 +55,10 @@ class Board:
     dram_slots: EngineConfig
     """The engine with its slots in that DRAM: each way's slots fill half the chip
     (the core's geometry is added when it is generated)."""
+    dram_compact_ethernet: bool = False
+    """The DRAM build's LiteEth core is compact (liteeth_core.py: no ping, the MAC's
+    datapath at 8 bits): the Colorlight needs those 3,000 LUTs to route LiteDRAM beside
+    the engine."""
     link_intake_words: int = INTAKE_WORDS
     """The host link's request buffer; the Colorlight has EBR for 2048 words only, too
     few for a 9000-byte datagram."""
@@ -71,7 +75,7 @@ BOARDS = {board.name: board for board in (
           leds=(0,), cable="ft232", number=1, chip="colorlight",
           # 2 MB each way: 4 slots of 512 KB (362 packets of 1448 bytes), bitmaps of 4096.
           dram_slots=EngineConfig(tx_slots=4, rx_slots=4, slot_bytes=512 << 10, max_packets=4096, pattern=False),
-          link_intake_words=2048,
+          dram_compact_ethernet=True, link_intake_words=2048,
           seeds=(2, 6)),  # both meet both clocks with LiteEth's transmit crossing 16 words deep
                           # (docs/benchmarks.md)
     Board("versa_ecp5", VersaECP5Platform, "clk100", 100e6,

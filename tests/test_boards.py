@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 
 import pytest
 
-from netblt.hw import build, litedram_core, load
+from netblt.hw import build, litedram_core, liteeth_core, load
 from netblt.hw.boards import BOARDS, BoardTop
 from netblt.hw.clocking import PllSettings
 from netblt.hw.litedram import BOARD_PIN_NAMES
@@ -68,6 +69,34 @@ def test_a_colorlight_with_slots_in_dram_puts_its_core_on_the_sdram_pins(tmp_pat
         assert lpf.count(f'LOCATE COMP "{top}') == width
     assert 'LOCATE COMP "sdram_0__clk__io" SITE "C6"' in lpf and "ODDRX1F" in rtlil
     assert "parameter \\CLKOS_DIV 10" in rtlil and "parameter \\CLKOP_DIV 12" in rtlil
+
+
+def test_only_the_colorlight_dram_build_has_a_compact_ethernet_core(tmp_path, monkeypatch):
+    """build() asks for a compact LiteEth core on the Colorlight with its slots in DRAM
+    alone, and a compact core has no ICMP echo and its MAC's CRC in the PHY's clock."""
+    asked = {}
+
+    class Generated(Exception):
+        pass
+
+    def generate(*args, compact=False, **kwargs):
+        raise Generated(compact)
+
+    monkeypatch.setattr(build.liteeth_core, "generate", generate)
+    for board in BOARDS.values():
+        for slots in ("block", "dram"):
+            with pytest.raises(Generated) as generated:
+                build.build(board, liteeth_core.MAC_ADDRESS, liteeth_core.IP_ADDRESS, 1, tmp_path, slots=slots)
+            asked[board.name, slots] = generated.value.args[0]
+    assert asked == {("colorlight_5a75b", "block"): False, ("colorlight_5a75b", "dram"): True,
+                     ("versa_ecp5", "block"): False, ("versa_ecp5", "dram"): False}
+    monkeypatch.undo()
+    for compact in (False, True):
+        core = liteeth_core.generate("rgmii", liteeth_core.MAC_ADDRESS, liteeth_core.IP_ADDRESS, 50e6,
+                                     tmp_path / f"compact_{compact}.v", compact=compact).read_text()
+        assert ("icmp_echo" in core) != compact
+        # The transmit CRC's byte enables: four at the core's 32 bits, one at the PHY's 8.
+        assert (re.search(r"wire\s+\[3:0\]\s+mac_core_tx_crc_be;", core) is None) == compact
 
 
 def test_a_board_without_its_dram_phy_says_so_in_one_line(capsys):
