@@ -43,6 +43,12 @@ def tools_environment() -> dict[str, str]:
             "XDG_CACHE_HOME": str(ROOT / "build" / "cache")}
 
 
+ROUTER2 = " --router router2"
+"""For a build with its slots in DRAM: on the Colorlight, nextpnr's default router did not
+converge in an hour and router2 routed in 15 minutes (docs/benchmarks.md). The block-RAM
+builds keep the default router, with which their seeds were chosen."""
+
+
 def build(board: Board, mac: str, ip: str, link_port: int, build_dir: Path, netmask: str = liteeth_core.NETMASK,
           gateway: str = liteeth_core.GATEWAY, slots: str = "block") -> tuple[Report, int]:
     """The bitstream, its report and the placement seed that made it.
@@ -66,7 +72,8 @@ def build(board: Board, mac: str, ip: str, link_port: int, build_dir: Path, netm
     # placement should not depend on where the project was checked out.
     platform.build(BoardTop(board, ip, link_port, mac, netmask, gateway, dram), name=NAME, build_dir=str(build_dir), do_program=False,
                    emit_src=False, add_preferences=(CONSTRAINTS / f"{board.name}.lpf").read_text(),
-                   nextpnr_opts=f"--seed {board.seeds[0]} --report {NAME}-report.json --timing-allow-fail")
+                   nextpnr_opts=f"--seed {board.seeds[0]} --report {NAME}-report.json --timing-allow-fail"
+                                f"{ROUTER2 if dram else ''}")
     report, used = read_report(build_dir / f"{NAME}-report.json"), board.seeds[0]
     script = (build_dir / f"build_{NAME}.sh").read_text().splitlines()
     place_and_pack = [line for line in script if line.startswith(('"$NEXTPNR_ECP5"', '"$ECPPACK"'))]
