@@ -16,7 +16,7 @@ from .drops import Drop
 from .packet_fifo import CONTROL_META
 from .parser import RX_SETTINGS
 from .pattern import PATTERN_COMMAND
-from .readout import CounterBank, tree_select
+from .readout import CounterBank, register_select
 from .receive_store import READ_AHEAD
 from .reassembly import MISSING, MISSING_QUERY, RX_COMMAND, RX_EVENT, SLOT_STATUS
 from .registers import (
@@ -184,10 +184,7 @@ class ControlStatus(wiring.Component):
         table = [0] * len(ENGINE_REGISTERS)
         for name, v in readable.items():
             table[ADDRESS[name]] = v
-        first = ADDRESS[self.COUNTERS[0]]
-        counter = (bus.addr - first)[:len(bus.addr)]
-        m.d.comb += [counters.read.eq(counter),
-                     value.eq(Mux(counter < len(self.COUNTERS), counters.value, tree_select(table, bus.addr)))]
+        m.d.comb += value.eq(register_select(m, bus.addr, table, counters, ADDRESS[self.COUNTERS[0]]))
         with m.If(bus.r_en):
             m.d.sync += r_data.eq(value)
             with m.Switch(bus.addr):

@@ -27,7 +27,7 @@ from .headers import header_bytes, header_fields, lanes, to_beats
 from .link_intake import big_endian
 from .link_sender import SEND_COMMAND, STORE_ADDRESS_WIDTH
 from .packet_fifo import CONTROL_META
-from .readout import CounterBank, tree_select
+from .readout import CounterBank, register_select
 from .receive_store import READ_AHEAD
 from .transmitter import UPLOAD_ROOM
 from .registers import ADDRESS, ENGINE_REGISTERS, LINK_BASE, LINK_REGISTERS, REGISTER_MAP, RegisterBus
@@ -158,10 +158,8 @@ class LinkExecutor(wiring.Component):
         """The link registers' one read mux: ``link_value`` is the one ``link_index`` names
         (0 past the last)."""
         self.link_index = Signal(8)
-        counter = (self.link_index - (ADDRESS[COUNTERS[0]] - LINK_BASE))[:8]
-        self.m.d.comb += self.counters.read.eq(counter)
-        self.link_value = Mux(counter < len(COUNTERS), self.counters.value,
-                              tree_select([self.regs.get(r.name, 0) for r in LINK_REGISTERS], self.link_index))
+        self.link_value = register_select(self.m, self.link_index, [self.regs.get(r.name, 0) for r in LINK_REGISTERS],
+                                          self.counters, ADDRESS[COUNTERS[0]] - LINK_BASE)
 
     def _count(self, name: str) -> None:
         self.m.d.comb += self.strobes[name].eq(1)

@@ -27,8 +27,17 @@ def tree_select(words: Sequence[Value | int], index: Value, width: int = 32) -> 
     return Mux(index[levels:].any(), 0, Cat(*leaves).word_select(index[:levels], width))
 
 
+def register_select(m: Module, index: Value, words: Sequence[Value | int], counters: CounterBank,
+                    first: int) -> Value:
+    """A register block's read: ``words[index]``, except that ``counters`` (whose ``read``
+    this drives) answer from index ``first`` on."""
+    counter = (index - first)[:len(index)]
+    m.d.comb += counters.read.eq(counter)
+    return Mux(counter < counters.count, counters.value, tree_select(words, index))
+
+
 class CounterBank(wiring.Component):
-    """32-bit counters that wrap, kept in LUT RAM: two adders for all of them.
+    """32-bit counters that wrap, kept in LUT RAM: two 32-bit adders for all of them.
 
     Each cycle ``add[i]`` is added to counter i. A counter gathers its adds in a narrow
     register; a sweep moves one counter's gathered adds into the RAM each cycle, so no
@@ -38,7 +47,7 @@ class CounterBank(wiring.Component):
     """
 
     def __init__(self, count: int, most: int = 1) -> None:
-        self.count, self.most = count, most
+        self.count = count
         self.gather_width = bits_for(count * most)
         super().__init__({"add": In(data.ArrayLayout(range(most + 1), count)), "clear": In(1),
                           "read": In(range(count)), "value": Out(32)})

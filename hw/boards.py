@@ -57,7 +57,7 @@ class Board:
     (the core's geometry is added when it is generated)."""
     dram_compact_ethernet: bool = False
     """The DRAM build's LiteEth core is compact (liteeth_core.py: no ping, the MAC's
-    datapath at 8 bits): the Colorlight needs those 3,000 LUTs to route LiteDRAM beside
+    datapath at 8 bits): the Colorlight needs those 2,500 LUTs to route LiteDRAM beside
     the engine."""
     link_intake_words: int = INTAKE_WORDS
     """The host link's request buffer; the Colorlight has EBR for 2048 words only, too

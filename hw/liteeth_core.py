@@ -12,7 +12,7 @@ build/, never committed. Ports are ``sys_clock``/``sys_reset``, the PHY pins, an
 protocol p ``ip<p>_sink_*`` (to the network) and ``ip<p>_source_*`` (from it).
 ``--compact`` is for a board short of LUTs: no ICMP echo (ping), and the MAC's CRC,
 padding and preamble at the PHY's 8 bits in its own clocks (LiteEth's default) rather
-than at 32 bits in the system clock. Together they save about 3,000 LUTs on an ECP5.
+than at 32 bits in the system clock. Together they saved 2,474 of the Colorlight's LUTs.
 """
 
 from __future__ import annotations
@@ -203,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--arp-timescale", type=float, default=1, help="run LiteEth's ARP timers this many times "
                         "faster (only to measure them in simulation)")
     parser.add_argument("--compact", action="store_true",
-                        help="no ICMP echo, and the MAC's datapath at the PHY's width (about 3,000 fewer LUTs)")
+                        help="no ICMP echo, and the MAC's datapath at the PHY's width (about 2,500 fewer LUTs)")
     parser.add_argument("--output", type=Path, required=True)
     args = parser.parse_args(argv)
     try:
