@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import dataclass, field, replace
+from statistics import median
 
 GAP_BYTES = 12
 """The inter-frame gap after every frame."""
@@ -79,8 +80,14 @@ def check(frames: list[Frame], interval: int, burst_size: int, clock_hz: int) ->
     origin = data[0].start_ns
     free = [f for f, before in zip(frames[1:], frames) if f.data is not None and f.data[1] != 0
             and f.start_ns - before.end_ns >= cycle]
-    phases = Counter(round((f.start_ns - origin) / cycle) % interval for f in free)
-    phase = phases.most_common(1)[0][0] if phases else 0
+    offsets = [(f.start_ns - origin) / cycle % interval for f in free]
+    phase = Counter(round(o) % interval for o in offsets).most_common(1)[0][0] if offsets else 0
+    # Starts are stamped in the wire's clock, so they scatter a fraction of a cycle about
+    # the grid, and the first packet's own start (the origin) was stamped so too: centre
+    # the phase among the starts within a cycle of the commonest, else a packet 0.6 of a
+    # cycle early would be taken for one an interval late.
+    near = [d for o in offsets if abs(d := (o - phase + interval / 2) % interval - interval / 2) < 1]
+    phase += median(near) if near else 0
     """Grid points are ``phase`` + k x ``interval`` cycles from the first packet's start."""
 
     def grid_point(cycles: float) -> int:

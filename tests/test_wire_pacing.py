@@ -32,6 +32,15 @@ def test_packets_on_the_grid_pass():
     assert (result.on_grid, result.waited, result.first_of_buffer, result.most_ahead) == (7, 0, 1, 0)
 
 
+def test_starts_scattered_by_the_wires_clock_about_a_grid_between_two_cycles_pass():
+    """The wire stamps starts in its own 8 ns, so a grid point 643.5 cycles past the
+    origin shows as 643.4 or 643.6 (seen in a simulation: 15 and 12 packets)."""
+    frames = [data(0.0, 1, 0)] + [data(1000.0 * k + 643.5 + (0.1 if k % 3 else -0.1), 1, k) for k in range(1, 9)]
+    result = check(frames, INTERVAL, 1, CLOCK_HZ)
+    assert not result.faults
+    assert result.on_grid == 8 and result.worst_error < 0.25 and result.most_ahead == 0
+
+
 def test_a_packet_that_waited_for_a_busy_wire_passes_if_it_went_as_soon_as_the_wire_freed():
     frames = paced()
     frames[3] = data(3000 - 20 + 28.8 + 4.8, 1, 3)  # behind a 60-byte frame begun 20 cycles early
