@@ -43,22 +43,22 @@ def tools_environment() -> dict[str, str]:
             "XDG_CACHE_HOME": str(ROOT / "build" / "cache")}
 
 
-ROUTER2 = " --router router2"
+ROUTER2 = "--router router2"
 """For a build with its slots in DRAM: on the Colorlight, nextpnr's default router still had
-56,700 wires overused after 59,000 iterations, and router2 routed it in 15 minutes
-(docs/benchmarks.md). The block-RAM
-builds keep the default router, with which their seeds were chosen."""
+56,700 wires overused after 59,000 iterations, and router2 routed it (docs/benchmarks.md).
+The block-RAM builds keep the default router, with which their seeds were chosen."""
 
 
 def build(board: Board, mac: str, ip: str, link_port: int, build_dir: Path, netmask: str = liteeth_core.NETMASK,
           gateway: str = liteeth_core.GATEWAY, slots: str = "block") -> tuple[Report, int]:
     """The bitstream, its report and the placement seed that made it.
 
-    Synthesis runs once; place and route tries the seeds in the board's ``seeds`` and keeps the
-    first whose every clock meets its constraint (or the last). Every input is
+    Synthesis runs once; place and route tries the board's seeds for ``slots`` in turn and
+    keeps the first whose every clock meets its constraint (or the last). Every input is
     reproducible (liteeth_core.generate), so the same seed wins on every machine.
     """
     build_dir.mkdir(parents=True, exist_ok=True)
+    seeds = board.seeds_for(slots)
     core = liteeth_core.generate("rgmii", mac, ip, board.config.clock_hz, build_dir / "liteeth_core.v",
                                  compact=slots == "dram" and board.dram_compact_ethernet)
     platform = board.platform()
@@ -73,15 +73,15 @@ def build(board: Board, mac: str, ip: str, link_port: int, build_dir: Path, netm
     # placement should not depend on where the project was checked out.
     platform.build(BoardTop(board, ip, link_port, mac, netmask, gateway, dram), name=NAME, build_dir=str(build_dir), do_program=False,
                    emit_src=False, add_preferences=(CONSTRAINTS / f"{board.name}.lpf").read_text(),
-                   nextpnr_opts=f"--seed {board.seeds[0]} --report {NAME}-report.json --timing-allow-fail"
-                                f"{ROUTER2 if dram else ''}")
-    report, used = read_report(build_dir / f"{NAME}-report.json"), board.seeds[0]
+                   nextpnr_opts=" ".join([f"--seed {seeds[0]} --report {NAME}-report.json --timing-allow-fail",
+                                          *([ROUTER2] if dram else [])]))
+    report, used = read_report(build_dir / f"{NAME}-report.json"), seeds[0]
     script = (build_dir / f"build_{NAME}.sh").read_text().splitlines()
     place_and_pack = [line for line in script if line.startswith(('"$NEXTPNR_ECP5"', '"$ECPPACK"'))]
-    for seed in board.seeds[1:]:
+    for seed in seeds[1:]:
         if all(clock.met for clock in report.clocks):
             break
-        commands = "\n".join(place_and_pack).replace(f"--seed {board.seeds[0]} ", f"--seed {seed} ")
+        commands = "\n".join(place_and_pack).replace(f"--seed {seeds[0]} ", f"--seed {seed} ")
         subprocess.run(["sh", "-e", "-c", commands], cwd=build_dir, check=True)
         report, used = read_report(build_dir / f"{NAME}-report.json"), seed
     return report, used
@@ -127,8 +127,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.slots == "dram" and not litedram_core.CHIPS[board.chip].board_phy:
         parser.error(f"{board.name}'s DRAM PHY is not built yet: its slots stay in block RAM")
     build_dir = args.output or ROOT / "build" / (board.name + ("-dram" if args.slots == "dram" else ""))
-    report, seed = build(board, args.mac, args.ip, args.link_port, build_dir, args.netmask, args.gateway,
-                         args.slots)
+    try:
+        report, seed = build(board, args.mac, args.ip, args.link_port, build_dir, args.netmask, args.gateway,
+                             args.slots)
+    except subprocess.CalledProcessError as error:
+        print(f"error: the toolchain stopped (exit status {error.returncode}): its logs are {NAME}.rpt "
+              f"(synthesis) and {NAME}.tim (place and route) in {build_dir}", file=sys.stderr)
+        return 1
     text = summary(board, report, seed)
     (build_dir / "report.txt").write_text(text + "\n")
     print(text)

@@ -99,6 +99,54 @@ def test_only_the_colorlight_dram_build_has_a_compact_ethernet_core(tmp_path, mo
         assert (re.search(r"wire\s+\[3:0\]\s+mac_core_tx_crc_be;", core) is None) == compact
 
 
+def test_each_build_places_with_its_own_seeds_and_router(tmp_path, monkeypatch):
+    """build() tries the board's seeds in turn while timing fails, the DRAM build its own
+    (the Colorlight's seed 6 never routes it), and routes a DRAM build with router2."""
+    tried = []
+
+    def generated(*args, **kwargs):
+        output = next(arg for arg in args if hasattr(arg, "write_text"))
+        output.write_text("")
+        return output if output.name.startswith("liteeth") else {"clock_hz": 60e6}
+
+    def place(command: str) -> None:
+        seed = int(re.search(r"--seed (\d+) ", command).group(1))
+        tried.append((seed, "--router router2" in command))
+        (tmp_path / "netblt-report.json").write_text(json.dumps(
+            {"fmax": {"clk": {"achieved": 40.0, "constraint": 50.0}}, "utilization": {}}))
+
+    def platform_build(self, top, name, build_dir, nextpnr_opts, **kwargs):
+        place(f'"$NEXTPNR_ECP5" {nextpnr_opts} --json x')
+        (tmp_path / f"build_{name}.sh").write_text(f'"$NEXTPNR_ECP5" {nextpnr_opts} --json x\n"$ECPPACK" x\n')
+
+    monkeypatch.setattr(build.liteeth_core, "generate", generated)
+    monkeypatch.setattr(build.litedram_core, "generate", generated)
+    monkeypatch.setattr(build.subprocess, "run", lambda argv, **kwargs: place(argv[-1]))
+    seeds = {}
+    for board in BOARDS.values():
+        monkeypatch.setattr(board.platform, "build", platform_build)
+        for slots in ("block", "dram"):
+            tried.clear()
+            report, seed = build.build(board, liteeth_core.MAC_ADDRESS, liteeth_core.IP_ADDRESS, 1, tmp_path,
+                                       slots=slots)
+            assert not report.clocks[0].met and seed == tried[-1][0]
+            seeds[board.name, slots] = tried[:]
+    assert seeds == {("colorlight_5a75b", "block"): [(2, False), (6, False)],
+                     ("colorlight_5a75b", "dram"): [(2, True)],
+                     ("versa_ecp5", "block"): [(s, False) for s in (1, 2, 3, 4)],
+                     ("versa_ecp5", "dram"): [(s, True) for s in (1, 2, 3, 4)]}
+
+
+def test_a_toolchain_that_stops_is_one_line_naming_its_logs(tmp_path, monkeypatch, capsys):
+    def stopped(*args, **kwargs):
+        raise build.subprocess.CalledProcessError(143, ["sh", "build_netblt.sh"])
+
+    monkeypatch.setattr(build, "build", stopped)
+    assert build.main(["--board", "colorlight_5a75b", "--output", str(tmp_path)]) == 1
+    assert capsys.readouterr().err == (f"error: the toolchain stopped (exit status 143): its logs are netblt.rpt "
+                                       f"(synthesis) and netblt.tim (place and route) in {tmp_path}\n")
+
+
 def test_a_board_without_its_dram_phy_says_so_in_one_line(capsys):
     with pytest.raises(SystemExit) as exit:
         build.main(["--board", "versa_ecp5", "--slots", "dram"])
