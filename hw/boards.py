@@ -25,6 +25,8 @@ from netblt.gateware.config import DramGeometry, EngineConfig
 from netblt.gateware.host_link import INTAKE_WORDS
 
 from .clocking import SystemClock
+from .litedram import BoardDram
+from .litedram_core import CHIPS
 from .liteeth_core import GATEWAY, IP_ADDRESS, MAC_ADDRESS, NETMASK
 from .mdio import MdioLinkMonitor
 from .node import NetbltNode
@@ -107,20 +109,24 @@ class BoardTop(Elaboratable):
         board, config = self.board, self.board.config
         m = Module()
         oscillator = platform.request(board.clock, 0)
-        dram_pins, dram_hz = None, None
+        board_dram, dram_hz = None, None
         if self.dram is not None:
-            config, dram_hz = replace(board.dram_slots, dram=DramGeometry.of(self.dram)), self.dram["clock_hz"]
-            dram_pins = platform.request("sdram", 0, dir="-")
-            # The chip's clock half a cycle after the controller's: the IO registers'
-            # outputs settle before its rising edge, its data before theirs.
-            m.submodules.sdram_clock = clock = io.DDRBuffer("o", dram_pins.clk, o_domain="dram")
-            m.d.comb += [clock.o[0].eq(0), clock.o[1].eq(1)]
+            config = replace(board.dram_slots, dram=DramGeometry.of(self.dram))
+            if CHIPS[board.chip].memtype == "DDR3":
+                # ECP5DDRPHY's core makes its clocks from the oscillator itself.
+                board_dram = BoardDram(platform.request("ddr3", 0, dir="-"), oscillator.i)
+            else:
+                dram_hz, board_dram = self.dram["clock_hz"], BoardDram(platform.request("sdram", 0, dir="-"))
+                # The chip's clock half a cycle after the controller's: the IO registers'
+                # outputs settle before its rising edge, its data before theirs.
+                m.submodules.sdram_clock = clock = io.DDRBuffer("o", board_dram.pins.clk, o_domain="dram")
+                m.d.comb += [clock.o[0].eq(0), clock.o[1].eq(1)]
         m.submodules.clock = SystemClock(oscillator.i, board.clock_hz, config.clock_hz, dram_hz)
 
         rgmii = platform.request("eth_rgmii", 0, dir={name: "-" for name in RGMII_DATA_PINS})
         m.submodules.node = node = NetbltNode(config, "rgmii", rgmii, self.ip_address, self.link_port,
                                               self.mac_address, board.number, self.netmask, self.gateway,
-                                              board.link_intake_words, dram_pins)
+                                              board.link_intake_words, board_dram)
         m.submodules.mdio = mdio = MdioLinkMonitor(board.phy_address, reset_cycles=config.clock_hz // 100)
         m.d.comb += node.link_up.eq(mdio.link)
         m.d.comb += [rgmii.rst.o.eq(mdio.phy_reset), rgmii.mdc.o.eq(mdio.mdc),

@@ -3,45 +3,70 @@
 Its native ports, one per slot store, are streams in the engine's (``sync``) domain; the
 DRAM's controller runs on the ``dram`` domain, which the board top or the testbench
 provides, and LiteDRAM's FIFOs cross between the two. A core with the board's PHY takes
-the chip's pins too, raw: its own IO registers and tristates sit on them.
+the chip's pins too, raw: its own IO registers and tristates sit on them. A core on
+ECP5DDRPHY makes its controller's clock from the board's oscillator instead
+(hw/litedram_core.py).
 """
 
 from __future__ import annotations
 
-from amaranth.hdl import ClockSignal, Instance, Module, ResetSignal
-from amaranth.lib import data, wiring
+from dataclasses import dataclass
+
+from amaranth.hdl import ClockSignal, Instance, Module, ResetSignal, Value
+from amaranth.lib import data, io, wiring
 from amaranth.lib.wiring import In, Out
 
 from netblt.gateware.config import DramGeometry
 from netblt.gateware.dram_dma import NativePort
 
-from .litedram_core import COMMANDS, COUNT_BITS, PORTS, SDR_PADS
+from .litedram_core import COMMANDS, COUNT_BITS, DDR3_PADS, PORTS, SDR_PADS
 
 TRANSMIT_PORT, RECEIVE_PORT = 0, 1
 """The core's port each side's store takes."""
-BOARD_PIN_NAMES = {"ras_n": "ras", "cas_n": "cas", "we_n": "we"}
-"""amaranth-boards' SDRAMResource names for LiteDRAM's SDR pads where they differ (its
-active-low pins are inverted, but requested raw they carry the core's own levels)."""
+BOARD_PIN_NAMES = {"ras_n": "ras", "cas_n": "cas", "we_n": "we", "cs_n": "cs", "cke": "clk_en", "reset_n": "rst",
+                   "dqs_p": "dqs", "clk_p": "clk"}
+"""amaranth-boards' names for LiteDRAM's pads where they differ (its active-low pins are
+inverted, but requested raw they carry the core's own levels; of a differential pair the
+core drives the P pin)."""
 COMMAND_COUNTS = data.StructLayout({kind: COUNT_BITS for kind in COMMANDS})
 """The core's command counters (free-running, in the ``dram`` domain), as one value."""
+
+
+@dataclass(frozen=True)
+class BoardDram:
+    """What a core with the board's PHY is wired to: the platform's resource for the
+    chip (``sdram`` or ``ddr3``), requested raw (``dir="-"``), and for a DDR3 core the
+    oscillator its own PLL starts from."""
+
+    pins: object
+    oscillator: Value | None = None
+
+    def wires(self) -> dict[str, object]:
+        """The core's pin ports, each to its platform port."""
+        pads, prefix = (SDR_PADS, "sdram") if self.oscillator is None else (DDR3_PADS, "ddram")
+        wires = {}
+        for pad, direction in pads.items():
+            port = getattr(self.pins, BOARD_PIN_NAMES.get(pad, pad))
+            wires[f"{direction}_{prefix}_{pad}"] = port.p if isinstance(port, io.DifferentialPort) else port.io
+        if self.oscillator is not None:
+            wires |= {"i_clk": self.oscillator, "i_rst": 0}
+        return wires
 
 
 class LiteDram(wiring.Component):
     """The core of ``geometry`` (its description's, ``DramGeometry.of``): ``ports`` for
     the stores, ``dram_ready`` once its init sequence has run (the name every top with a
     core gives it, which the testbenches wait for), and ``dram_commands`` counted.
-    ``pins``: the platform's ``sdram`` resource, requested raw (``dir="-"``), for a core
-    with the board's SDR PHY."""
+    ``board``: what a core with the board's PHY is wired to."""
 
-    def __init__(self, geometry: DramGeometry, pins=None) -> None:
-        self.pins = pins
+    def __init__(self, geometry: DramGeometry, board: BoardDram | None = None) -> None:
+        self.board = board
         port = NativePort(geometry.address_bits, geometry.data_bits)
         super().__init__({"ports": In(port).array(PORTS), "dram_ready": Out(1), "dram_commands": Out(COMMAND_COUNTS)})
 
     def elaborate(self, platform) -> Module:
         m = Module()
-        wires = {"i_dram_clock": ClockSignal("dram"), "i_dram_reset": ResetSignal("dram"),
-                 "i_engine_clock": ClockSignal(), "i_engine_reset": ResetSignal(), "o_init_done": self.dram_ready,
+        wires = {"i_engine_clock": ClockSignal(), "i_engine_reset": ResetSignal(), "o_init_done": self.dram_ready,
                  **{f"o_commands_{kind}": getattr(self.dram_commands, kind) for kind in COMMANDS}}
         for index, port in enumerate(self.ports):
             prefix = f"port{index}"
@@ -53,8 +78,9 @@ class LiteDram(wiring.Component):
                 f"o_{prefix}_rdata_valid": port.rdata.valid, f"i_{prefix}_rdata_ready": port.rdata.ready,
                 f"o_{prefix}_rdata_data": port.rdata.payload,
             }
-        if self.pins is not None:
-            wires |= {f"{direction}_sdram_{name}": getattr(self.pins, BOARD_PIN_NAMES.get(name, name)).io
-                      for name, direction in SDR_PADS.items()}
+        if self.board is None or self.board.oscillator is None:
+            wires |= {"i_dram_clock": ClockSignal("dram"), "i_dram_reset": ResetSignal("dram")}
+        if self.board is not None:
+            wires |= self.board.wires()
         m.submodules.core = Instance("litedram_core", **wires)
         return m

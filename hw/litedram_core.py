@@ -13,15 +13,22 @@ LiteDRAM's own clock-domain crossing from the controller's.
 
 The PHY is LiteDRAM's SDRAMPHYModel with the chip's geometry and timings, for
 Verilator (the controller, refresh and bank machines are the real ones, only the pins
-and the chips are modelled), or with ``--phy board`` the board's own: GENSDRPHY for
-the Colorlight's SDR chips, its IO registers and tristates on the ``sdram_*`` pins
-(SDR_PADS), the chip's clock driven by the board top. The Versa's ECP5DDRPHY, which
-needs read levelling, is not built yet. The core is generated at build time into
-build/, never committed. Ports: ``dram_clock``/``dram_reset``,
+and the chips are modelled), or with ``--phy board`` the board's own:
+
+- GENSDRPHY for the Colorlight's SDR chips, its IO registers and tristates on the
+  ``sdram_*`` pins (SDR_PADS), the chip's clock driven by the board top;
+- ECP5DDRPHY for the Versa's DDR3 chip on the ``ddram_*`` pins (DDR3_PADS), with the
+  clocks it needs made inside as LiteDRAM's own CRG makes them: a PLL from the board's
+  oscillator (``clock_in``) to twice the controller's clock, then ECLKSYNCB and CLKDIVF,
+  which the PHY's init stops and resets. Its reads are not levelled yet: every read
+  delay and bitslip stays at 0, where a board's reads may not land (``Chip.levelled``).
+
+The core is generated at build time into build/, never committed. Ports:
 ``engine_clock``/``engine_reset``, ``init_done``, per native port n
 ``port<n>_{cmd,wdata,rdata}_*`` (LiteDRAM's names), ``commands_<kind>``, free-running
 counts of the commands the controller issued on the DFI, for the benchmark's bandwidth
-and refresh figures, and with a board PHY its pins.
+and refresh figures; the controller's clock (``dram_clock``/``dram_reset``), or for
+ECP5DDRPHY the oscillator; with a board PHY its pins.
 """
 
 from __future__ import annotations
@@ -36,6 +43,8 @@ from litedram import modules
 from litedram.core import LiteDRAMCore
 from litedram.core.controller import ControllerSettings
 from litedram.init import get_sdram_phy_init_sequence, get_sdram_phy_py_header
+from litedram.gen import LiteDRAMECP5DDRPHYCRG
+from litedram.phy.ecp5ddrphy import ECP5DDRPHY
 from litedram.phy.gensdrphy import GENSDRPHY
 from litedram.phy.model import SDRAMPHYModel, get_sdram_phy_settings
 from litex.build.generic_platform import Pins, Subsignal
@@ -54,6 +63,12 @@ truth table, the same for SDR and DDR3)."""
 SDR_PADS = {"a": "o", "ba": "o", "ras_n": "o", "cas_n": "o", "we_n": "o", "dq": "io"}
 """The SDR pins GENSDRPHY drives, each with its direction; the board ties the rest
 (the Colorlight's CS# low, CKE high, DQM low), and its top drives the chip's clock."""
+DDR3_PADS = {"a": "o", "ba": "o", "ras_n": "o", "cas_n": "o", "we_n": "o", "cs_n": "o", "cke": "o", "odt": "o",
+             "reset_n": "o", "dm": "o", "dq": "io", "dqs_p": "io", "clk_p": "o"}
+"""The DDR3 pins ECP5DDRPHY drives, each with its direction; of a differential pair the
+P pin alone (its IO type makes the pair, as LiteX constrains it)."""
+INIT_CLOCK_HZ = 25e6
+"""ECP5DDRPHY's init clock (its DLL's reset and its clock-stop steps), as LiteX runs it."""
 PHYS = ("model", "board")
 COUNT_BITS = 32
 CSR_BITS, CSR_ADDRESS_BITS = 32, 14
@@ -70,14 +85,17 @@ class Chip:
     """DQ pins: one x16 chip, or two side by side on a 32-bit bus."""
     clock_hz: float
     """The controller's clock."""
+    oscillator_hz: float = 0
+    """For a DDR3 board PHY: the board oscillator its own PLL starts from."""
 
     @property
     def memtype(self) -> str:
         return getattr(modules, self.module).memtype
 
     @property
-    def board_phy(self) -> bool:
-        """Its board's PHY is built: GENSDRPHY, for SDR (ECP5DDRPHY needs read levelling)."""
+    def levelled(self) -> bool:
+        """Its board PHY's reads land without levelling: SDR's (ECP5DDRPHY's need read
+        levelling, which is not built yet)."""
         return self.memtype == "SDR"
 
     def geometry(self, rate: str):
@@ -91,7 +109,7 @@ class Chip:
 
 CHIPS = {
     # One MT41K64M16 (128 MB), run by litex-boards through ECP5DDRPHY at 75 MHz (1:2).
-    "versa": Chip("MT41K64M16", 16, 75e6),
+    "versa": Chip("MT41K64M16", 16, 75e6, oscillator_hz=100e6),
     # Two M12L16161A (2 MB each) on a 32-bit bus through GENSDRPHY at 60 MHz, as
     # litex-boards runs it: 1.92 Gb/s at most, more than the engine's 50 MHz would give.
     "colorlight": Chip("M12L16161A", 32, 60e6),
@@ -187,36 +205,38 @@ class CommandCounters(LiteXModule):
             self.sync += self.counts[kind].eq(self.counts[kind] + sum(issued[1:], issued[0]))
 
 
-def sdr_pads(module, data_bits: int) -> tuple:
-    widths = {"a": module.geom_settings.addressbits, "ba": module.geom_settings.bankbits, "dq": data_bits}
-    return ("sdram", 0, *(Subsignal(name, Pins(widths.get(name, 1))) for name in SDR_PADS))
+def board_pads(name: str, pads: dict[str, str], module, data_bits: int) -> tuple:
+    """The chip's pins as LiteDRAM's PHY names them, ``name``, each its width."""
+    widths = {"a": module.geom_settings.addressbits, "ba": module.geom_settings.bankbits, "dq": data_bits,
+              "dm": data_bits // 8, "dqs_p": data_bits // 8}
+    return (name, 0, *(Subsignal(pad, Pins(widths.get(pad, 1))) for pad in pads))
 
 
 class Core(LiteXModule):
     def __init__(self, platform, chip: Chip, phy: str) -> None:
-        self.cd_sys = ClockDomain()
         self.cd_engine = ClockDomain()
         # Each reset comes in synchronous to its clock (the Amaranth side's domains).
-        self.comb += [self.cd_sys.clk.eq(platform.request("dram_clock")),
-                      self.cd_sys.rst.eq(platform.request("dram_reset")),
-                      self.cd_engine.clk.eq(platform.request("engine_clock")),
+        self.comb += [self.cd_engine.clk.eq(platform.request("engine_clock")),
                       self.cd_engine.rst.eq(platform.request("engine_reset"))]
-
-        if phy == "model":
-            # The chip's memory type at LiteDRAM's simulation rate; its native port is as
-            # wide as the board PHY's (128 bits for DDR3, 32 for 32-bit SDR).
-            settings = get_sdram_phy_settings(memtype=chip.memtype, data_width=chip.data_bits,
-                                              clk_freq=chip.clock_hz)
-            module = chip.geometry(f"1:{settings.nphases}")
-            self.ddrphy = SDRAMPHYModel(module=module, settings=settings, clk_freq=chip.clock_hz)
-        elif chip.board_phy:
-            module = chip.geometry("1:1")
-            platform.add_extension([sdr_pads(module, chip.data_bits)])
-            self.ddrphy = GENSDRPHY(platform.request("sdram"), sys_clk_freq=chip.clock_hz)
-            settings = self.ddrphy.settings
+        if phy == "board" and chip.memtype == "DDR3":
+            module = chip.geometry("1:2")
+            self.ddrphy = self._ecp5_ddr3_phy(platform, chip, module)
         else:
-            raise SystemExit(f"litedram_core: no board PHY for {chip.memtype} yet (the Versa's ECP5DDRPHY needs "
-                             "read levelling, not built)")
+            self.cd_sys = ClockDomain()
+            self.comb += [self.cd_sys.clk.eq(platform.request("dram_clock")),
+                          self.cd_sys.rst.eq(platform.request("dram_reset"))]
+            if phy == "board":
+                module = chip.geometry("1:1")
+                platform.add_extension([board_pads("sdram", SDR_PADS, module, chip.data_bits)])
+                self.ddrphy = GENSDRPHY(platform.request("sdram"), sys_clk_freq=chip.clock_hz)
+            else:
+                # The chip's memory type at LiteDRAM's simulation rate; its native port is as
+                # wide as the board PHY's (128 bits for DDR3, 32 for 32-bit SDR).
+                settings = get_sdram_phy_settings(memtype=chip.memtype, data_width=chip.data_bits,
+                                                  clk_freq=chip.clock_hz)
+                module = chip.geometry(f"1:{settings.nphases}")
+                self.ddrphy = SDRAMPHYModel(module=module, settings=settings, clk_freq=chip.clock_hz)
+        settings = self.ddrphy.settings
         self.sdram = LiteDRAMCore(self.ddrphy, module.geom_settings, module.timing_settings, chip.clock_hz,
                                   controller_settings=ControllerSettings())
 
@@ -253,6 +273,16 @@ class Core(LiteXModule):
                             # Controller cycles: a read or write's burst, a refresh, and
                             # closing and opening a row.
                             "t_ccd": timing.tCCD, "t_rfc": timing.tRFC, "t_rp": timing.tRP, "t_rcd": timing.tRCD}
+
+    def _ecp5_ddr3_phy(self, platform, chip: Chip, module) -> ECP5DDRPHY:
+        """ECP5DDRPHY on the chip's pins, its clocks from LiteDRAM's CRG for it."""
+        platform.add_extension([board_pads("ddram", DDR3_PADS, module, chip.data_bits),
+                                ("clk", 0, Pins(1)), ("rst", 0, Pins(1)), ("pll_locked", 0, Pins(1))])
+        self.crg = LiteDRAMECP5DDRPHYCRG(platform, {"memtype": "DDR3", "input_clk_freq": chip.oscillator_hz,
+                                                   "sys_clk_freq": chip.clock_hz, "init_clk_freq": INIT_CLOCK_HZ})
+        phy = ECP5DDRPHY(platform.request("ddram"), sys_clk_freq=chip.clock_hz)
+        self.comb += [self.crg.stop.eq(phy.init.stop), self.crg.reset.eq(phy.init.reset)]
+        return phy
 
 
 def generate(chip: str, output: Path, phy: str = "model") -> dict:

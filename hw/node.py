@@ -22,7 +22,7 @@ from netblt.gateware.link_executor import DOWNLOAD_QUEUE, STAGED_DOWNLOAD_QUEUE,
 from netblt.gateware.stream_buffer import StreamBuffer
 from netblt.gateware.streams import ip_payload
 
-from .litedram import RECEIVE_PORT, TRANSMIT_PORT, LiteDram
+from .litedram import RECEIVE_PORT, TRANSMIT_PORT, BoardDram, LiteDram
 from .liteeth import GMII, LiteEthCore
 from .liteeth_core import DATA_WIDTH, GATEWAY, IP_ADDRESS, MAC_ADDRESS, NETMASK, parse_mac
 
@@ -34,14 +34,14 @@ class NetbltNode(wiring.Component):
     routing registers' values after reset (gateway 0.0.0.0: every destination is ARPed).
     ``intake_words`` is the host link's request buffer (a 9000-byte datagram's payload is 2243 words).
     With the configuration's slots in DRAM, ``dram_ready`` rises when the core's init
-    sequence has run (the engine's STATE shows it too); ``dram_pins`` are the chip's,
-    for a core with the board's PHY (hw/litedram.py)."""
+    sequence has run (the engine's STATE shows it too); ``board_dram`` is what a core
+    with the board's PHY is wired to (hw/litedram.py)."""
 
     def __init__(self, config: EngineConfig | None = None, phy: str = "gmii", rgmii=None,
                  ip_address: str = IP_ADDRESS, link_port: int = LINK_PORT, mac_address: str = MAC_ADDRESS,
                  board: int = 0, netmask: str = NETMASK, gateway: str = GATEWAY,
-                 intake_words: int = INTAKE_WORDS, dram_pins=None) -> None:
-        self.config, self.dram_pins = config or EngineConfig(), dram_pins
+                 intake_words: int = INTAKE_WORDS, board_dram: BoardDram | None = None) -> None:
+        self.config, self.board_dram = config or EngineConfig(), board_dram
         self.ethernet = LiteEthCore(phy, rgmii)
         self.identity = BoardIdentity(int(ipaddress.IPv4Address(ip_address)), parse_mac(mac_address), board,
                                       int(ipaddress.IPv4Address(netmask)), int(ipaddress.IPv4Address(gateway)),
@@ -75,7 +75,7 @@ class NetbltNode(wiring.Component):
         wiring.connect(m, from_network.output, link.net_rx)
         wiring.connect(m, link.engine_rx, engine.net_rx)
         if self.config.dram:
-            m.submodules.dram = dram = LiteDram(self.config.dram, self.dram_pins)
+            m.submodules.dram = dram = LiteDram(self.config.dram, self.board_dram)
             wiring.connect(m, engine.tx_dram, dram.ports[TRANSMIT_PORT])
             wiring.connect(m, engine.rx_dram, dram.ports[RECEIVE_PORT])
             m.d.comb += [engine.dram_ready.eq(dram.dram_ready), self.dram_ready.eq(dram.dram_ready)]

@@ -71,6 +71,33 @@ def test_a_colorlight_with_slots_in_dram_puts_its_core_on_the_sdram_pins(tmp_pat
     assert "parameter \\CLKOS_DIV 10" in rtlil and "parameter \\CLKOP_DIV 12" in rtlil
 
 
+def test_a_versa_with_slots_in_dram_puts_its_ddr3_core_on_the_ddr3_pins(tmp_path):
+    """The board core (ECP5DDRPHY) on every pin of the platform's DDR3 resource, of a
+    differential pair the P pin alone, its PLL on the oscillator; the engine's PLL has
+    no DRAM output (the core's own makes its clocks)."""
+    board = BOARDS["versa_ecp5"]
+    description = litedram_core.generate(board.chip, tmp_path / "litedram_core.v", phy="board")
+    core = (tmp_path / "litedram_core.v").read_text()
+    instances = re.findall(r"^([A-Z][A-Z0-9]+)\b", core, re.M)
+    assert instances.count("DQSBUFM") == 2  # one per byte lane
+    assert {"EHXPLLL", "ECLKSYNCB", "CLKDIVF", "DDRDLLA"} <= set(instances)
+    platform = board.platform()
+    platform.add_file("litedram_core.v", core)
+    platform.build(BoardTop(board, dram=description), name="top", build_dir=str(tmp_path / "plan"),
+                   do_build=False).extract(tmp_path / "plan")
+    rtlil, lpf = (tmp_path / "plan" / "top.il").read_text(), (tmp_path / "plan" / "top.lpf").read_text()
+    widths = {"a": 13, "ba": 3, "dq": 16, "dm": 2, "dqs_p": 2}  # the rest are single pins
+    for pad in litedram_core.DDR3_PADS:
+        name, width = BOARD_PIN_NAMES.get(pad, pad), widths.get(pad, 1)
+        top = f"ddr3_0__{name}__p" if pad.endswith("_p") else f"ddr3_0__{name}__io"
+        bits = f"[{width - 1}:0]" if width > 1 else "[0]"
+        assert f"connect \\ddram_{pad} \\{top} {bits}" in rtlil
+        assert lpf.count(f'LOCATE COMP "{top}') == width
+    assert "__n" not in lpf  # a differential pair's N pin comes with its IO type
+    assert 'LOCATE COMP "ddr3_0__clk__p" SITE "M4"' in lpf and "SSTL135D_I" in lpf
+    assert "connect \\clk \\clk100_0__i" in rtlil and "CLKOS_DIV" not in rtlil
+
+
 def test_only_the_colorlight_dram_build_has_a_compact_ethernet_core(tmp_path, monkeypatch):
     """build() asks for a compact LiteEth core on the Colorlight with its slots in DRAM
     alone, and a compact core has no ICMP echo and its MAC's CRC in the PHY's clock."""
@@ -147,12 +174,13 @@ def test_a_toolchain_that_stops_is_one_line_naming_its_logs(tmp_path, monkeypatc
                                        f"(synthesis) and netblt.tim (place and route) in {tmp_path}\n")
 
 
-def test_a_board_without_its_dram_phy_says_so_in_one_line(capsys):
+def test_a_board_whose_dram_reads_are_not_levelled_says_so_in_one_line(capsys):
     with pytest.raises(SystemExit) as exit:
         build.main(["--board", "versa_ecp5", "--slots", "dram"])
     assert exit.value.code == 2
     assert capsys.readouterr().err.splitlines()[-1].endswith(
-        "error: versa_ecp5's DRAM PHY is not built yet: its slots stay in block RAM")
+        "error: versa_ecp5's DRAM reads are not levelled yet, so its slots stay in block RAM "
+        "(--unlevelled builds it anyway, for its size and timing)")
 
 
 @pytest.fixture
