@@ -25,8 +25,8 @@ from dataclasses import dataclass, field, replace
 from netblt.gateware.drops import Drop
 from netblt.gateware.pacer import PacingMode
 from netblt.gateware.registers import (
-    ADDRESS, COMMAND_WORD, CONNECTION_FLAGS, ENGINE_STATE, EVENT_WORD, GEOMETRY_WORD, RECEIVED_FLAGS, Command,
-    Event,
+    ADDRESS, COMMAND_WORD, CONNECTION_FLAGS, DRAM_LEVELS_WORD, ENGINE_STATE, EVENT_WORD, GEOMETRY_WORD,
+    RECEIVED_FLAGS, Command, Event,
 )
 from netblt.host import events as ev
 from netblt.host.packets import Packet
@@ -34,6 +34,7 @@ from netblt.host.params import Params, burst_for_rate
 
 from . import link_format as F
 from .control_codec import ControlCodec
+from .dram_levelling import DramPhy, Injector, LevellingFailed, level
 from .link import BoardInUse, BoardLink, LinkError, Part, Request
 from .transport import Address, Kind
 
@@ -134,6 +135,11 @@ class Slot:
         return all(request.reply is not None for request in self.posted)
 
 
+DRAM_CSR_SETTLE = 4
+"""DRAM_CSR_BUSY reads after each access to the DRAM core's registers: its round trip
+across the clocks takes about as long as four register reads."""
+
+
 class BoardDataPath:
     """A data path on the board at ``link`` (an open session), sending and receiving on its
     NETBLT UDP port ``local_port`` (the NETBLT port too); ``peer`` is where an active end
@@ -155,6 +161,7 @@ class BoardDataPath:
         self._measure_clock(values["CYCLES"])
         self.link.client.retry, self.link.client.give_up = self._link_timers()
         self._set(TAKEOVER_AFTER=max(1, round(HOLD * 1000 * self.clock.scale)))
+        self._ready_dram()
         self.params: Params | None = None
         self.transfer_size: int | None = None
         self.tx: dict[int, Slot] = {}
@@ -448,6 +455,40 @@ class BoardDataPath:
         window = F.WINDOW * (self.link.mtu + 38) * 8 / WIRE_BPS
         retry = 0.001 + 3 * window / self.clock.scale
         return retry, max(3.0, 20 * retry)
+
+    def _ready_dram(self) -> None:
+        """Slots in DRAM whose reads need levelling, not yet levelled since power-up: level
+        them and hand the DRAM to its controller (driver/dram_levelling.py)."""
+        values = self._get("DRAM_PHY", "STATE")
+        phy = DramPhy.read(values["DRAM_PHY"])
+        if not phy.levelling or ENGINE_STATE.unpack(values["STATE"])["slots_ready"]:
+            return
+        self.notice("levelling the board's DRAM reads (once after power-up: a few seconds)")
+        injector = self.dram_injector(phy)
+        try:
+            levels = level(injector)
+        except LevellingFailed as error:
+            raise LinkError(f"the board's DRAM: {error}; its slots cannot be used") from None
+        self._set(DRAM_LEVELS=DRAM_LEVELS_WORD.pack(**{
+            f"{name}{m}": value for m, module in enumerate(levels)
+            for name, value in (("delay", module.delay), ("bitslip", module.bitslip), ("levelled", 1))}))
+        injector.hand_over()
+
+    def dram_injector(self, phy: DramPhy) -> Injector:
+        """LiteDRAM's injector on the board's DRAM core, through the DRAM_CSR registers: an
+        access at a time, each waited for (one started while another crosses is ignored)."""
+
+        def access(operations: list[F.Operation]) -> int:
+            # A few reads give the access time to cross and come back within the request.
+            values = self._operations(operations + [_read("DRAM_CSR_BUSY")] * DRAM_CSR_SETTLE + [_read("DRAM_CSR_DATA")],
+                                      wait=True)
+            while values[-2]:
+                values = self._operations([_read("DRAM_CSR_BUSY"), _read("DRAM_CSR_DATA")], wait=True)
+            return values[-1]
+
+        return Injector(phy, lambda address, value: access([_write("DRAM_CSR_ADDRESS", address),
+                                                            _write("DRAM_CSR_WRITE", value)]),
+                        lambda address: access([_write("DRAM_CSR_ADDRESS", address), _write("DRAM_CSR_READ", 1)]))
 
     def _reset_board(self) -> None:
         """Release every receive slot and zero the counters: nothing left from before."""

@@ -27,11 +27,14 @@ class DramGeometry:
     data_bits: int
     """A DRAM word: the native port's width."""
     line_words: int = LINE_WORDS
+    phy: int = 0
+    """What DRAM_PHY reads (registers.DRAM_PHY_WORD): the PHY's shape for the host's port
+    to the core's registers; 0: the core has no such port."""
 
     @classmethod
     def of(cls, description: dict) -> DramGeometry:
         """The geometry of the core a description (hw/litedram_core.py) describes."""
-        return cls(description["address_bits"], description["data_bits"])
+        return cls(description["address_bits"], description["data_bits"], phy=description.get("phy", 0))
 
     @property
     def receive_base(self) -> int:

@@ -21,7 +21,7 @@ from .receive_store import READ_AHEAD
 from .reassembly import MISSING, MISSING_QUERY, RX_COMMAND, RX_EVENT, SLOT_STATUS
 from .registers import (
     ADDRESS, COMMAND_WORD, CONNECTION_FLAGS, ENGINE_REGISTERS, ENGINE_STATE, EVENT_WORD, GEOMETRY_WORD,
-    RECEIVED_FLAGS, Command, Event, RegisterBus,
+    RECEIVED_FLAGS, Command, DramCsrBus, Event, RegisterBus,
 )
 from .segmenter import TX_COMMAND, TX_SETTINGS
 from .transmitter import PACING, UPLOAD_ROOM
@@ -45,8 +45,12 @@ class ControlStatus(wiring.Component):
     COUNTERS = ("TX_PACKETS", "TX_CONTROL", "RX_ACCEPTED", "RX_DUPLICATES", "RX_CONTROL",
                 "COMMANDS_REJECTED", "EVENTS_LOST", *(f"DROPPED_{d.name}" for d in Drop))
 
+    DRAM_PORT = ("DRAM_CSR_ADDRESS", "DRAM_LEVELS")
+    """The read-write registers built only with a port to the DRAM core's registers."""
+
     def __init__(self, config: EngineConfig) -> None:
         self.config = config
+        self.dram_port = bool(config.dram and config.dram.phy)
         super().__init__({
             "bus": In(RegisterBus()),
             "tx_settings": Out(TX_SETTINGS),
@@ -92,13 +96,16 @@ class ControlStatus(wiring.Component):
             "rejected": In(1),
             "events_lost": In(1),
             "drops": In(len(Drop)),
+            # The host's port to a DRAM core's registers, where the core has one.
+            **({"dram_csr": Out(DramCsrBus())} if self.dram_port else {}),
         })
 
     def elaborate(self, platform) -> Module:
         cfg = self.config
         m = Module()
         bus = self.bus
-        rw = {r.name: Signal(r.width, name=r.name.lower()) for r in ENGINE_REGISTERS if r.access == "rw"}
+        rw = {r.name: Signal(r.width, name=r.name.lower()) for r in ENGINE_REGISTERS
+              if r.access == "rw" and (self.dram_port or r.name not in self.DRAM_PORT)}
         m.submodules.counters = counters = CounterBank(len(self.COUNTERS))
         cycles = Signal(32)
         m.d.sync += cycles.eq(cycles + 1)
@@ -146,6 +153,13 @@ class ControlStatus(wiring.Component):
                     m.d.comb += [self.send_word.eq(bus.w_data), self.send_push.eq(1)]
                 with m.Case(ADDRESS["SEND_LENGTH"]):
                     m.d.comb += [self.send_length.eq(bus.w_data), self.send_commit.eq(1)]
+                if self.dram_port:
+                    csr = self.dram_csr
+                    m.d.comb += [csr.address.eq(rw["DRAM_CSR_ADDRESS"]), csr.write_data.eq(bus.w_data)]
+                    with m.Case(ADDRESS["DRAM_CSR_WRITE"]):
+                        m.d.comb += [csr.start.eq(1), csr.write.eq(1)]
+                    with m.Case(ADDRESS["DRAM_CSR_READ"]):
+                        m.d.comb += csr.start.eq(1)
 
         # A download reads from where DOWNLOAD_ADDRESS was last written, and from there
         # again once a pattern check (which had the store's reader) ends.
@@ -179,6 +193,9 @@ class ControlStatus(wiring.Component):
             "CYCLES": cycles, "CHECK_MISMATCHES": self.mismatches,
             "GEOMETRY": geometry, "SLOT_BYTES": cfg.slot_bytes, "CLOCK_HZ": cfg.clock_hz,
         }
+        if self.dram_port:
+            readable |= {"DRAM_PHY": cfg.dram.phy, "DRAM_CSR_DATA": self.dram_csr.read_data,
+                         "DRAM_CSR_BUSY": self.dram_csr.busy}
         checking = Signal()
         readable["STATE"] = ENGINE_STATE.cat(tx_idle=self.tx_idle, checking=checking, slots_ready=self.slots_ready)
         table = [0] * len(ENGINE_REGISTERS)
@@ -283,7 +300,7 @@ class ControlStatus(wiring.Component):
             "TX_PACKETS": self.tx_packet, "TX_CONTROL": self.tx_control,
             "RX_ACCEPTED": self.rx_accepted, "RX_DUPLICATES": self.rx_duplicate,
             "RX_CONTROL": self.rx_control,
-            "COMMANDS_REJECTED": rejected | self.rejected | early,
+            "COMMANDS_REJECTED": rejected | self.rejected | early | (self.dram_csr.ignored if self.dram_port else 0),
             "EVENTS_LOST": lost | self.events_lost,
             **{f"DROPPED_{d.name}": self.drops[d] for d in Drop},
         }

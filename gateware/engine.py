@@ -18,7 +18,7 @@ from .dram_slots import dram_members
 from .outbound import Outbound
 from .receive_store import READ_AHEAD
 from .receiver import Receiver
-from .registers import RegisterBus
+from .registers import DramCsrBus, RegisterBus
 from .streams import ip_stream
 from .transmitter import UPLOAD_ROOM, Transmitter
 
@@ -38,6 +38,7 @@ class Engine(wiring.Component):
             # the core's ready, which STATE shows.
             **dram_members(self.config, "tx_dram", "rx_dram"),
             **({"dram_ready": In(1)} if self.config.dram else {}),
+            **({"dram_csr": Out(DramCsrBus())} if self.config.dram and self.config.dram.phy else {}),
         })
 
     def elaborate(self, platform) -> Module:
@@ -69,6 +70,8 @@ class Engine(wiring.Component):
             connect(tx.dram, wiring.flipped(self.tx_dram))
             connect(rx.dram, wiring.flipped(self.rx_dram))
         m.d.comb += ctl.slots_ready.eq(self.dram_ready if cfg.dram else 1)
+        if ctl.dram_port:
+            connect(ctl.dram_csr, wiring.flipped(self.dram_csr))
 
         data_sent = tx.out.valid & tx.out.ready & tx.out.payload.last
         m.d.comb += [

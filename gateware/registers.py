@@ -34,6 +34,26 @@ class RegisterBus(wiring.Signature):
         })
 
 
+class DramCsrBus(wiring.Signature):
+    """The host's way to a LiteDRAM core's CSR bus (hw/litedram_core.CsrPort): ``start``
+    an access (``write`` it, or read) of ``address``; ``busy`` until ``read_data`` is its answer."""
+
+    def __init__(self) -> None:
+        super().__init__({
+            "start": Out(1),
+            "write": Out(1),
+            "address": Out(DRAM_CSR_ADDRESS_BITS),
+            "write_data": Out(32),
+            "read_data": In(32),
+            "busy": In(1),
+            "ignored": In(1),
+        })
+
+
+DRAM_CSR_ADDRESS_BITS = 14
+"""A LiteDRAM core's CSR word addresses (LiteX's usual width)."""
+
+
 @dataclass(frozen=True)
 class Word:
     """A register word's bit fields, from bit 0 up: packed and unpacked by the host, laid
@@ -105,6 +125,14 @@ CONNECTION_FLAGS = Word("FLAGS", (("udp", 1), ("data_checksum", 1)))
 """The FLAGS register: NETBLT inside UDP (else IP protocol 30), data-area checksums negotiated."""
 RECEIVED_FLAGS = Word("RECEIVED flags", (("first", 1), ("ldata", 1), ("complete", 1), ("last_buffer", 1)))
 """The ``flags`` of a RECEIVED event."""
+DRAM_PHY_WORD = Word("DRAM_PHY", (("levelling", 1), ("phases", 3), ("words", 3), ("rdphase", 2), ("wrphase", 2),
+                                  ("modules", 3), ("bitslips", 3), ("delays", 4)))
+"""What DRAM_PHY reads: whether the DRAM's reads need levelling before the controller gets
+it, and the PHY's shape: its phases, CSR words of a phase's data, the phases reads and
+writes are issued on, byte lanes, bitslips and delay taps."""
+DRAM_LEVELS_WORD = Word("DRAM_LEVELS", tuple((f"{field}{m}", width) for m in range(4)
+                                             for field, width in (("delay", 4), ("bitslip", 3), ("levelled", 1))))
+"""What the host leaves in DRAM_LEVELS after levelling: each byte lane's delay and bitslip."""
 
 
 @dataclass(frozen=True)
@@ -194,6 +222,19 @@ GROUPS = (
         Register("CLOCK_HZ", "r", 32, "system clock frequency the pacer counts"),
     ),
     _group(
+        "DRAM registers, for levelling its reads (where the core has a port for the host; else read 0)",
+        Register("DRAM_PHY", "r", DRAM_PHY_WORD.layout.size, f"{DRAM_PHY_WORD.describe()}: the PHY's shape; 0: no port"),
+        Register("DRAM_CSR_ADDRESS", "rw", DRAM_CSR_ADDRESS_BITS, "the LiteDRAM core's CSR word the next "
+                                                                  "DRAM_CSR_WRITE or DRAM_CSR_READ goes to"),
+        Register("DRAM_CSR_WRITE", "w", 32, "write this value to it (once the core's init sequence has run)"),
+        Register("DRAM_CSR_READ", "w", 1, "read it: DRAM_CSR_DATA has its value when DRAM_CSR_BUSY is 0"),
+        Register("DRAM_CSR_DATA", "r", 32, "the value the last DRAM_CSR_READ read"),
+        Register("DRAM_CSR_BUSY", "r", 1, "an access is crossing to the DRAM's clock and back; one started "
+                                          "meanwhile is ignored and counted in COMMANDS_REJECTED"),
+        Register("DRAM_LEVELS", "rw", 32, f"{DRAM_LEVELS_WORD.describe()}: where the host left each byte "
+                                          "lane's read delay and bitslip, for board status"),
+    ),
+    _group(
         "Counters (32 bits, wrap; a write to COUNTERS_CLEAR zeroes them all)",
         Register("COUNTERS_CLEAR", "w", 1, "zero every counter"),
         Register("TX_PACKETS", "r", 32, "DATA/LDATA packets sent"),
@@ -253,7 +294,8 @@ REGISTERS = ENGINE_REGISTERS + LINK_REGISTERS
 ADDRESS = {r.name: i for i, r in enumerate(ENGINE_REGISTERS)} | \
     {r.name: LINK_BASE + i for i, r in enumerate(LINK_REGISTERS)}
 assert len(ENGINE_REGISTERS) <= LINK_BASE and LINK_BASE + len(LINK_REGISTERS) <= 1 << ADDRESS_WIDTH
-WORDS = (COMMAND_WORD, EVENT_WORD, GEOMETRY_WORD, ENGINE_STATE, CONNECTION_FLAGS, RECEIVED_FLAGS)
+WORDS = (COMMAND_WORD, EVENT_WORD, GEOMETRY_WORD, ENGINE_STATE, CONNECTION_FLAGS, RECEIVED_FLAGS, DRAM_PHY_WORD,
+         DRAM_LEVELS_WORD)
 
 
 def table_checksum(registers: tuple[Register, ...], words: tuple[Word, ...]) -> int:

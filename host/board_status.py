@@ -101,15 +101,25 @@ def summary(where: str, r: dict[str, int]) -> str:
 
 
 def slots(r: dict[str, int]) -> str:
-    """The slots GEOMETRY and SLOT_BYTES describe, and whether STATE says their memory
-    is ready (a board's DRAM is not until its init sequence has run)."""
-    from netblt.gateware.registers import ENGINE_STATE, GEOMETRY_WORD
+    """The slots GEOMETRY and SLOT_BYTES describe, whether STATE says their memory is
+    ready (a board's DRAM is not until its init sequence has run, and its reads are
+    levelled where they need it), and the levels DRAM_LEVELS holds."""
+    from netblt.driver.dram_levelling import DramPhy
+    from netblt.gateware.registers import DRAM_LEVELS_WORD, ENGINE_STATE, GEOMETRY_WORD
 
     g = GEOMETRY_WORD.unpack(r["GEOMETRY"])
     size = r["SLOT_BYTES"]
     size_text = f"{size >> 20} MiB" if size >= 1 << 20 and size % (1 << 20) == 0 else f"{size // 1024} KiB"
     text = (f"{g['tx_slots']} transmit and {g['rx_slots']} receive slots of {size_text} "
             f"({1 << g['log2_max_packets']}-packet bitmaps)")
-    if not ENGINE_STATE.unpack(r["STATE"])["slots_ready"]:
+    phy = DramPhy.read(r["DRAM_PHY"])
+    ready = ENGINE_STATE.unpack(r["STATE"])["slots_ready"]
+    if not ready and phy.levelling:
+        text += ", in DRAM whose reads are not levelled yet (a host levels them when it opens the board)"
+    elif not ready:
         text += ", their memory not ready yet (DRAM still starting)"
+    elif phy.levelling:
+        levels = DRAM_LEVELS_WORD.unpack(r["DRAM_LEVELS"])
+        text += ", in DRAM with its reads levelled (" + ", ".join(
+            f"byte {m}: bitslip {levels[f'bitslip{m}']}, delay {levels[f'delay{m}']}" for m in range(phy.modules)) + ")"
     return text

@@ -5,8 +5,8 @@ adds what they lack (the PHY's receive clock). Each board sizes the engine's buf
 slots to the block RAM LiteEth leaves, and has a geometry for its slots in its DRAM
 (``dram_slots``: a long path's worth), which ``netblt sim-board --slots dram`` runs on
 LiteDRAM's model of the board's chip, and the Colorlight's bitstream builds with
-``--slots dram`` on its own PHY (hw/litedram_core.py; the Versa's DDR3 PHY is not built
-yet). Both run the engine at 50 MHz: at 40 MHz
+``--slots dram`` on its own PHY (hw/litedram_core.py; the Versa's too, with
+``--unlevelled``, until its read levelling has run on a board). Both run the engine at 50 MHz: at 40 MHz
 LiteEth's receive side could not take 64-byte frames back to back (the Ethernet
 benchmark saw frames overrun and spliced, caught by NETBLT's checksums).
 """

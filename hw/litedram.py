@@ -18,6 +18,7 @@ from amaranth.lib.wiring import In, Out
 
 from netblt.gateware.config import DramGeometry
 from netblt.gateware.dram_dma import NativePort
+from netblt.gateware.registers import DramCsrBus
 
 from .litedram_core import COMMANDS, COUNT_BITS, DDR3_PADS, PORTS, SDR_PADS
 
@@ -62,7 +63,8 @@ class LiteDram(wiring.Component):
     def __init__(self, geometry: DramGeometry, board: BoardDram | None = None) -> None:
         self.board = board
         port = NativePort(geometry.address_bits, geometry.data_bits)
-        super().__init__({"ports": In(port).array(PORTS), "dram_ready": Out(1), "dram_commands": Out(COMMAND_COUNTS)})
+        super().__init__({"ports": In(port).array(PORTS), "dram_ready": Out(1), "dram_commands": Out(COMMAND_COUNTS),
+                          **({"csr": In(DramCsrBus())} if geometry.phy else {})})
 
     def elaborate(self, platform) -> Module:
         m = Module()
@@ -78,6 +80,9 @@ class LiteDram(wiring.Component):
                 f"o_{prefix}_rdata_valid": port.rdata.valid, f"i_{prefix}_rdata_ready": port.rdata.ready,
                 f"o_{prefix}_rdata_data": port.rdata.payload,
             }
+        if hasattr(self, "csr"):
+            wires |= {f"{'i' if member.flow == In else 'o'}_csr_{name}": getattr(self.csr, name)
+                      for name, member in self.csr.signature.members.items()}
         if self.board is None or self.board.oscillator is None:
             wires |= {"i_dram_clock": ClockSignal("dram"), "i_dram_reset": ResetSignal("dram")}
         if self.board is not None:

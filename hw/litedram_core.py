@@ -19,9 +19,11 @@ and the chips are modelled), or with ``--phy board`` the board's own:
   ``sdram_*`` pins (SDR_PADS), the chip's clock driven by the board top;
 - ECP5DDRPHY for the Versa's DDR3 chip on the ``ddram_*`` pins (DDR3_PADS), with the
   clocks it needs made inside as LiteDRAM's own CRG makes them: a PLL from the board's
-  oscillator (``clock_in``) to twice the controller's clock, then ECLKSYNCB and CLKDIVF,
-  which the PHY's init stops and resets. Its reads are not levelled yet: every read
-  delay and bitslip stays at 0, where a board's reads may not land (``Chip.levelled``).
+  oscillator (``clk``) to twice the controller's clock, then ECLKSYNCB and CLKDIVF,
+  which the PHY's init stops and resets. Its reads need levelling: the init sequence
+  leaves the DRAM in software control, and the host levels the reads through the
+  core's CSR bus (``CsrPort``, ``csr_*``; driver/dram_levelling.py) and hands it over.
+  The model cores have that port too, so the host's way to the injector is tested.
 
 The core is generated at build time into build/, never committed. Ports:
 ``engine_clock``/``engine_reset``, ``init_done``, per native port n
@@ -52,6 +54,10 @@ from litex.build.lattice.platform import LatticePlatform
 from litex.gen import LiteXModule
 from litex.soc.interconnect import csr_bus
 from migen import FSM, Array, ClockDomain, Constant, If, NextState, NextValue, Signal
+from migen.genlib.cdc import MultiReg
+
+from netblt.driver.dram_levelling import DFII_COMMAND, DFII_CONTROL, csr_map
+from netblt.gateware.registers import DRAM_CSR_ADDRESS_BITS, DRAM_PHY_WORD
 
 from .litex_core import DEVICE, run_generator, write_if_changed, write_verilog
 
@@ -71,8 +77,10 @@ INIT_CLOCK_HZ = 25e6
 """ECP5DDRPHY's init clock (its DLL's reset and its clock-stop steps), as LiteX runs it."""
 PHYS = ("model", "board")
 COUNT_BITS = 32
-CSR_BITS, CSR_ADDRESS_BITS = 32, 14
+CSR_BITS, CSR_ADDRESS_BITS = 32, DRAM_CSR_ADDRESS_BITS
 """The internal register bus the init sequencer drives (LiteX's usual widths)."""
+BANKS = {"sdram": 0, "ddrphy": 1}
+"""The CSR banks: LiteDRAM's injector, and the PHY's delays where it has them."""
 
 
 @dataclass(frozen=True)
@@ -116,13 +124,20 @@ CHIPS = {
 }
 
 
+def header_constants(settings, timing_settings) -> dict[str, object]:
+    """LiteDRAM's own constants for the init sequence, from its Python header."""
+    names: dict[str, object] = {}
+    exec(get_sdram_phy_py_header(settings, timing_settings), names)  # noqa: S102 (LiteDRAM's own constants)
+    return names
+
+
 def init_program(settings, timing_settings, address: dict[str, int]) -> list[tuple[int, int, int]]:
     """LiteDRAM's init sequence as register writes: (CSR word address, value, cycles to
     wait after it). Software control first, as the BIOS does; the DRAM is handed to the
-    controller last. Every command and control value is LiteDRAM's, read from its own
-    Python header, never retyped."""
-    names: dict[str, object] = {}
-    exec(get_sdram_phy_py_header(settings, timing_settings), names)  # noqa: S102 (LiteDRAM's own constants)
+    controller last, unless its reads need levelling first (the host does that, then
+    hands it over: driver/dram_levelling.py). Every command and control value is
+    LiteDRAM's, read from its own Python header, never retyped."""
+    names = header_constants(settings, timing_settings)
 
     def value(expression: str) -> int:
         result = 0
@@ -141,8 +156,52 @@ def init_program(settings, timing_settings, address: dict[str, int]) -> list[tup
         else:
             program += [(address["dfii_pi0_command"], value(command), 0),
                         (address["dfii_pi0_command_issue"], 1, delay)]
-    program.append((control, value("DFII_CONTROL_SEL"), 0))
+    if not settings.read_leveling:
+        program.append((control, value("DFII_CONTROL_SEL"), 0))
     return program
+
+
+def check_host_view(settings, timing_settings, address: dict[str, int], words: int) -> None:
+    """The host's copy of the injector's registers and bits (driver/dram_levelling.py)
+    is this core's: a LiteDRAM that moved one would level the wrong registers."""
+    names = header_constants(settings, timing_settings)
+    expected = csr_map(settings.nphases, words, settings.read_leveling)
+    ours = {f"dfii_control_{f}": 1 << DFII_CONTROL.offset(f) for f, _ in DFII_CONTROL.fields} | \
+           {f"dfii_command_{f}": 1 << DFII_COMMAND.offset(f) for f, _ in DFII_COMMAND.fields}
+    if {name: address.get(name) for name in expected} != expected or any(
+            names[name] != bit for name, bit in ours.items()):
+        raise SystemExit("litedram_core: LiteDRAM's injector registers are not where "
+                         "driver/dram_levelling.py has them")
+
+
+class CsrPort(LiteXModule):
+    """The core's CSR bus from the engine's clock, for the host (read levelling).
+
+    A request (``start`` with ``write``, ``address`` and ``write_data``) is held in
+    registers and crosses to the controller's clock as a toggle; there it is played on
+    ``bus`` once ``free`` (the init sequence is done), and the answer (``read_data``,
+    held) crosses back the same way. ``busy`` from the request until the answer is back;
+    a ``start`` while busy is ignored (``ignored`` pulses)."""
+
+    def __init__(self, bus, free) -> None:
+        self.start, self.write, self.busy, self.ignored = Signal(), Signal(), Signal(), Signal()
+        self.address, self.write_data, self.read_data = Signal(len(bus.adr)), Signal(32), Signal(32)
+        held_write, held_address, held_data = Signal(), Signal(len(bus.adr)), Signal(32)
+        asked, answered, asked_seen, answered_seen = Signal(), Signal(), Signal(), Signal()
+        self.specials += [MultiReg(asked, asked_seen, "sys"), MultiReg(answered, answered_seen, "engine")]
+        self.comb += [self.busy.eq(asked != answered_seen), self.ignored.eq(self.start & self.busy)]
+        self.sync.engine += If(self.start & ~self.busy,
+                               held_write.eq(self.write), held_address.eq(self.address),
+                               held_data.eq(self.write_data), asked.eq(~asked))
+        # The held request is steady by the time its toggle is seen, and the answer by
+        # the time its own is.
+        reading = Signal()
+        self.comb += [bus.adr.eq(held_address), bus.dat_w.eq(held_data)]
+        self.sync += [reading.eq(0),
+                      If(reading, self.read_data.eq(bus.dat_r), answered.eq(~answered)),
+                      If(free & (asked_seen != answered) & ~reading,
+                         If(held_write, answered.eq(~answered)).Else(reading.eq(1)))]
+        self.comb += bus.we.eq(free & (asked_seen != answered) & ~reading & held_write)
 
 
 class InitSequencer(LiteXModule):
@@ -187,6 +246,12 @@ def native_port_pins(index: int, address_bits: int, data_bits: int) -> tuple:
              ("wdata_valid", 1), ("wdata_ready", 1), ("wdata_we", data_bits // 8), ("wdata_data", data_bits),
              ("rdata_valid", 1), ("rdata_ready", 1), ("rdata_data", data_bits)]
     return (f"port{index}", 0, *(Subsignal(name, Pins(width)) for name, width in wires))
+
+
+def csr_port_pins() -> tuple:
+    wires = [("start", 1), ("write", 1), ("address", CSR_ADDRESS_BITS), ("write_data", CSR_BITS),
+             ("read_data", CSR_BITS), ("busy", 1), ("ignored", 1)]
+    return ("csr", 0, *(Subsignal(name, Pins(width)) for name, width in wires))
 
 
 COMMON_PINS = [("dram_clock", 0, Pins(1)), ("dram_reset", 0, Pins(1)),
@@ -254,16 +319,32 @@ class Core(LiteXModule):
                 pins.rdata_data.eq(port.rdata.data),
             ]
 
-        bus = csr_bus.Interface(data_width=CSR_BITS, address_width=CSR_ADDRESS_BITS)
-        self.csr_banks = csr_bus.CSRBankArray(self, lambda name, memory: 0 if name == "sdram" else None,
+        bus, played = (csr_bus.Interface(data_width=CSR_BITS, address_width=CSR_ADDRESS_BITS) for _ in range(2))
+        self.csr_banks = csr_bus.CSRBankArray(self, lambda name, memory: BANKS.get(name),
                                               data_width=CSR_BITS, address_width=CSR_ADDRESS_BITS)
         self.csr_interconnect = csr_bus.Interconnect(bus, self.csr_banks.get_buses())
         address = csr_addresses(self.csr_banks)
-        program = init_program(settings, module.timing_settings, address)
-        self.init = InitSequencer(bus, program)
-        # The user ports open when the controller has the DRAM, in the ports' own domain.
+        words = -(-settings.dfi_databits // CSR_BITS)
+        check_host_view(settings, module.timing_settings, address, words)
+        self.init = InitSequencer(played, init_program(settings, module.timing_settings, address))
+        # The host's port (read levelling), where the host may need it: not on the
+        # Colorlight's SDR chips, whose reads need none and whose LUTs are all spoken for.
+        host_port = phy == "model" or settings.read_leveling
+        if host_port:
+            self.port = CsrPort(bus, self.init.done)
+            platform.add_extension([csr_port_pins()])
+            pins = platform.request("csr")
+            self.comb += [self.port.start.eq(pins.start), self.port.write.eq(pins.write),
+                          self.port.address.eq(pins.address), self.port.write_data.eq(pins.write_data),
+                          pins.read_data.eq(self.port.read_data), pins.busy.eq(self.port.busy),
+                          pins.ignored.eq(self.port.ignored)]
+        self.comb += [bus.adr.eq(played.adr), bus.dat_w.eq(played.dat_w), bus.we.eq(played.we)] if not host_port \
+            else If(~self.init.done, bus.adr.eq(played.adr), bus.dat_w.eq(played.dat_w), bus.we.eq(played.we))
+        # The user ports open when the controller has the DRAM (the init sequence has
+        # handed it over, or the host has after levelling), in the ports' own domain.
         done_meta = Signal()
-        self.sync.engine += [done_meta.eq(self.init.done), ready.eq(done_meta)]
+        controller = self.init.done & self.sdram.dfii._control.fields.sel
+        self.sync.engine += [done_meta.eq(controller), ready.eq(done_meta)]
         self.comb += platform.request("init_done").eq(ready)
         self.counters = CommandCounters(self.ddrphy.dfi)
         self.comb += [platform.request(f"commands_{kind}").eq(count) for kind, count in self.counters.counts.items()]
@@ -272,7 +353,14 @@ class Core(LiteXModule):
                             "address_bits": port.address_width, "data_bits": port.data_width,
                             # Controller cycles: a read or write's burst, a refresh, and
                             # closing and opening a row.
-                            "t_ccd": timing.tCCD, "t_rfc": timing.tRFC, "t_rp": timing.tRP, "t_rcd": timing.tRCD}
+                            "t_ccd": timing.tCCD, "t_rfc": timing.tRFC, "t_rp": timing.tRP, "t_rcd": timing.tRCD,
+                            # What the host needs to reach the injector and level reads
+                            # (DRAM_PHY; with no host port, 0).
+                            "phy": DRAM_PHY_WORD.pack(
+                                levelling=int(settings.read_leveling), phases=settings.nphases, words=words,
+                                rdphase=settings.rdphase, wrphase=settings.wrphase,
+                                modules=settings.databits // 8, bitslips=getattr(settings, "bitslips", 0),
+                                delays=getattr(settings, "delays", 0)) if host_port else 0}
 
     def _ecp5_ddr3_phy(self, platform, chip: Chip, module) -> ECP5DDRPHY:
         """ECP5DDRPHY on the chip's pins, its clocks from LiteDRAM's CRG for it."""

@@ -79,6 +79,8 @@ class NetbltNode(wiring.Component):
             wiring.connect(m, engine.tx_dram, dram.ports[TRANSMIT_PORT])
             wiring.connect(m, engine.rx_dram, dram.ports[RECEIVE_PORT])
             m.d.comb += [engine.dram_ready.eq(dram.dram_ready), self.dram_ready.eq(dram.dram_ready)]
+            if self.config.dram.phy:
+                wiring.connect(m, engine.dram_csr, dram.csr)
         if hasattr(self, "gmii"):
             wiring.connect(m, wiring.flipped(self.gmii), ethernet.gmii)
         # Counted on this side of the buffers: LiteEth's ready is a long path of its own.

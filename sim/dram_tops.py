@@ -23,24 +23,28 @@ def in_dram(config: EngineConfig, description: dict) -> EngineConfig:
     return dataclasses.replace(config, dram=DramGeometry.of(description))
 
 
+CORE_MEMBERS = ("dram_ready", "dram_csr")
+"""An inner component's members that go to the core, not out of the top."""
+
+
 class DramTop(wiring.Component):
     """``inner``'s members as the top's, ``dram_ready`` and ``dram_commands``. With the
     core's ``description``, each member ``ports`` names is connected to the core's port
-    of that number (a port left over idles), and ``inner``'s ``dram_ready``, if it has
-    one, to the core's; without, ``inner`` has no DRAM, ``dram_ready`` is high and no
-    command is counted."""
+    of that number (a port left over idles), and ``inner``'s ``dram_ready`` and
+    ``dram_csr``, if it has them, to the core's; without, ``inner`` has no DRAM,
+    ``dram_ready`` is high and no command is counted."""
 
     def __init__(self, inner: wiring.Component, description: dict | None, ports: dict[str, int]) -> None:
         self.inner, self.description, self.ports = inner, description, ports
         members = {name: member for name, member in inner.signature.members.items()
-                   if name not in (*ports, "dram_ready")}
+                   if name not in (*ports, *CORE_MEMBERS)}
         super().__init__({**members, "dram_ready": Out(1), "dram_commands": Out(COMMAND_COUNTS)})
 
     def elaborate(self, platform) -> Module:
         m = Module()
         m.submodules.inner = inner = self.inner
         for name, member in inner.signature.members.items():
-            if name in (*self.ports, "dram_ready"):
+            if name in (*self.ports, *CORE_MEMBERS):
                 continue
             ours, theirs = getattr(self, name), getattr(inner, name)
             if member.is_signature:
@@ -60,6 +64,8 @@ class DramTop(wiring.Component):
         m.d.comb += [self.dram_ready.eq(dram.dram_ready), self.dram_commands.eq(dram.dram_commands)]
         if "dram_ready" in inner.signature.members:
             m.d.comb += inner.dram_ready.eq(dram.dram_ready)
+        if "dram_csr" in inner.signature.members:
+            wiring.connect(m, inner.dram_csr, dram.csr)
         return m
 
 

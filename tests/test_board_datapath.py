@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from netblt.driver import link_format as F
 from netblt.driver.board import BoardClock, BoardDataPath, Slot
 from netblt.driver.link import Request
@@ -49,3 +51,80 @@ def test_flush_reads_only_slots_whose_post_ran_and_goes_ahead_of_queued_data():
     (ops, urgent), = asked
     assert urgent
     assert [op.value for op in ops if op.register == ADDRESS["STATUS_SLOT"]] == [1]
+
+
+class LevellingBoard:
+    """Register operations on a board whose DRAM reads need levelling: DRAM_CSR reaches
+    ``dram`` (test_dram_levelling's model), each access busy for ``busy_reads`` reads of
+    DRAM_CSR_BUSY; an access started while busy is ignored, as the port ignores it."""
+
+    def __init__(self, dram, busy_reads: int) -> None:
+        from netblt.gateware.registers import DRAM_PHY_WORD, ENGINE_STATE
+        self.dram, self.busy_reads, self.busy, self.ignored = dram, busy_reads, 0, 0
+        self.registers = {"DRAM_PHY": DRAM_PHY_WORD.pack(**{**vars(dram.phy), "levelling": 1}),
+                          "STATE": ENGINE_STATE.pack(slots_ready=0), "DRAM_CSR_DATA": 0}
+        self.names = {address: name for name, address in ADDRESS.items()}
+
+    def operations(self, ops, wait=False, urgent=False) -> list[int]:
+        values = []
+        for op in ops:
+            name = self.names[op.register]
+            if op.opcode == F.Opcode.READ:
+                if name == "DRAM_CSR_BUSY":
+                    values.append(int(self.busy > 0))
+                    self.busy = max(0, self.busy - 1)
+                else:
+                    values.append(self.registers.get(name, 0))
+            elif name in ("DRAM_CSR_WRITE", "DRAM_CSR_READ"):
+                if self.busy:
+                    self.ignored += 1
+                    continue
+                address = self.registers["DRAM_CSR_ADDRESS"]
+                if name == "DRAM_CSR_WRITE":
+                    self.dram.write(address, op.value)
+                else:
+                    self.registers["DRAM_CSR_DATA"] = self.dram.read(address)
+                self.busy = self.busy_reads
+            else:
+                self.registers[name] = op.value
+        return values
+
+
+def test_a_board_whose_dram_reads_need_levelling_is_levelled_and_handed_over():
+    """Opening a board whose DRAM is not ready and needs levelling: every DRAM_CSR access
+    waited for (none ignored, though each stays busy past the reads that follow it), the
+    levels left in DRAM_LEVELS for board status, and the DRAM handed to the controller."""
+    from test_dram_levelling import VERSA, BoardDram
+
+    from netblt.driver.dram_levelling import DFII_CONTROL
+    from netblt.host.board_status import slots
+
+    dram = BoardDram(VERSA, [(3, range(1, 6)), (0, range(4, 8))])
+    dram.registers[0] = DFII_CONTROL.pack(cke=1, odt=1, reset_n=1)  # software control, as the init leaves it
+    board = LevellingBoard(dram, busy_reads=6)
+    notices = []
+    dp = object.__new__(BoardDataPath)
+    dp.notice, dp._operations = notices.append, board.operations
+    dp._ready_dram()
+    assert board.ignored == 0 and dram.bitslip == [3, 0] and dram.delay == [3, 5]
+    assert DFII_CONTROL.unpack(dram.registers[0])["sel"] == 1
+    assert notices == ["levelling the board's DRAM reads (once after power-up: a few seconds)"]
+    shown = {**board.registers, "STATE": 0b100, "GEOMETRY": 0, "SLOT_BYTES": 4 << 20}
+    assert slots(shown).endswith("in DRAM with its reads levelled (byte 0: bitslip 3, delay 3, "
+                                 "byte 1: bitslip 0, delay 5)")
+
+
+def test_a_board_whose_dram_reads_land_nowhere_is_one_clear_error():
+    from test_dram_levelling import VERSA, BoardDram
+
+    from netblt.driver.dram_levelling import DFII_CONTROL
+    from netblt.driver.link import LinkError
+
+    dram = BoardDram(VERSA, [(1, range(2, 5)), (2, range(0))])
+    dram.registers[0] = DFII_CONTROL.pack(cke=1, odt=1, reset_n=1)
+    board = LevellingBoard(dram, busy_reads=1)
+    dp = object.__new__(BoardDataPath)
+    dp.notice, dp._operations = lambda text: None, board.operations
+    with pytest.raises(LinkError, match="^the board's DRAM: DRAM module 1: no bitslip and delay reads its "
+                                        "pattern back; its slots cannot be used$"):
+        dp._ready_dram()

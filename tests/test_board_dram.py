@@ -12,7 +12,9 @@ import pytest
 from clitools import NETBLT, SimBoard
 from test_board_transfer import board_receives, board_sends
 
-from netblt.gateware.registers import ENGINE_STATE, GEOMETRY_WORD
+from netblt.driver.board import BoardDataPath
+from netblt.driver.dram_levelling import DFII_CONTROL, DramPhy, patterns
+from netblt.gateware.registers import DRAM_PHY_WORD, ENGINE_STATE, GEOMETRY_WORD
 
 pytestmark = pytest.mark.xdist_group("board_dram")  # one worker: the module's board is its fixture's
 
@@ -43,6 +45,29 @@ def test_the_board_shows_its_slots_in_dram(board):
                            text=True, timeout=60)
     assert "16 transmit and 16 receive slots of 4 MiB (4096-packet bitmaps); " in shown.stdout.splitlines()[0]
     assert "not ready" not in shown.stdout
+
+
+def test_the_host_reaches_the_dram_cores_registers(board):
+    """DRAM_CSR reaches LiteDRAM's injector across the clocks: after the init sequence the
+    controller has the DRAM; in software control a burst written through the injector
+    reads back from the model chip; handed back, the slots are ready again (and the
+    transfers below use them). The model's reads need no levelling, and it raises
+    rddata_valid on phase 0 alone (ECP5DDRPHY on every phase), so only phase 0's read
+    data reaches the injector's registers."""
+    phy = DramPhy.read(board.status()["DRAM_PHY"])
+    assert phy == DramPhy.read(DRAM_PHY_WORD.pack(phases=4, words=1, rdphase=2, wrphase=3, modules=2))
+    path = BoardDataPath.open(("127.0.0.1", board.link), local_port=board.netblt)
+    try:
+        injector = path.dram_injector(phy)
+        assert DFII_CONTROL.unpack(injector.read("dfii_control")) == {"sel": 1, "cke": 0, "odt": 0, "reset_n": 0}
+        injector.software()
+        assert ENGINE_STATE.unpack(board.status()["STATE"])["slots_ready"] == 0
+        for burst in patterns(phy, 3):
+            assert injector.round_trip(burst)[0] == burst[0]
+        injector.hand_over()
+        assert ENGINE_STATE.unpack(board.status()["STATE"])["slots_ready"] == 1
+    finally:
+        path.close()
 
 
 def test_a_board_sends_from_dram_with_resends(board, tmp_path):
