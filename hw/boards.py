@@ -63,7 +63,9 @@ class Board:
     the engine."""
     link_intake_words: int = INTAKE_WORDS
     """The host link's request buffer; the Colorlight has EBR for 2048 words only, too
-    few for a 9000-byte datagram."""
+    few for a 9000-byte datagram (the CLI's host link sends 1500-byte ones)."""
+    dram_link_intake_words: int = 0
+    """The request buffer of the build with its slots in DRAM, where it differs (0: as above)."""
     seeds: tuple[int, ...] = (1, 2, 3, 4)
     """nextpnr placement seeds to try, in order, keeping the first that meets timing: on
     the nearly full Colorlight, LiteEth's clock-crossing paths at 125 MHz land anywhere
@@ -74,6 +76,9 @@ class Board:
 
     def seeds_for(self, slots: str) -> tuple[int, ...]:
         return (self.dram_seeds or self.seeds) if slots == "dram" else self.seeds
+
+    def intake_words_for(self, slots: str) -> int:
+        return (self.dram_link_intake_words or self.link_intake_words) if slots == "dram" else self.link_intake_words
 
 
 BOARDS = {board.name: board for board in (
@@ -91,7 +96,10 @@ BOARDS = {board.name: board for board in (
           EngineConfig(tx_slots=2, rx_slots=2, slot_bytes=32768, max_packets=1024), phy_address=0, leds=(0, 1),
           cable="ft2232", number=2, chip="versa",
           # 64 MB each way: 16 slots of 4 MB (2897 packets of 1448 bytes), bitmaps of 4096.
-          dram_slots=EngineConfig(tx_slots=16, rx_slots=16, slot_bytes=4 << 20, max_packets=4096)),
+          dram_slots=EngineConfig(tx_slots=16, rx_slots=16, slot_bytes=4 << 20, max_packets=4096),
+          # The DRAM build's checksum table takes 64 of the 108 EBR: with a 4096-word
+          # request buffer (8 EBR) the design needed 109.
+          dram_link_intake_words=2048),
 )}
 
 
@@ -126,7 +134,8 @@ class BoardTop(Elaboratable):
         rgmii = platform.request("eth_rgmii", 0, dir={name: "-" for name in RGMII_DATA_PINS})
         m.submodules.node = node = NetbltNode(config, "rgmii", rgmii, self.ip_address, self.link_port,
                                               self.mac_address, board.number, self.netmask, self.gateway,
-                                              board.link_intake_words, board_dram)
+                                              board.intake_words_for("block" if self.dram is None else "dram"),
+                                              board_dram)
         m.submodules.mdio = mdio = MdioLinkMonitor(board.phy_address, reset_cycles=config.clock_hz // 100)
         m.d.comb += node.link_up.eq(mdio.link)
         m.d.comb += [rgmii.rst.o.eq(mdio.phy_reset), rgmii.mdc.o.eq(mdio.mdc),
