@@ -18,7 +18,7 @@ from netblt.driver import link_format as F
 from netblt.driver.link import BoardLink, LinkError
 from netblt.gateware.config import EngineConfig
 from netblt.gateware.control import FLAG_UDP
-from netblt.gateware.registers import ADDRESS, COMMAND_WORD, ENGINE_STATE, GEOMETRY_WORD, Command
+from netblt.gateware.registers import ADDRESS, COMMAND_WORD, DRAM_PHY_WORD, ENGINE_STATE, GEOMETRY_WORD, Command
 from netblt.host import codec, packets
 from netblt.host.board_status import slots
 from netblt.hw.liteeth_core import IP_ADDRESS
@@ -266,10 +266,14 @@ def test_a_pace_waits_while_the_simulation_is_ahead_and_counts_how_far_it_fell_b
 
 
 def test_the_summary_says_when_the_slots_memory_is_not_ready():
-    """STATE's slots_ready is 0 while a board's DRAM starts: the summary says so."""
+    """STATE's slots_ready is 0 while a board's DRAM starts, or until a host has levelled
+    its reads where DRAM_PHY says they need it: the summary says which."""
     geometry = GEOMETRY_WORD.pack(data_width=32, tx_slots=16, rx_slots=16, log2_max_packets=12)
-    starting = {"GEOMETRY": geometry, "SLOT_BYTES": 4 << 20, "STATE": ENGINE_STATE.pack(tx_idle=1)}
+    starting = {"GEOMETRY": geometry, "SLOT_BYTES": 4 << 20, "STATE": ENGINE_STATE.pack(tx_idle=1), "DRAM_PHY": 0}
     assert slots(starting) == ("16 transmit and 16 receive slots of 4 MiB (4096-packet bitmaps), "
                                "their memory not ready yet (DRAM still starting)")
     ready = starting | {"STATE": ENGINE_STATE.pack(tx_idle=1, slots_ready=1)}
     assert slots(ready) == "16 transmit and 16 receive slots of 4 MiB (4096-packet bitmaps)"
+    unlevelled = starting | {"DRAM_PHY": DRAM_PHY_WORD.pack(levelling=1, phases=2, words=2, modules=2)}
+    assert slots(unlevelled).endswith(", in DRAM whose reads are not levelled yet (a host levels them when "
+                                      "it opens the board)")
