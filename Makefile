@@ -64,12 +64,12 @@ bench-ethernet: $(STAMP)
 # A board's bitstream: build/$(BOARD)/netblt.bit and report.txt; fails when timing is not met.
 # Optional: MAC=02:.. IP=192.168.1.50 LINK_PORT=2990 NETMASK=255.255.255.0 GATEWAY=192.168.1.1;
 # SLOTS=dram puts the slots in the board's DRAM (build/$(BOARD)-dram; the Colorlight's misses timing, and the
-# Versa's reads are not levelled yet: it builds only with UNLEVELLED=1, to measure its size and timing).
+# Versa's reads need levelling, which no board has tried yet: it builds only with UNTRIED=1, to measure it).
 BOARD ?= colorlight_5a75b
 bitstream: $(STAMP)
 	$(BIN)/python -m netblt.hw.build --board $(BOARD) $(if $(MAC),--mac $(MAC)) $(if $(IP),--ip $(IP)) \
 		$(if $(LINK_PORT),--link-port $(LINK_PORT)) $(if $(NETMASK),--netmask $(NETMASK)) \
-		$(if $(GATEWAY),--gateway $(GATEWAY)) $(if $(SLOTS),--slots $(SLOTS)) $(if $(UNLEVELLED),--unlevelled)
+		$(if $(GATEWAY),--gateway $(GATEWAY)) $(if $(SLOTS),--slots $(SLOTS)) $(if $(UNTRIED),--untried)
 
 # Programs the board (SRAM) with openFPGALoader, installed from Debian if missing; CABLE= overrides.
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)

@@ -154,12 +154,12 @@ class ControlStatus(wiring.Component):
                 with m.Case(ADDRESS["SEND_LENGTH"]):
                     m.d.comb += [self.send_length.eq(bus.w_data), self.send_commit.eq(1)]
                 if self.dram_port:
-                    csr = self.dram_csr
-                    m.d.comb += [csr.address.eq(rw["DRAM_CSR_ADDRESS"]), csr.write_data.eq(bus.w_data)]
                     with m.Case(ADDRESS["DRAM_CSR_WRITE"]):
-                        m.d.comb += [csr.start.eq(1), csr.write.eq(1)]
+                        m.d.comb += [self.dram_csr.start.eq(1), self.dram_csr.write.eq(1)]
                     with m.Case(ADDRESS["DRAM_CSR_READ"]):
-                        m.d.comb += csr.start.eq(1)
+                        m.d.comb += self.dram_csr.start.eq(1)
+        if self.dram_port:
+            m.d.comb += [self.dram_csr.address.eq(rw["DRAM_CSR_ADDRESS"]), self.dram_csr.write_data.eq(bus.w_data)]
 
         # A download reads from where DOWNLOAD_ADDRESS was last written, and from there
         # again once a pattern check (which had the store's reader) ends.

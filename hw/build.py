@@ -112,9 +112,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="the router for peers beyond the subnet (GATEWAY after reset; 0.0.0.0: none)")
     parser.add_argument("--slots", choices=("block", "dram"), default="block",
                         help="the buffer slots in block RAM (default) or in the board's DRAM")
-    parser.add_argument("--unlevelled", action="store_true",
-                        help="with --slots dram on a board whose DRAM reads need levelling, not built yet (the "
-                             "Versa's): build it anyway, to measure its size and timing; its slots may read wrong data")
+    parser.add_argument("--untried", action="store_true",
+                        help="with --slots dram on a board whose DRAM reads need levelling (the Versa's): build it "
+                             "although the host's levelling has not run on a board yet, to measure its size and timing")
     parser.add_argument("--output", type=Path, help="build folder (default build/<board>, build/<board>-dram)")
     args = parser.parse_args(argv)
     try:
@@ -127,9 +127,9 @@ def main(argv: list[str] | None = None) -> int:
     if not 0 < args.link_port < 1 << 16:
         parser.error(f"host link port {args.link_port} is not a UDP port (1..65535)")
     board = BOARDS[args.board]
-    if args.slots == "dram" and not litedram_core.CHIPS[board.chip].levelled and not args.unlevelled:
-        parser.error(f"{board.name}'s DRAM reads are not levelled yet, so its slots stay in block RAM "
-                     "(--unlevelled builds it anyway, for its size and timing)")
+    if args.slots == "dram" and litedram_core.CHIPS[board.chip].needs_levelling and not args.untried:
+        parser.error(f"{board.name}'s DRAM reads need levelling, which the host does but no board has tried yet, "
+                     "so its slots stay in block RAM (--untried builds it anyway, for its size and timing)")
     build_dir = args.output or ROOT / "build" / (board.name + ("-dram" if args.slots == "dram" else ""))
     try:
         report, seed = build(board, args.mac, args.ip, args.link_port, build_dir, args.netmask, args.gateway,

@@ -101,10 +101,10 @@ class Chip:
         return getattr(modules, self.module).memtype
 
     @property
-    def levelled(self) -> bool:
-        """Its board PHY's reads land without levelling: SDR's (ECP5DDRPHY's need read
-        levelling, which is not built yet)."""
-        return self.memtype == "SDR"
+    def needs_levelling(self) -> bool:
+        """Its board PHY's reads need levelling before they land: ECP5DDRPHY's (the host
+        does it, driver/dram_levelling.py), not SDR's."""
+        return self.memtype == "DDR3"
 
     def geometry(self, rate: str):
         return getattr(modules, self.module)(self.clock_hz, rate)
