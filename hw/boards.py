@@ -74,11 +74,13 @@ class Board:
     dram_seeds: tuple[int, ...] = ()
     """The seeds for the build with its slots in DRAM, where they differ (empty: ``seeds``)."""
 
-    def seeds_for(self, slots: str) -> tuple[int, ...]:
-        return (self.dram_seeds or self.seeds) if slots == "dram" else self.seeds
-
-    def intake_words_for(self, slots: str) -> int:
-        return (self.dram_link_intake_words or self.link_intake_words) if slots == "dram" else self.link_intake_words
+    def built(self, slots: str) -> Board:
+        """The board as its build with slots in ``slots`` has it: with them in DRAM, the
+        DRAM build's own seeds and request buffer where it has them."""
+        if slots != "dram":
+            return self
+        return replace(self, seeds=self.dram_seeds or self.seeds,
+                       link_intake_words=self.dram_link_intake_words or self.link_intake_words)
 
 
 BOARDS = {board.name: board for board in (
@@ -114,7 +116,8 @@ class BoardTop(Elaboratable):
         self.netmask, self.gateway, self.dram = netmask, gateway, dram
 
     def elaborate(self, platform) -> Module:
-        board, config = self.board, self.board.config
+        board = self.board.built("block" if self.dram is None else "dram")
+        config = board.config
         m = Module()
         oscillator = platform.request(board.clock, 0)
         board_dram, dram_hz = None, None
@@ -134,8 +137,7 @@ class BoardTop(Elaboratable):
         rgmii = platform.request("eth_rgmii", 0, dir={name: "-" for name in RGMII_DATA_PINS})
         m.submodules.node = node = NetbltNode(config, "rgmii", rgmii, self.ip_address, self.link_port,
                                               self.mac_address, board.number, self.netmask, self.gateway,
-                                              board.intake_words_for("block" if self.dram is None else "dram"),
-                                              board_dram)
+                                              board.link_intake_words, board_dram)
         m.submodules.mdio = mdio = MdioLinkMonitor(board.phy_address, reset_cycles=config.clock_hz // 100)
         m.d.comb += node.link_up.eq(mdio.link)
         m.d.comb += [rgmii.rst.o.eq(mdio.phy_reset), rgmii.mdc.o.eq(mdio.mdc),

@@ -52,12 +52,14 @@ from litedram.phy.model import SDRAMPHYModel, get_sdram_phy_settings
 from litex.build.generic_platform import Pins, Subsignal
 from litex.build.lattice.platform import LatticePlatform
 from litex.gen import LiteXModule
+from amaranth.hdl import Shape
+from amaranth.lib.wiring import Out
 from litex.soc.interconnect import csr_bus
 from migen import FSM, Array, ClockDomain, Constant, If, NextState, NextValue, Signal
 from migen.genlib.cdc import MultiReg
 
 from netblt.driver.dram_levelling import DFII_COMMAND, DFII_CONTROL, csr_map
-from netblt.gateware.registers import DRAM_CSR_ADDRESS_BITS, DRAM_PHY_WORD
+from netblt.gateware.registers import DRAM_CSR_ADDRESS_BITS, DRAM_PHY_WORD, DramCsrBus
 
 from .litex_core import DEVICE, run_generator, write_if_changed, write_verilog
 
@@ -184,6 +186,7 @@ class CsrPort(LiteXModule):
     a ``start`` while busy is ignored (``ignored`` pulses)."""
 
     def __init__(self, bus, free) -> None:
+        # Named as DramCsrBus names them: the core's ``csr_*`` pins are wired by name.
         self.start, self.write, self.busy, self.ignored = Signal(), Signal(), Signal(), Signal()
         self.address, self.write_data, self.read_data = Signal(len(bus.adr)), Signal(32), Signal(32)
         held_write, held_address, held_data = Signal(), Signal(len(bus.adr)), Signal(32)
@@ -249,9 +252,14 @@ def native_port_pins(index: int, address_bits: int, data_bits: int) -> tuple:
 
 
 def csr_port_pins() -> tuple:
-    wires = [("start", 1), ("write", 1), ("address", CSR_ADDRESS_BITS), ("write_data", CSR_BITS),
-             ("read_data", CSR_BITS), ("busy", 1), ("ignored", 1)]
-    return ("csr", 0, *(Subsignal(name, Pins(width)) for name, width in wires))
+    """The host's port as the engine's ``DramCsrBus`` defines it."""
+    return ("csr", 0, *(Subsignal(name, Pins(Shape.cast(member.shape).width))
+                        for name, member in DramCsrBus().members.items()))
+
+
+def drive(bus, source) -> list:
+    """``bus`` driven by ``source``'s address, data and write strobe."""
+    return [bus.adr.eq(source.adr), bus.dat_w.eq(source.dat_w), bus.we.eq(source.we)]
 
 
 COMMON_PINS = [("dram_clock", 0, Pins(1)), ("dram_reset", 0, Pins(1)),
@@ -319,7 +327,8 @@ class Core(LiteXModule):
                 pins.rdata_data.eq(port.rdata.data),
             ]
 
-        bus, played = (csr_bus.Interface(data_width=CSR_BITS, address_width=CSR_ADDRESS_BITS) for _ in range(2))
+        bus, played, asked = (csr_bus.Interface(data_width=CSR_BITS, address_width=CSR_ADDRESS_BITS)
+                              for _ in range(3))
         self.csr_banks = csr_bus.CSRBankArray(self, lambda name, memory: BANKS.get(name),
                                               data_width=CSR_BITS, address_width=CSR_ADDRESS_BITS)
         self.csr_interconnect = csr_bus.Interconnect(bus, self.csr_banks.get_buses())
@@ -331,15 +340,16 @@ class Core(LiteXModule):
         # Colorlight's SDR chips, whose reads need none and whose LUTs are all spoken for.
         host_port = phy == "model" or settings.read_leveling
         if host_port:
-            self.port = CsrPort(bus, self.init.done)
+            # The bus is the init sequence's until it is done, then the host's.
+            self.port = CsrPort(asked, self.init.done)
             platform.add_extension([csr_port_pins()])
             pins = platform.request("csr")
-            self.comb += [self.port.start.eq(pins.start), self.port.write.eq(pins.write),
-                          self.port.address.eq(pins.address), self.port.write_data.eq(pins.write_data),
-                          pins.read_data.eq(self.port.read_data), pins.busy.eq(self.port.busy),
-                          pins.ignored.eq(self.port.ignored)]
-        self.comb += [bus.adr.eq(played.adr), bus.dat_w.eq(played.dat_w), bus.we.eq(played.we)] if not host_port \
-            else If(~self.init.done, bus.adr.eq(played.adr), bus.dat_w.eq(played.dat_w), bus.we.eq(played.we))
+            for name, member in DramCsrBus().members.items():
+                ours, theirs = getattr(self.port, name), getattr(pins, name)
+                self.comb += ours.eq(theirs) if member.flow == Out else theirs.eq(ours)
+            self.comb += [asked.dat_r.eq(bus.dat_r), If(self.init.done, *drive(bus, asked)).Else(*drive(bus, played))]
+        else:
+            self.comb += drive(bus, played)
         # The user ports open when the controller has the DRAM (the init sequence has
         # handed it over, or the host has after levelling), in the ports' own domain.
         done_meta = Signal()

@@ -105,7 +105,7 @@ def design(board: str | None, slots: str = "block") -> Design:
     core = hdl.BUILD / "litedram" / f"{chosen.chip}_model.v"
     description = litedram_core.generate(chosen.chip, core)
     config = in_dram(chosen.dram_slots, description)
-    node = NetbltNode(config, board=chosen.number, intake_words=chosen.intake_words_for("dram"))
+    node = NetbltNode(config, board=chosen.number, intake_words=chosen.built("dram").link_intake_words)
     return Design(node, f"node_{board}_dram", config, [_ethernet(config), core], description)
 
 

@@ -48,8 +48,8 @@ def test_the_board_shows_its_slots_in_dram(board):
 
 
 def test_the_host_reaches_the_dram_cores_registers(board):
-    """DRAM_CSR reaches LiteDRAM's injector across the clocks: after the init sequence the
-    controller has the DRAM; in software control a burst written through the injector
+    """DRAM_CSR reaches LiteDRAM's injector across the clocks: the init sequence played on
+    the core's bus, then the controller has the DRAM; in software control a burst written through the injector
     reads back from the model chip; handed back, the slots are ready again (and the
     transfers below use them). The model's reads need no levelling, and it raises
     rddata_valid on phase 0 alone (ECP5DDRPHY on every phase), so only phase 0's read
@@ -60,6 +60,9 @@ def test_the_host_reaches_the_dram_cores_registers(board):
     try:
         injector = path.dram_injector(phy)
         assert DFII_CONTROL.unpack(injector.read("dfii_control")) == {"sel": 1, "cke": 0, "odt": 0, "reset_n": 0}
+        # The init sequence reached the injector: its last command, ZQ calibration, left
+        # A10 in phase 0's address (sel resets to 1, so it alone would not show it).
+        assert injector.read("dfii_pi0_address") == 1 << 10
         injector.software()
         assert ENGINE_STATE.unpack(board.status()["STATE"])["slots_ready"] == 0
         for burst in patterns(phy, 3):
