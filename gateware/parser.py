@@ -11,7 +11,7 @@ register, so that verdict is judged from finished sums in the cycle after the la
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Module, Mux, Signal
+from amaranth.hdl import Cat, Module, Mux, Signal, Value
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -68,9 +68,13 @@ class Parser(wiring.Component):
         NONE, DATA, CONTROL, DROPPING = range(4)
 
         udp_mode = s.udp
-        first_netblt = Mux(udp_mode, U, 0)
-        index = beat - first_netblt
-        """This beat's position in the NETBLT packet (negative inside the UDP header)."""
+
+        def netblt_beat(n: int) -> Value:
+            """Beat ``n`` of the NETBLT packet, counted in beats of the IP payload: the
+            route and drop decisions compare ``beat`` with it, not subtract from it (the
+            engine clock's slowest path ran through that subtraction)."""
+            return Mux(udp_mode, U + n, n)
+
         in_udp = udp_mode & (beat < U)
         payload_bytes = lanes(inp.data, W)
         kept = [Mux(inp.keep[i], b, 0) for i, b in enumerate(payload_bytes)]
@@ -94,7 +98,7 @@ class Parser(wiring.Component):
                     with m.If(udp_mode & (beat == u)):
                         m.d.sync += udp_bytes[u * W + i].eq(kept[i])
                 for h in range(H):
-                    with m.If(~in_udp & (index == h)):
+                    with m.If(beat == netblt_beat(h)):
                         m.d.sync += head[h * W + i].eq(kept[i])
             with m.If(~in_udp):
                 m.d.sync += [total.eq(now_total), received.eq(now_received)]
@@ -106,7 +110,7 @@ class Parser(wiring.Component):
                              inp.protocol != L.IP_PROTOCOL)
         packet_type = payload_bytes[3]
         m.d.comb += kind_now.eq(kind)
-        with m.If(~in_udp & (index == 0)):
+        with m.If(beat == netblt_beat(0)):
             with m.If(wrong_protocol):
                 m.d.comb += kind_now.eq(DROPPING)
             with m.Elif((packet_type == L.PacketType.DATA) | (packet_type == L.PacketType.LDATA)):
@@ -136,7 +140,7 @@ class Parser(wiring.Component):
 
         beat_layout = rx_data(self.config.data_width)
         beat_out = Signal(beat_layout)
-        data_index = index - H
+        data_index = beat - netblt_beat(H)
         data_kept = [Mux(data_index * W + i < data_length, b, 0) for i, b in enumerate(kept)]
         now_data_sum = data_sum + sum(halfwords(data_kept))
         m.d.comb += [
@@ -209,10 +213,10 @@ class Parser(wiring.Component):
         with m.If(self.input.valid & ~in_udp):
             with m.Switch(kind_now):
                 with m.Case(DATA):
-                    with m.If(data_index < 0):
+                    with m.If(beat < netblt_beat(H)):
                         with m.If(inp.last & take):
                             drop(Drop.SHORT)
-                    with m.Elif((data_index == 0) & header_bad):
+                    with m.Elif((beat == netblt_beat(H)) & header_bad):
                         with m.If(take):
                             drop(header_reason)
                             m.d.sync += kind.eq(DROPPING)
@@ -221,7 +225,7 @@ class Parser(wiring.Component):
                 with m.Case(CONTROL):
                     m.d.sync += self.control.valid.eq(take)
                 with m.Case(DROPPING):
-                    with m.If(take & (index == 0)):
+                    with m.If(take & (beat == netblt_beat(0))):
                         drop(Mux(wrong_protocol, Drop.CONNECTION, Drop.TYPE))
         with m.If(self.input.valid & in_udp & inp.last & take):
             drop(Drop.SHORT)
