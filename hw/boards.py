@@ -123,11 +123,12 @@ class BoardTop(Elaboratable):
         board_dram, dram_hz = None, None
         if self.dram is not None:
             config = replace(board.dram_slots, dram=DramGeometry.of(self.dram))
-            if CHIPS[board.chip].memtype == "DDR3":
-                # ECP5DDRPHY's core makes its clocks from the oscillator itself.
-                board_dram = BoardDram(platform.request("ddr3", 0, dir="-"), oscillator.i)
+            phy = CHIPS[board.chip].board_phy
+            pins = platform.request(phy.resource, 0, dir="-")
+            if phy.own_clocks:
+                board_dram = BoardDram(pins, phy, oscillator.i)
             else:
-                dram_hz, board_dram = self.dram["clock_hz"], BoardDram(platform.request("sdram", 0, dir="-"))
+                dram_hz, board_dram = self.dram["clock_hz"], BoardDram(pins, phy)
                 # The chip's clock half a cycle after the controller's: the IO registers'
                 # outputs settle before its rising edge, its data before theirs.
                 m.submodules.sdram_clock = clock = io.DDRBuffer("o", board_dram.pins.clk, o_domain="dram")

@@ -127,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     if not 0 < args.link_port < 1 << 16:
         parser.error(f"host link port {args.link_port} is not a UDP port (1..65535)")
     board = BOARDS[args.board]
-    if args.slots == "dram" and litedram_core.CHIPS[board.chip].needs_levelling and not args.untried:
+    if args.slots == "dram" and litedram_core.CHIPS[board.chip].board_phy.needs_levelling and not args.untried:
         parser.error(f"{board.name}'s DRAM reads need levelling, which the host does but no board has tried yet, "
                      "so its slots stay in block RAM (--untried builds it anyway, for its size and timing)")
     build_dir = args.output or ROOT / "build" / (board.name + ("-dram" if args.slots == "dram" else ""))

@@ -20,7 +20,7 @@ from netblt.gateware.config import DramGeometry
 from netblt.gateware.dram_dma import NativePort
 from netblt.gateware.registers import DramCsrBus
 
-from .litedram_core import COMMANDS, COUNT_BITS, DDR3_PADS, PORTS, SDR_PADS
+from .litedram_core import COMMANDS, COUNT_BITS, PORTS, BoardPhy
 
 TRANSMIT_PORT, RECEIVE_PORT = 0, 1
 """The core's port each side's store takes."""
@@ -36,20 +36,20 @@ COMMAND_COUNTS = data.StructLayout({kind: COUNT_BITS for kind in COMMANDS})
 @dataclass(frozen=True)
 class BoardDram:
     """What a core with the board's PHY is wired to: the platform's resource for the
-    chip (``sdram`` or ``ddr3``), requested raw (``dir="-"``), and for a DDR3 core the
-    oscillator its own PLL starts from."""
+    chip (``phy.resource``), requested raw (``dir="-"``), and for a core that makes its
+    own clocks the oscillator its PLL starts from."""
 
     pins: object
+    phy: BoardPhy
     oscillator: Value | None = None
 
     def wires(self) -> dict[str, object]:
         """The core's pin ports, each to its platform port."""
-        pads, prefix = (SDR_PADS, "sdram") if self.oscillator is None else (DDR3_PADS, "ddram")
         wires = {}
-        for pad, direction in pads.items():
+        for pad, direction in self.phy.pads.items():
             port = getattr(self.pins, BOARD_PIN_NAMES.get(pad, pad))
-            wires[f"{direction}_{prefix}_{pad}"] = port.p if isinstance(port, io.DifferentialPort) else port.io
-        if self.oscillator is not None:
+            wires[f"{direction}_{self.phy.prefix}_{pad}"] = port.p if isinstance(port, io.DifferentialPort) else port.io
+        if self.phy.own_clocks:
             wires |= {"i_clk": self.oscillator, "i_rst": 0}
         return wires
 
@@ -83,7 +83,7 @@ class LiteDram(wiring.Component):
         if hasattr(self, "csr"):
             wires |= {f"{'i' if member.flow == In else 'o'}_csr_{name}": getattr(self.csr, name)
                       for name, member in self.csr.signature.members.items()}
-        if self.board is None or self.board.oscillator is None:
+        if self.board is None or not self.board.phy.own_clocks:
             wires |= {"i_dram_clock": ClockSignal("dram"), "i_dram_reset": ResetSignal("dram")}
         if self.board is not None:
             wires |= self.board.wires()

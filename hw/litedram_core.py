@@ -75,6 +75,28 @@ DDR3_PADS = {"a": "o", "ba": "o", "ras_n": "o", "cas_n": "o", "we_n": "o", "cs_n
              "reset_n": "o", "dm": "o", "dq": "io", "dqs_p": "io", "clk_p": "o"}
 """The DDR3 pins ECP5DDRPHY drives, each with its direction; of a differential pair the
 P pin alone (its IO type makes the pair, as LiteX constrains it)."""
+
+
+@dataclass(frozen=True)
+class BoardPhy:
+    """How a memory type's board PHY meets the board: decided here, once, for the core,
+    the board top and the build."""
+
+    resource: str
+    """amaranth-boards' resource for the chip's pins."""
+    prefix: str
+    """LiteDRAM's name for them (its pads' prefix)."""
+    pads: dict[str, str]
+    own_clocks: bool
+    """The core makes its clocks from the board's oscillator (ECP5DDRPHY's CRG); otherwise
+    the board top gives it the controller's clock and drives the chip's."""
+    needs_levelling: bool
+    """Its reads need levelling before they land (the host does it, driver/dram_levelling.py)."""
+
+
+BOARD_PHYS = {"SDR": BoardPhy("sdram", "sdram", SDR_PADS, own_clocks=False, needs_levelling=False),
+              "DDR3": BoardPhy("ddr3", "ddram", DDR3_PADS, own_clocks=True, needs_levelling=True)}
+"""GENSDRPHY's and ECP5DDRPHY's, by LiteDRAM's memory type."""
 INIT_CLOCK_HZ = 25e6
 """ECP5DDRPHY's init clock (its DLL's reset and its clock-stop steps), as LiteX runs it."""
 PHYS = ("model", "board")
@@ -103,10 +125,8 @@ class Chip:
         return getattr(modules, self.module).memtype
 
     @property
-    def needs_levelling(self) -> bool:
-        """Its board PHY's reads need levelling before they land: ECP5DDRPHY's (the host
-        does it, driver/dram_levelling.py), not SDR's."""
-        return self.memtype == "DDR3"
+    def board_phy(self) -> BoardPhy:
+        return BOARD_PHYS[self.memtype]
 
     def geometry(self, rate: str):
         return getattr(modules, self.module)(self.clock_hz, rate)
@@ -291,7 +311,7 @@ class Core(LiteXModule):
         # Each reset comes in synchronous to its clock (the Amaranth side's domains).
         self.comb += [self.cd_engine.clk.eq(platform.request("engine_clock")),
                       self.cd_engine.rst.eq(platform.request("engine_reset"))]
-        if phy == "board" and chip.memtype == "DDR3":
+        if phy == "board" and chip.board_phy.own_clocks:
             module = chip.geometry("1:2")
             self.ddrphy = self._ecp5_ddr3_phy(platform, chip, module)
         else:
@@ -300,8 +320,9 @@ class Core(LiteXModule):
                           self.cd_sys.rst.eq(platform.request("dram_reset"))]
             if phy == "board":
                 module = chip.geometry("1:1")
-                platform.add_extension([board_pads("sdram", SDR_PADS, module, chip.data_bits)])
-                self.ddrphy = GENSDRPHY(platform.request("sdram"), sys_clk_freq=chip.clock_hz)
+                board = chip.board_phy
+                platform.add_extension([board_pads(board.prefix, board.pads, module, chip.data_bits)])
+                self.ddrphy = GENSDRPHY(platform.request(board.prefix), sys_clk_freq=chip.clock_hz)
             else:
                 # The chip's memory type at LiteDRAM's simulation rate; its native port is as
                 # wide as the board PHY's (128 bits for DDR3, 32 for 32-bit SDR).
@@ -374,11 +395,12 @@ class Core(LiteXModule):
 
     def _ecp5_ddr3_phy(self, platform, chip: Chip, module) -> ECP5DDRPHY:
         """ECP5DDRPHY on the chip's pins, its clocks from LiteDRAM's CRG for it."""
-        platform.add_extension([board_pads("ddram", DDR3_PADS, module, chip.data_bits),
+        board = chip.board_phy
+        platform.add_extension([board_pads(board.prefix, board.pads, module, chip.data_bits),
                                 ("clk", 0, Pins(1)), ("rst", 0, Pins(1)), ("pll_locked", 0, Pins(1))])
-        self.crg = LiteDRAMECP5DDRPHYCRG(platform, {"memtype": "DDR3", "input_clk_freq": chip.oscillator_hz,
+        self.crg = LiteDRAMECP5DDRPHYCRG(platform, {"memtype": chip.memtype, "input_clk_freq": chip.oscillator_hz,
                                                    "sys_clk_freq": chip.clock_hz, "init_clk_freq": INIT_CLOCK_HZ})
-        phy = ECP5DDRPHY(platform.request("ddram"), sys_clk_freq=chip.clock_hz)
+        phy = ECP5DDRPHY(platform.request(board.prefix), sys_clk_freq=chip.clock_hz)
         self.comb += [self.crg.stop.eq(phy.init.stop), self.crg.reset.eq(phy.init.reset)]
         return phy
 

@@ -94,12 +94,12 @@ def test_a_board_whose_dram_reads_need_levelling_is_levelled_and_handed_over():
     """Opening a board whose DRAM is not ready and needs levelling: every DRAM_CSR access
     waited for (none ignored, though each stays busy past the reads that follow it), the
     levels left in DRAM_LEVELS for board status, and the DRAM handed to the controller."""
-    from test_dram_levelling import VERSA, BoardDram
+    from test_dram_levelling import VERSA, ModelDram
 
     from netblt.driver.dram_levelling import DFII_CONTROL
     from netblt.host.board_status import slots
 
-    dram = BoardDram(VERSA, [(3, range(1, 6)), (0, range(4, 8))])
+    dram = ModelDram(VERSA, [(3, range(1, 6)), (0, range(4, 8))])
     dram.registers[0] = DFII_CONTROL.pack(cke=1, odt=1, reset_n=1)  # software control, as the init leaves it
     board = LevellingBoard(dram, busy_reads=6)
     notices = []
@@ -115,12 +115,12 @@ def test_a_board_whose_dram_reads_need_levelling_is_levelled_and_handed_over():
 
 
 def test_a_board_whose_dram_reads_land_nowhere_is_one_clear_error():
-    from test_dram_levelling import VERSA, BoardDram
+    from test_dram_levelling import VERSA, ModelDram
 
     from netblt.driver.dram_levelling import DFII_CONTROL
     from netblt.driver.link import LinkError
 
-    dram = BoardDram(VERSA, [(1, range(2, 5)), (2, range(0))])
+    dram = ModelDram(VERSA, [(1, range(2, 5)), (2, range(0))])
     dram.registers[0] = DFII_CONTROL.pack(cke=1, odt=1, reset_n=1)
     board = LevellingBoard(dram, busy_reads=1)
     dp = object.__new__(BoardDataPath)

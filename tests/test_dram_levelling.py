@@ -16,7 +16,7 @@ VERSA = DramPhy.read(DRAM_PHY_WORD.pack(levelling=1, phases=2, words=2, rdphase=
 """The Versa's ECP5DDRPHY as its core describes itself (hw/litedram_core.py)."""
 
 
-class BoardDram:
+class ModelDram:
     """The injector's registers on a CSR bus, a DRAM row behind them, and the PHY's read
     capture: module m reads right only at bitslip ``good[m][0]`` and a delay in
     ``good[m][1]``; elsewhere its bytes come back shifted."""
@@ -100,8 +100,8 @@ class BoardDram:
         return out
 
 
-def levelled(good: list[tuple[int, range]]) -> tuple[BoardDram, list]:
-    dram = BoardDram(VERSA, good)
+def levelled(good: list[tuple[int, range]]) -> tuple[ModelDram, list]:
+    dram = ModelDram(VERSA, good)
     injector = Injector(VERSA, dram.write, dram.read)
     injector.software()
     return dram, level(injector)
