@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 from rich.console import Console
@@ -23,6 +24,7 @@ from netblt.driver import link_format as F
 from netblt.gateware.config import EngineConfig
 from netblt.hw import build, liteeth_core
 from netblt.hw.boards import BOARDS, Board
+from netblt.host.units import positive
 from netblt.hw.node import NetbltNode
 
 from . import hdl
@@ -34,7 +36,9 @@ CASES = "1456:ip,1448:udp,532:ip,524:udp,64:ip,64:udp"
 
 def simulate(board: Board, results: Path, cases: str) -> dict:
     """The board's design (its engine sizes and system clock) on GMII."""
-    config, name = board.config, f"node_{board.name}"
+    config = board.config
+    name = f"node_{board.name}" + ("" if config.clock_hz == BOARDS[board.name].config.clock_hz
+                                   else f"_{config.clock_hz / 1e6:g}mhz")
     node = NetbltNode(config, board=board.number, intake_words=board.link_intake_words)
     runner = hdl.build(node, name, [liteeth_core.simulation_core(hdl.BUILD / "liteeth", config.clock_hz)])
     env = {"NETBLT_BENCH_RESULTS": str(results), "NETBLT_BENCH_CASES": cases,
@@ -113,17 +117,22 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", default=CASES, help="payload:ip|udp, comma-separated")
     parser.add_argument("--no-boards", action="store_true", help="skip the bitstream builds")
+    parser.add_argument("--clock-mhz", type=positive, metavar="MHZ", help="run each board's engine (and LiteEth's side of it) at "
+                        "this clock instead of its own: how fast it must be for 64-byte frames back to back")
     args = parser.parse_args(argv)
+    boards = list(BOARDS.values())
+    if args.clock_mhz:
+        boards = [replace(b, config=replace(b.config, clock_hz=args.clock_mhz * 1_000_000)) for b in boards]
     console = Console()
     if not console.is_terminal:
         console.width = 160
-    for board in BOARDS.values():
+    for board in boards:
         with tempfile.TemporaryDirectory() as tmp:
             report(board, simulate(board, Path(tmp) / "bench.json", args.cases), console)
     with tempfile.TemporaryDirectory() as tmp:
         report_arp(simulate_arp(Path(tmp) / "bench.json"), console)
     if not args.no_boards:
-        for board in BOARDS.values():
+        for board in boards:
             placed, seed = build.build(board, liteeth_core.MAC_ADDRESS, liteeth_core.IP_ADDRESS,
                                        build.LINK_PORT, build.ROOT / "build" / board.name)
             console.print(build.summary(board, placed, seed))

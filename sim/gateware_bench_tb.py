@@ -27,7 +27,7 @@ from netblt.host import codec, packets
 from netblt.host.layout import DATA_HEADER_SIZE
 from netblt.hw.litedram_core import COUNT_BITS
 from netblt.sim.beats import Source, pack, take, to_beats
-from netblt.sim.testbench import CLOCK_NS, DRAM, dram_commands, record, start
+from netblt.sim.testbench import CLOCK_PS, DRAM, dram_commands, record, start
 from netblt.sim.wire import GIGABIT_NS_PER_BYTE, IPV4_HEADER, wire_bytes, wire_cycles
 
 CONFIG = EngineConfig()
@@ -40,7 +40,7 @@ BURSTS = int(os.environ.get("NETBLT_BENCH_BURSTS", "1000"))
 
 
 def cycle_now() -> int:
-    return int(get_sim_time(unit="ns")) // CLOCK_NS
+    return int(get_sim_time(unit="ps")) // CLOCK_PS
 
 
 class Starts:

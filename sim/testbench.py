@@ -26,14 +26,15 @@ CONFIG = EngineConfig(**{key: int(os.environ[f"NETBLT_TB_{key.upper()}"]) for ke
 clock or slot size the runner that built the component sets in the environment, with
 its slots in the top's DRAM if it has one."""
 
-CLOCK_NS = 1_000_000_000 // CONFIG.clock_hz
-"""The system clock's period: the pacer's cycles are these."""
+CLOCK_PS = 2 * round(1e12 / CONFIG.clock_hz / 2)
+"""The system clock's period (even, for two equal halves): the pacer's cycles are these.
+In picoseconds, as whole nanoseconds would run a 45 MHz engine at 45.45."""
 
 
 async def start(dut) -> None:
     """Starts the clock (again, after a previous case) and holds reset for two cycles;
     with a DRAM core, starts its clock too and waits for it to initialise itself."""
-    Clock(dut.clk, CLOCK_NS, unit="ns").start()
+    Clock(dut.clk, CLOCK_PS, unit="ps").start()
     dut.rst.value = 1
     if DRAM:
         Clock(dut.dram_clk, 2 * round(1e12 / DRAM["clock_hz"] / 2), unit="ps").start()
