@@ -71,6 +71,10 @@ class EngineConfig:
     dram: DramGeometry | None = None
     """Where the slots live: block RAM (None), or DRAM through the engine's ``tx_dram``
     and ``rx_dram`` ports, which the caller connects to a LiteDRAM core."""
+    counter_delay: int = 1
+    """Cycles from a counter's strobe to its count, 1 or 2. At 2 each strobe passes two
+    registers, the first free to sit by it: on a crowded part (the Colorlight's DRAM
+    build) the paths from deep in the data path to the counters were the slowest."""
 
     def __post_init__(self) -> None:
         problems = [
@@ -83,6 +87,7 @@ class EngineConfig:
              "max packets exceeds the 16-bit packet number"),
             (1 <= self.tx_slots <= MAX_SLOTS and 1 <= self.rx_slots <= MAX_SLOTS, f"slots must be 1..{MAX_SLOTS}"),
             (self.clock_hz > 0, "clock must be positive"),
+            (self.counter_delay in (1, 2), "counter delay must be 1 or 2 cycles"),
             (self.dram is None or self.data_width == 32, "slots in DRAM take 32-bit engine words"),
             (self.dram is None or max(self.tx_slots, self.rx_slots) * self.slot_words <= self.dram.half_words,
              "the slots do not fit half the DRAM"),

@@ -307,6 +307,12 @@ class ControlStatus(wiring.Component):
         clear = bus.w_en & (bus.addr == ADDRESS["COUNTERS_CLEAR"])
         m.d.comb += counters.clear.eq(clear)
         for i, name in enumerate(self.COUNTERS):
-            # Counted a cycle late: the strobes come from deep in the data path.
-            m.d.sync += counters.add[i].eq(strobes[name])
+            # Counted a cycle late, or two (config.counter_delay): the strobes come from
+            # deep in the data path, far from the counters.
+            strobe = strobes[name]
+            if cfg.counter_delay == 2:
+                late = Signal(counters.add[i].shape(), name=f"late_{name.lower()}")
+                m.d.sync += late.eq(strobe)
+                strobe = late
+            m.d.sync += counters.add[i].eq(strobe)
         return m

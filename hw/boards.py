@@ -6,9 +6,10 @@ slots to the block RAM LiteEth leaves, and has a geometry for its slots in its D
 (``dram_slots``: a long path's worth), which ``netblt sim-board --slots dram`` runs on
 LiteDRAM's model of the board's chip, and the Colorlight's bitstream builds with
 ``--slots dram`` on its own PHY (hw/litedram_core.py; the Versa's too, with
-``--untried``, until its read levelling has run on a board). Both run the engine at 50 MHz: at 40 MHz
-LiteEth's receive side could not take 64-byte frames back to back (the Ethernet
-benchmark saw frames overrun and spliced, caught by NETBLT's checksums).
+``--untried``, until its read levelling has run on a board). Both run the engine at 50 MHz,
+the Colorlight's DRAM build at 45: at 40 MHz LiteEth's receive side could not take
+64-byte frames back to back (the Ethernet benchmark saw frames overrun and spliced,
+caught by NETBLT's checksums); at 42 and 45 it took every one.
 """
 
 from __future__ import annotations
@@ -57,10 +58,11 @@ class Board:
     dram_slots: EngineConfig
     """The engine with its slots in that DRAM: each way's slots fill half the chip
     (the core's geometry is added when it is generated)."""
-    dram_compact_ethernet: bool = False
-    """The DRAM build's LiteEth core is compact (liteeth_core.py: no ping, the MAC's
-    datapath at 8 bits): the Colorlight needs those 2,500 LUTs to route LiteDRAM beside
-    the engine."""
+    ping: bool = True
+    """The board answers ping (LiteEth's ICMP echo)."""
+    dram_ping: bool = True
+    """The build with its slots in DRAM answers ping: the Colorlight's does not, as it
+    needs those 1,500 LUTs to route LiteDRAM beside the engine."""
     link_intake_words: int = INTAKE_WORDS
     """The host link's request buffer; the Colorlight has EBR for 2048 words only, too
     few for a 9000-byte datagram (the CLI's host link sends 1500-byte ones)."""
@@ -75,11 +77,12 @@ class Board:
     """The seeds for the build with its slots in DRAM, where they differ (empty: ``seeds``)."""
 
     def built(self, slots: str) -> Board:
-        """The board as its build with slots in ``slots`` has it: with them in DRAM, the
+        """The board as its build with slots in ``slots`` has it: with them in DRAM, its
+        ``config`` is ``dram_slots`` (the DRAM core's geometry still to add), with the
         DRAM build's own seeds and request buffer where it has them."""
         if slots != "dram":
             return self
-        return replace(self, seeds=self.dram_seeds or self.seeds,
+        return replace(self, config=self.dram_slots, ping=self.dram_ping, seeds=self.dram_seeds or self.seeds,
                        link_intake_words=self.dram_link_intake_words or self.link_intake_words)
 
 
@@ -87,13 +90,18 @@ BOARDS = {board.name: board for board in (
     Board("colorlight_5a75b", Colorlight_5A75B_R70Platform, "clk25", 25e6,
           EngineConfig(tx_slots=2, rx_slots=2, slot_bytes=16384, max_packets=1024, pattern=False), phy_address=0,
           leds=(0,), cable="ft232", number=1, chip="colorlight",
-          # 2 MB each way: 4 slots of 512 KB (362 packets of 1448 bytes), bitmaps of 4096.
-          dram_slots=EngineConfig(tx_slots=4, rx_slots=4, slot_bytes=512 << 10, max_packets=4096, pattern=False),
-          dram_compact_ethernet=True, link_intake_words=2048,
+          # 2 MiB each way: 2 slots of 1 MiB (724 packets of 1448 bytes), bitmaps of 4096.
+          # The engine at 45 MHz: with LiteDRAM beside it the part is 86% full, and at
+          # 50 MHz the engine missed by 8-13% whatever was cut. 45 MHz still takes 64-byte
+          # frames back to back (docs/benchmarks.md), and the SDRAM, not the engine, limits
+          # the board (1.2 Gb/s of reads and writes together).
+          dram_slots=EngineConfig(tx_slots=2, rx_slots=2, slot_bytes=1 << 20, max_packets=4096, pattern=False,
+                                  clock_hz=45_000_000, counter_delay=2),
+          dram_ping=False, link_intake_words=2048,
           seeds=(1, 6),  # both meet both clocks (engine 52.8 and 52.7 MHz, Ethernet 166.4
                          # and 147.6); 1 places and routes in 6 minutes, 6 in 13
-          dram_seeds=(2,)),  # router2 routes it with 2; with 6 its overuse fell to 23 wires by
-                             # iteration 201, then grew to 4,900 by 307, 40 minutes in
+          dram_seeds=(3, 1)),  # both meet all three clocks: engine 50.5 and 46.8 MHz, Ethernet
+                               # 131.2 and 128.2, SDRAM 72.9 and 71.8 (seed 2: engine 44.2)
     Board("versa_ecp5", VersaECP5Platform, "clk100", 100e6,
           EngineConfig(tx_slots=2, rx_slots=2, slot_bytes=32768, max_packets=1024), phy_address=0, leds=(0, 1),
           cable="ft2232", number=2, chip="versa",
@@ -122,7 +130,7 @@ class BoardTop(Elaboratable):
         oscillator = platform.request(board.clock, 0)
         board_dram, dram_hz = None, None
         if self.dram is not None:
-            config = replace(board.dram_slots, dram=DramGeometry.of(self.dram))
+            config = replace(config, dram=DramGeometry.of(self.dram))
             phy = CHIPS[board.chip].board_phy
             pins = platform.request(phy.resource, 0, dir="-")
             if phy.own_clocks:

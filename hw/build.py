@@ -58,9 +58,10 @@ def build(board: Board, mac: str, ip: str, link_port: int, build_dir: Path, netm
     reproducible (liteeth_core.generate), so the same seed wins on every machine.
     """
     build_dir.mkdir(parents=True, exist_ok=True)
-    seeds = board.built(slots).seeds
-    core = liteeth_core.generate("rgmii", mac, ip, board.config.clock_hz, build_dir / "liteeth_core.v",
-                                 compact=slots == "dram" and board.dram_compact_ethernet)
+    built = board.built(slots)
+    seeds = built.seeds
+    core = liteeth_core.generate("rgmii", mac, ip, built.config.clock_hz, build_dir / "liteeth_core.v",
+                                 ping=built.ping)
     platform = board.platform()
     platform.add_file("liteeth_core.v", core.read_text())
     dram = None

@@ -104,8 +104,9 @@ def design(board: str | None, slots: str = "block") -> Design:
         return Design(node, f"node_{board}", chosen.config, [_ethernet(chosen.config)])
     core = hdl.BUILD / "litedram" / f"{chosen.chip}_model.v"
     description = litedram_core.generate(chosen.chip, core)
-    config = in_dram(chosen.dram_slots, description)
-    node = NetbltNode(config, board=chosen.number, intake_words=chosen.built("dram").link_intake_words)
+    built = chosen.built("dram")
+    config = in_dram(built.config, description)
+    node = NetbltNode(config, board=chosen.number, intake_words=built.link_intake_words)
     return Design(node, f"node_{board}_dram", config, [_ethernet(config), core], description)
 
 

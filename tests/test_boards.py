@@ -36,9 +36,10 @@ def test_pll_secondary_outputs_match_ecppll():
 
 def test_every_board_has_exact_engine_and_dram_clocks_from_one_pll():
     for board in BOARDS.values():
-        dram_hz = CHIPS[board.chip].clock_hz
-        s = PllSettings.exact(board.clock_hz, board.config.clock_hz, dram_hz)
-        vco = board.config.clock_hz * s.output_divider
+        dram_hz, engine_hz = CHIPS[board.chip].clock_hz, board.built("dram").config.clock_hz
+        s = PllSettings.exact(board.clock_hz, engine_hz, dram_hz)
+        vco = engine_hz * s.output_divider
+        assert board.clock_hz / s.input_divider * s.feedback_divider == engine_hz
         assert 400e6 <= vco <= 800e6 and vco / s.secondary_dividers[0] == dram_hz
 
 
@@ -51,8 +52,9 @@ def test_impossible_pll_is_refused():
 
 def test_a_colorlight_with_slots_in_dram_puts_its_core_on_the_sdram_pins(tmp_path):
     """The board core (GENSDRPHY) on every pin of the platform's SDRAM, the chip's clock
-    from a DDR output, and the controller's 60 MHz from the PLL's second output; Yosys
-    and nextpnr are not run (make bitstream SLOTS=dram does)."""
+    from a DDR output, and from the PLL the engine's 45 MHz (VCO 540 MHz / 12) and the
+    controller's 60 MHz (/ 9, its second output); Yosys and nextpnr are not run (make
+    bitstream SLOTS=dram does)."""
     board = BOARDS["colorlight_5a75b"]
     description = litedram_core.generate(board.chip, tmp_path / "litedram_core.v", phy="board")
     assert json.loads((tmp_path / "litedram_core.json").read_text()) == description
@@ -68,7 +70,7 @@ def test_a_colorlight_with_slots_in_dram_puts_its_core_on_the_sdram_pins(tmp_pat
         assert f"connect \\sdram_{pad} \\{top} {bits}" in rtlil
         assert lpf.count(f'LOCATE COMP "{top}') == width
     assert 'LOCATE COMP "sdram_0__clk__io" SITE "C6"' in lpf and "ODDRX1F" in rtlil
-    assert "parameter \\CLKOS_DIV 10" in rtlil and "parameter \\CLKOP_DIV 12" in rtlil
+    assert "parameter \\CLKOS_DIV 9" in rtlil and "parameter \\CLKOP_DIV 12" in rtlil
 
 
 def test_a_versa_with_slots_in_dram_puts_its_ddr3_core_on_the_ddr3_pins(tmp_path):
@@ -98,37 +100,38 @@ def test_a_versa_with_slots_in_dram_puts_its_ddr3_core_on_the_ddr3_pins(tmp_path
     assert "connect \\clk \\clk100_0__i" in rtlil and "CLKOS_DIV" not in rtlil
 
 
-def test_only_the_colorlight_dram_build_has_a_compact_ethernet_core(tmp_path, monkeypatch):
-    """build() asks for a compact LiteEth core on the Colorlight with its slots in DRAM
-    alone, and a compact core has no ICMP echo and its MAC's CRC in the PHY's clock."""
+def test_only_the_colorlight_dram_build_leaves_out_ping(tmp_path, monkeypatch):
+    """build() asks for a LiteEth core without ICMP echo on the Colorlight with its slots
+    in DRAM alone, at the clock its engine runs at, and such a core has no ICMP echo;
+    every core has the MAC's CRC in the system clock at 32 bits."""
     asked = {}
 
     class Generated(Exception):
         pass
 
-    def generate(*args, compact=False, **kwargs):
-        raise Generated(compact)
+    def generate(phy, mac, ip, clock_hz, output, ping=True):
+        raise Generated(clock_hz, ping)
 
     monkeypatch.setattr(build.liteeth_core, "generate", generate)
     for board in BOARDS.values():
         for slots in ("block", "dram"):
             with pytest.raises(Generated) as generated:
                 build.build(board, liteeth_core.MAC_ADDRESS, liteeth_core.IP_ADDRESS, 1, tmp_path, slots=slots)
-            asked[board.name, slots] = generated.value.args[0]
-    assert asked == {("colorlight_5a75b", "block"): False, ("colorlight_5a75b", "dram"): True,
-                     ("versa_ecp5", "block"): False, ("versa_ecp5", "dram"): False}
+            asked[board.name, slots] = generated.value.args
+    assert asked == {("colorlight_5a75b", "block"): (50e6, True), ("colorlight_5a75b", "dram"): (45e6, False),
+                     ("versa_ecp5", "block"): (50e6, True), ("versa_ecp5", "dram"): (50e6, True)}
     monkeypatch.undo()
-    for compact in (False, True):
+    for ping in (False, True):
         core = liteeth_core.generate("rgmii", liteeth_core.MAC_ADDRESS, liteeth_core.IP_ADDRESS, 50e6,
-                                     tmp_path / f"compact_{compact}.v", compact=compact).read_text()
-        assert ("icmp_echo" in core) != compact
-        # The transmit CRC's byte enables: four at the core's 32 bits, one at the PHY's 8.
-        assert (re.search(r"wire\s+\[3:0\]\s+mac_core_tx_crc_be;", core) is None) == compact
+                                     tmp_path / f"ping_{ping}.v", ping=ping).read_text()
+        assert ("icmp_echo" in core) == ping
+        # The transmit CRC's byte enables: four at the core's 32 bits (one at the PHY's 8).
+        assert re.search(r"wire\s+\[3:0\]\s+mac_core_tx_crc_be;", core)
 
 
 def test_each_build_places_with_its_own_seeds_and_router(tmp_path, monkeypatch):
     """build() tries the board's seeds in turn while timing fails, the DRAM build its own
-    (the Colorlight's seed 6 never routes it), and routes a DRAM build with router2."""
+    (on the Colorlight seed 2 misses, 3 and 1 meet), and routes a DRAM build with router2."""
     tried = []
 
     def generated(*args, **kwargs):
@@ -162,7 +165,7 @@ def test_each_build_places_with_its_own_seeds_and_router(tmp_path, monkeypatch):
             assert not report.clocks[0].met and seed == tried[-1][0]
             seeds[board.name, slots] = tried[:]
     assert seeds == {("colorlight_5a75b", "block"): [(1, False), (6, False)],
-                     ("colorlight_5a75b", "dram"): [(2, True)],
+                     ("colorlight_5a75b", "dram"): [(3, True), (1, True)],
                      ("versa_ecp5", "block"): [(s, False) for s in (1, 2, 3, 4)],
                      ("versa_ecp5", "dram"): [(s, True) for s in (1, 2, 3, 4)]}
 
