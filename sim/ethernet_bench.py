@@ -23,8 +23,8 @@ from rich.table import Table
 from netblt.driver import link_format as F
 from netblt.gateware.config import EngineConfig
 from netblt.hw import build, liteeth_core
-from netblt.hw.boards import BOARDS, Board
 from netblt.host.units import positive
+from netblt.hw.boards import BOARDS, Board
 from netblt.hw.node import NetbltNode
 
 from . import hdl
@@ -34,11 +34,15 @@ CASES = "1456:ip,1448:udp,532:ip,524:udp,64:ip,64:udp"
 """A 1500-byte MTU, a 576-byte one, and 64-byte payloads, each native and in UDP."""
 
 
+def clocked(board: Board) -> str:
+    """A board run at another clock than its own (``--clock-mhz``) builds apart: "_45mhz"."""
+    hz = board.config.clock_hz
+    return "" if hz == BOARDS[board.name].config.clock_hz else f"_{hz / 1e6:g}mhz"
+
+
 def simulate(board: Board, results: Path, cases: str) -> dict:
     """The board's design (its engine sizes and system clock) on GMII."""
-    config = board.config
-    name = f"node_{board.name}" + ("" if config.clock_hz == BOARDS[board.name].config.clock_hz
-                                   else f"_{config.clock_hz / 1e6:g}mhz")
+    config, name = board.config, f"node_{board.name}{clocked(board)}"
     node = NetbltNode(config, board=board.number, intake_words=board.link_intake_words)
     runner = hdl.build(node, name, [liteeth_core.simulation_core(hdl.BUILD / "liteeth", config.clock_hz)])
     env = {"NETBLT_BENCH_RESULTS": str(results), "NETBLT_BENCH_CASES": cases,
@@ -117,8 +121,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", default=CASES, help="payload:ip|udp, comma-separated")
     parser.add_argument("--no-boards", action="store_true", help="skip the bitstream builds")
-    parser.add_argument("--clock-mhz", type=positive, metavar="MHZ", help="run each board's engine (and LiteEth's side of it) at "
-                        "this clock instead of its own: how fast it must be for 64-byte frames back to back")
+    parser.add_argument("--clock-mhz", type=positive, metavar="MHZ",
+                        help="run each board's engine (and LiteEth's side of it) at this clock instead of its own: "
+                             "how fast it must be for 64-byte frames back to back (bitstreams in build/<board>_<N>mhz)")
     args = parser.parse_args(argv)
     boards = list(BOARDS.values())
     if args.clock_mhz:
@@ -134,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_boards:
         for board in boards:
             placed, seed = build.build(board, liteeth_core.MAC_ADDRESS, liteeth_core.IP_ADDRESS,
-                                       build.LINK_PORT, build.ROOT / "build" / board.name)
+                                       build.LINK_PORT, build.ROOT / "build" / f"{board.name}{clocked(board)}")
             console.print(build.summary(board, placed, seed))
     return 0
 

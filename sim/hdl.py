@@ -81,7 +81,8 @@ def _verilate(directory: Path, name: str, text: str, extra_sources: Sequence[Pat
     # Verilator's runtime library, the same in every build, is compiled once, not once per
     # build. MAKEFLAGS overrides the make variables as a command line would.
     flags = os.environ.get("MAKEFLAGS", "")
-    os.environ["MAKEFLAGS"] = f"{flags} VK_PCH_I_FAST= VK_PCH_I_SLOW= OPT_FAST=-O1 OPT_GLOBAL=-O1 OBJCACHE={CCACHE}".strip()
+    os.environ["MAKEFLAGS"] = (f"{flags} VK_PCH_I_FAST= VK_PCH_I_SLOW= OPT_FAST=-O1 OPT_GLOBAL=-O1 "
+                               f"OBJCACHE={CCACHE}").strip()
     try:
         runner.build(sources=[source, *extra_sources], hdl_toplevel=name, build_dir=directory,
                      build_args=["-Wno-fatal", "-O3"], log_file=log)
