@@ -20,7 +20,7 @@ from netblt.gateware.config import DramGeometry
 from netblt.gateware.dram_dma import NativePort
 from netblt.gateware.registers import DramCsrBus
 
-from .litedram_core import COMMANDS, COUNT_BITS, PORTS, BoardPhy
+from .litedram_ports import COMMANDS, COUNT_BITS, PORTS, BoardPhy
 
 TRANSMIT_PORT, RECEIVE_PORT = 0, 1
 """The core's port each side's store takes."""

@@ -16,8 +16,8 @@ Verilator (the controller, refresh and bank machines are the real ones, only the
 and the chips are modelled), or with ``--phy board`` the board's own:
 
 - GENSDRPHY for the Colorlight's SDR chips, its IO registers and tristates on the
-  ``sdram_*`` pins (SDR_PADS), the chip's clock driven by the board top;
-- ECP5DDRPHY for the Versa's DDR3 chip on the ``ddram_*`` pins (DDR3_PADS), with the
+  ``sdram_*`` pins (litedram_ports.SDR_PADS), the chip's clock driven by the board top;
+- ECP5DDRPHY for the Versa's DDR3 chip on the ``ddram_*`` pins (litedram_ports.DDR3_PADS), with the
   clocks it needs made inside as LiteDRAM's own CRG makes them: a PLL from the board's
   oscillator (``clk``) to twice the controller's clock, then ECLKSYNCB and CLKDIVF,
   which the PHY's init stops and resets. Its reads need levelling: the init sequence
@@ -61,46 +61,12 @@ from migen.genlib.cdc import MultiReg
 from netblt.driver.dram_levelling import DFII_COMMAND, DFII_CONTROL, csr_map
 from netblt.gateware.registers import DRAM_CSR_ADDRESS_BITS, DRAM_PHY_WORD, DramCsrBus
 
+from .litedram_ports import BOARD_PHYS, COMMANDS, COUNT_BITS, PORTS, BoardPhy
 from .litex_core import DEVICE, run_generator, write_if_changed, write_verilog
 
-PORTS = 2
-"""One native port per slot store: the transmit slots' and the receive slots'."""
-COMMANDS = {"activate": (0, 1, 1), "read": (1, 0, 1), "write": (1, 0, 0), "precharge": (0, 1, 0), "refresh": (0, 0, 1)}
-"""Each DFI command the counters count, by its (RAS#, CAS#, WE#) with CS# low (JEDEC's
-truth table, the same for SDR and DDR3)."""
-SDR_PADS = {"a": "o", "ba": "o", "ras_n": "o", "cas_n": "o", "we_n": "o", "dq": "io"}
-"""The SDR pins GENSDRPHY drives, each with its direction; the board ties the rest
-(the Colorlight's CS# low, CKE high, DQM low), and its top drives the chip's clock."""
-DDR3_PADS = {"a": "o", "ba": "o", "ras_n": "o", "cas_n": "o", "we_n": "o", "cs_n": "o", "cke": "o", "odt": "o",
-             "reset_n": "o", "dm": "o", "dq": "io", "dqs_p": "io", "clk_p": "o"}
-"""The DDR3 pins ECP5DDRPHY drives, each with its direction; of a differential pair the
-P pin alone (its IO type makes the pair, as LiteX constrains it)."""
-
-
-@dataclass(frozen=True)
-class BoardPhy:
-    """How a memory type's board PHY meets the board: decided here, once, for the core,
-    the board top and the build."""
-
-    resource: str
-    """amaranth-boards' resource for the chip's pins."""
-    prefix: str
-    """LiteDRAM's name for them (its pads' prefix)."""
-    pads: dict[str, str]
-    own_clocks: bool
-    """The core makes its clocks from the board's oscillator (ECP5DDRPHY's CRG); otherwise
-    the board top gives it the controller's clock and drives the chip's."""
-    needs_levelling: bool
-    """Its reads need levelling before they land (the host does it, driver/dram_levelling.py)."""
-
-
-BOARD_PHYS = {"SDR": BoardPhy("sdram", "sdram", SDR_PADS, own_clocks=False, needs_levelling=False),
-              "DDR3": BoardPhy("ddr3", "ddram", DDR3_PADS, own_clocks=True, needs_levelling=True)}
-"""GENSDRPHY's and ECP5DDRPHY's, by LiteDRAM's memory type."""
 INIT_CLOCK_HZ = 25e6
 """ECP5DDRPHY's init clock (its DLL's reset and its clock-stop steps), as LiteX runs it."""
 PHYS = ("model", "board")
-COUNT_BITS = 32
 CSR_BITS, CSR_ADDRESS_BITS = 32, DRAM_CSR_ADDRESS_BITS
 """The internal register bus the init sequencer drives (LiteX's usual widths)."""
 BANKS = {"sdram": 0, "ddrphy": 1}

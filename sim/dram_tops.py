@@ -15,7 +15,7 @@ from netblt.gateware.engine import Engine
 from netblt.gateware.receiver import Receiver
 from netblt.gateware.transmitter import Transmitter
 from netblt.hw.litedram import COMMAND_COUNTS, RECEIVE_PORT, TRANSMIT_PORT, LiteDram
-from netblt.hw.litedram_core import PORTS
+from netblt.hw.litedram_ports import PORTS
 
 
 def in_dram(config: EngineConfig, description: dict) -> EngineConfig:

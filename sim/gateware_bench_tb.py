@@ -25,7 +25,7 @@ from netblt.gateware.streams import ip_payload
 from netblt.gateware.transmitter import PACING
 from netblt.host import codec, packets
 from netblt.host.layout import DATA_HEADER_SIZE
-from netblt.hw.litedram_core import COUNT_BITS
+from netblt.hw.litedram_ports import COUNT_BITS
 from netblt.sim.beats import Source, pack, take, to_beats
 from netblt.sim.testbench import CLOCK_PS, DRAM, dram_commands, record, start
 from netblt.sim.wire import GIGABIT_NS_PER_BYTE, IPV4_HEADER, wire_bytes, wire_cycles

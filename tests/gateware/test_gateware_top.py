@@ -5,4 +5,4 @@ from netblt.hw.node import NetbltNode
 from netblt.sim import hdl
 
 test_top = cocotb_test(NetbltNode, "node", "top_tb",
-                       sources=lambda: [liteeth_core.simulation_core(hdl.BUILD / "liteeth")])
+                       sources=lambda: [liteeth_core.simulation_core(hdl.BUILD / "liteeth")], apart=True)
