@@ -1,4 +1,5 @@
 """Data-area checksums summed as a slot is written, so a packet is read once, not twice.
+(Slots in block RAM; a store in DRAM sums each run as it fetches it, gateware/dram_dma.py.)
 
 With data checksums negotiated (RFC 998's C flag) a DATA header carries the sum of the
 packet's data, and the header leaves first. Summing the data in a pass of its own

@@ -11,6 +11,8 @@ from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import data, fifo, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from .headers import fold, halfwords, lanes
+
 
 class NativePort(wiring.Signature):
     """LiteDRAM's native user port, seen from its user: commands and write data out,
@@ -43,7 +45,12 @@ def copy_layout(staging_bits: int, address_bits: int, length_bits: int, mask_bit
 class DramDma(wiring.Component):
     """Runs one copy at a time; ``done`` pulses when a write's last command has been
     taken (a later read of the same port queues behind it in its bank) or a read's last
-    word is in staging."""
+    word is in staging and its bytes are summed.
+
+    A read also sums the bytes it stores, under its masks, as 16-bit words in wire order:
+    ``read_sum``, the ones'-complement sum folded to 16 bits, holds from the cycle of a
+    read's ``done`` until the next copy is taken. A packet fetched from DRAM for sending
+    so has its data checksum without a second pass over it, and no table of sums."""
 
     READ_AHEAD = 4
     """Staging words read ahead of the DRAM's writes, so a write's data waits at the port."""
@@ -55,6 +62,7 @@ class DramDma(wiring.Component):
             "copy": In(stream.Signature(copy_layout(staging_bits, port.address_bits, length_bits,
                                                     port.data_bits // 8))),
             "done": Out(1),
+            "read_sum": Out(16),
             "dram": Out(port),
             # The staging memory's own port shapes, flipped: this block drives them.
             "staging_read": In(memory.ReadPort.Signature(addr_width=staging_bits, shape=port.data_bits)),
@@ -71,17 +79,25 @@ class DramDma(wiring.Component):
         m.submodules.queue = queue = fifo.SyncFIFOBuffered(width=self.port.data_bits, depth=self.READ_AHEAD)
 
         cmd, wdata, rdata = self.dram.cmd, self.dram.wdata, self.dram.rdata
-        m.d.comb += [cmd.payload.we.eq(job.to_dram), cmd.payload.addr.eq(job.dram + commands),
-                     wdata.payload.data.eq(queue.r_data),
-                     wdata.payload.we.eq(Mux(finished == 0, job.first_mask, -1)
-                                         & Mux(finished == job.words - 1, job.last_mask, -1)),
+        mask = Signal.like(copy.first_mask)  # the bytes of the run in the word moving now
+        m.d.comb += [mask.eq(Mux(finished == 0, job.first_mask, -1) & Mux(finished == job.words - 1, job.last_mask, -1)),
+                     cmd.payload.we.eq(job.to_dram), cmd.payload.addr.eq(job.dram + commands),
+                     wdata.payload.data.eq(queue.r_data), wdata.payload.we.eq(mask),
                      wdata.valid.eq(queue.r_rdy), queue.r_en.eq(wdata.ready)]
+        # A read's sum, in two registered steps (a word's halfwords added, then added to
+        # the total), so the adders stay out of the port's paths.
+        word_sum, summing, total = Signal(range(0xFFFF * len(mask) // 2 + 1)), Signal(), Signal(32)
+        masked = [Mux(mask[i], byte, 0) for i, byte in enumerate(lanes(rdata.payload, len(mask)))]
+        m.d.sync += [word_sum.eq(sum(halfwords(masked))), summing.eq(rdata.valid & rdata.ready)]
+        with m.If(summing):
+            m.d.sync += total.eq(total + word_sum)
+        m.d.comb += self.read_sum.eq(fold(total))
 
         with m.FSM():
             with m.State("IDLE"):
                 m.d.comb += self.copy.ready.eq(1)
                 with m.If(self.copy.valid):
-                    m.d.sync += [job.eq(copy), commands.eq(0), fetched.eq(0), finished.eq(0)]
+                    m.d.sync += [job.eq(copy), commands.eq(0), fetched.eq(0), finished.eq(0), total.eq(0)]
                     m.next = "START"
             with m.State("START"):
                 with m.If(job.words == 0):
@@ -120,6 +136,10 @@ class DramDma(wiring.Component):
                 with m.If(rdata.valid):
                     m.d.sync += finished.eq(finished + 1)
                     with m.If(finished + 1 == job.words):
-                        m.d.comb += self.done.eq(1)
-                        m.next = "IDLE"
+                        m.next = "SUM_LAST"
+            with m.State("SUM_LAST"):
+                m.next = "SUMMED"  # the last word's halfwords are added this cycle
+            with m.State("SUMMED"):
+                m.d.comb += self.done.eq(1)  # and the total holds it now
+                m.next = "IDLE"
         return m

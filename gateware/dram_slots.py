@@ -29,7 +29,8 @@ wire's rate downloaded at 606 Mb/s that way, 771 with the queue)."""
 
 def run_layout(lines: int, line_words: int, address_bits: int) -> data.StructLayout:
     """A run of ``words`` engine words at engine word ``address`` of the store's region,
-    in ``line``; ``keep`` is the byte mask of its last word (commits only)."""
+    in ``line``; ``keep`` is the byte mask of its last word: the bytes a commit writes,
+    the bytes a fetch sums."""
     return data.StructLayout({"line": range(lines), "address": address_bits,
                               "words": range(line_words + 1), "keep": 4})
 
@@ -49,7 +50,9 @@ class DramSlots(wiring.Component):
     (``QUEUED_COPIES`` wait ahead of it): a fetch taken after a commit reads what the
     commit wrote (LiteDRAM serves a port's commands in order). ``committed`` and
     ``fetched`` pulse a line's bit when its run is done: an inbound line may then be
-    written again, an outbound line read.
+    written again, an outbound line read. From the cycle after, ``sums`` holds the
+    fetched run's bytes summed (DramDma's ``read_sum``: under the fetch's ``keep``, the
+    bytes of its last word), until the line's next fetch is done.
 
     The store owns ``region_words`` engine words of DRAM from DRAM word ``base``; a run's
     address is taken inside that region, and the stores keep each run inside a slot. A
@@ -74,6 +77,7 @@ class DramSlots(wiring.Component):
             "fetch": In(stream.Signature(job)),
             "committed": Out(lines),
             "fetched": Out(lines),
+            "sums": Out(data.ArrayLayout(16, lines)),
             # The staging memories' own port shapes (addresses in, read data out) at the
             # engine's width: the engine writes inbound lines and reads outbound ones,
             # addressed line x line_words + word.
@@ -127,6 +131,8 @@ class DramSlots(wiring.Component):
         with m.If(dma.done):
             m.d.comb += [self.fetched.eq(running_fetch << running_line),
                          self.committed.eq(~running_fetch << running_line)]
+            with m.If(running_fetch):
+                m.d.sync += self.sums[running_line].eq(dma.read_sum)
         return m
 
     @property

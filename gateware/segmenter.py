@@ -78,25 +78,27 @@ class _SlotTable:
 class Segmenter(wiring.Component):
     """Sends the packets of loaded slots, one beat per cycle while the link is ready.
 
-    A packet is made ready in four cycles from its grant (one more for a data checksum
-    from the checksum table, or a read pass over the packet when the table cannot vouch
-    for it) while the packet before it is emitted; its header and data beats follow that
+    A packet is made ready in four cycles from its grant (one more for a data checksum:
+    from a store that sums runs as it fetches them (``sums_runs``, slots in DRAM), its
+    run's sum; else from the checksum table, or a read pass over the packet when the
+    table cannot vouch for it) while the packet before it is emitted; its header and data beats follow that
     packet's last beat. A packet's data is a run the transmit store fetches from its slot
     at packet number x packet size, into the run the packet before it is not sent from;
     data bytes past the buffer's length are sent as zero padding. A packet longer than
     the store fetches is rejected.
     """
 
-    def __init__(self, config: EngineConfig, packet_words: int) -> None:
+    def __init__(self, config: EngineConfig, packet_words: int, sums_runs: bool = False) -> None:
         self.config = config
         self.packet_words = packet_words
+        self.sums_runs = sums_runs
         super().__init__({
             "settings": In(TX_SETTINGS),
             "command": In(stream.Signature(TX_COMMAND)),
-            "fetch": Out(stream.Signature(store_fetch(config, packet_words))),
+            "fetch": Out(stream.Signature(store_fetch(config, packet_words, sums_runs))),
             "fetched": In(RUNS),
             "read": In(run_reader(config, packet_words)),
-            "checksums": Out(ChecksumLookup),
+            **({"sums": In(data.ArrayLayout(16, RUNS))} if sums_runs else {"checksums": Out(ChecksumLookup)}),
             "grant": In(1),
             "take": Out(1),
             "out": Out(ip_stream(config.data_width)),
@@ -221,10 +223,14 @@ class Segmenter(wiring.Component):
                 size = Mux(last, remaining, packet_size)
                 words = (size + W - 1) // W
                 m.d.sync += [made.ldata.eq(last), made.data_bytes.eq(size), made.high_ack.eq(s.high_ack)]
-                m.d.comb += [self.checksums.query.slot.eq(made.slot), self.checksums.query.packet.eq(made.packet),
-                             self.checksums.query.end.eq(offset + size),
-                             self.checksums.query.full.eq(~last | (remaining == packet_size)),
-                             self.fetch.payload.address.eq(base), self.fetch.payload.words.eq(words),
+                if self.sums_runs:
+                    last_bytes = size - (words - 1) * W  # 1 to W
+                    m.d.comb += self.fetch.payload.keep.eq(Cat(*(i < last_bytes for i in range(W))))
+                else:
+                    q = self.checksums.query
+                    m.d.comb += [q.slot.eq(made.slot), q.packet.eq(made.packet), q.end.eq(offset + size),
+                                 q.full.eq(~last | (remaining == packet_size))]
+                m.d.comb += [self.fetch.payload.address.eq(base), self.fetch.payload.words.eq(words),
                              self.fetch.payload.run.eq(made.run)]
                 with m.If(~made.resend & last):
                     m.d.sync += table.pending[made.slot].eq(0)
@@ -242,26 +248,33 @@ class Segmenter(wiring.Component):
                         with m.Else():
                             m.next = "HAND_OVER"
             with m.State("LOOKUP"):
-                # The sum made while the slot was written, if it covers this packet exactly.
-                with m.If(self.checksums.known):
-                    m.d.sync += made.data_checksum.eq(~self.checksums.sum)
-                    m.next = "HAND_OVER"
-                with m.Else():
-                    m.next = "SUM"
-            with m.State("SUM"):
-                # Else a read pass: the data checksum goes in the header, ahead of the data.
-                with m.If(~emitting):
-                    m.d.comb += self.read.addr.eq(read_address(made.run, sum_beat, self.packet_words))
+                if self.sums_runs:
+                    # The store's sum of the run, made as it was fetched.
                     with m.If(have_data):
-                        m.d.sync += sum_beat.eq(sum_beat + 1)
-                    with m.If(sum_beat != 0):
-                        masked, _ = self._data_lanes(made, sum_beat - 1, self.read.data)
-                        m.d.sync += data_sum.eq(data_sum + sum(halfwords(masked)))
-                    with m.If(sum_beat == data_beats):
-                        m.next = "FOLD"
-            with m.State("FOLD"):
-                m.d.sync += made.data_checksum.eq(~fold(data_sum))
-                m.next = "HAND_OVER"
+                        m.d.sync += made.data_checksum.eq(~self.sums[made.run])
+                        m.next = "HAND_OVER"
+                else:
+                    # The sum made while the slot was written, if it covers this packet exactly.
+                    with m.If(self.checksums.known):
+                        m.d.sync += made.data_checksum.eq(~self.checksums.sum)
+                        m.next = "HAND_OVER"
+                    with m.Else():
+                        m.next = "SUM"
+            if not self.sums_runs:  # a read pass, where a sum may be missing
+                with m.State("SUM"):
+                    # Else a read pass: the data checksum goes in the header, ahead of the data.
+                    with m.If(~emitting):
+                        m.d.comb += self.read.addr.eq(read_address(made.run, sum_beat, self.packet_words))
+                        with m.If(have_data):
+                            m.d.sync += sum_beat.eq(sum_beat + 1)
+                        with m.If(sum_beat != 0):
+                            masked, _ = self._data_lanes(made, sum_beat - 1, self.read.data)
+                            m.d.sync += data_sum.eq(data_sum + sum(halfwords(masked)))
+                        with m.If(sum_beat == data_beats):
+                            m.next = "FOLD"
+                with m.State("FOLD"):
+                    m.d.sync += made.data_checksum.eq(~fold(data_sum))
+                    m.next = "HAND_OVER"
             with m.State("HAND_OVER"):
                 with m.If(have_data & free):
                     m.d.comb += hand_over.eq(1)

@@ -30,7 +30,8 @@ class Transmitter(wiring.Component):
     fills (where the configuration has one), else the host's uploads; ``upload_room``
     says how many uploads it takes now, and one beyond that is lost and counted in
     ``rejected``. A packet's run is fetched only once every upload taken before it is
-    written. The checksum table watches the writes, so data checksums cost no second read.
+    written. Data checksums cost no second read: a store in DRAM sums each packet's run
+    as it fetches it, and in block RAM the checksum table watches the writes.
     """
 
     def __init__(self, config: EngineConfig) -> None:
@@ -61,8 +62,9 @@ class Transmitter(wiring.Component):
         if cfg.dram:
             wiring.connect(m, store.dram, wiring.flipped(self.dram))
         m.submodules.pacer = pacer = Pacer()
-        m.submodules.segmenter = segmenter = Segmenter(cfg, store.packet_words)
-        m.submodules.checksums = checksums = ChecksumTable(cfg)
+        m.submodules.segmenter = segmenter = Segmenter(cfg, store.packet_words, store.sums_runs)
+        if not store.sums_runs:
+            m.submodules.checksums = checksums = ChecksumTable(cfg)
 
         m.d.comb += [
             pacer.mode.eq(self.pacing.mode), pacer.burst_size.eq(self.pacing.burst_size),
@@ -74,7 +76,10 @@ class Transmitter(wiring.Component):
         ]
         wiring.connect(m, wiring.flipped(self.command), segmenter.command)
         wiring.connect(m, segmenter.out, wiring.flipped(self.out))
-        wiring.connect(m, segmenter.checksums, checksums.lookup)
+        if store.sums_runs:
+            m.d.comb += segmenter.sums.eq(store.sums)
+        else:
+            wiring.connect(m, segmenter.checksums, checksums.lookup)
         wiring.connect(m, segmenter.read, store.read)
 
         uploads, queued, lost = self._uploads(m, segmenter.fetch)
@@ -89,9 +94,10 @@ class Transmitter(wiring.Component):
             with m.If(owns):
                 m.d.comb += [write.valid.eq(writer.valid), write.payload.eq(writer.payload),
                              writer.ready.eq(write.ready)]
-        m.d.comb += [checksums.packet_size.eq(self.settings.packet_size),
-                     checksums.write.addr.eq(write.payload.address), checksums.write.data.eq(write.payload.data),
-                     checksums.write.en.eq(write.valid & write.ready)]
+        if not store.sums_runs:
+            m.d.comb += [checksums.packet_size.eq(self.settings.packet_size),
+                         checksums.write.addr.eq(write.payload.address), checksums.write.data.eq(write.payload.data),
+                         checksums.write.en.eq(write.valid & write.ready)]
 
         # A fetch sees every write taken before it: uploads queued when it came go first.
         m.d.comb += [store.fetch.payload.eq(segmenter.fetch.payload),

@@ -124,7 +124,8 @@ def run(runner: Runner, name: str, module: str, directory: Path, *, testcase: st
     results = _simulate(runner, name, module, directory, testcase, env)
     failed = {case: failure for case, failure in outcomes(results).items() if failure}
     if failed:
-        raise RuntimeError(f"{len(failed)} cocotb tests of {module} failed ({', '.join(failed)}); see {results}")
+        raise RuntimeError(f"{len(failed)} cocotb tests of {module} failed; see {results}\n" +
+                           "\n".join(f"{case}: {failure}" for case, failure in failed.items()))
     return results
 
 

@@ -29,6 +29,7 @@ class DmaHarness(wiring.Component):
         super().__init__({
             "copy": In(stream.Signature(self.dma.copy.payload.shape())),
             "done": Out(1),
+            "read_sum": Out(16),
             "dram_ready": Out(1),
             # The memory's own port shapes: the testbench drives them.
             "load": Out(memory.WritePort.Signature(addr_width=bits, shape=description["data_bits"])),
@@ -51,7 +52,7 @@ class DmaHarness(wiring.Component):
                 m.d.comb += [port.data.eq(outside.data), port.en.eq(outside.en)]
             else:
                 m.d.comb += [outside.data.eq(port.data), port.en.eq(outside.en)]
-        m.d.comb += [self.done.eq(dma.done), self.dram_ready.eq(dram.dram_ready)]
+        m.d.comb += [self.done.eq(dma.done), self.read_sum.eq(dma.read_sum), self.dram_ready.eq(dram.dram_ready)]
         # The second port is unused here.
         m.d.comb += [dram.ports[1].cmd.valid.eq(0), dram.ports[1].wdata.valid.eq(0)]
         return m
