@@ -1,7 +1,8 @@
 """Build options of the engine, in Amaranth's simulator: an engine built without the
 pattern source and checker (the Colorlight's) rejects FILL and CHECK and counts them,
 and one built with them runs both; GEOMETRY reports the slots and bitmaps built, up to
-the 16 slots each way that the commands' slot field numbers."""
+the 16 slots each way that the commands' slot field numbers; counters whose strobes
+are registered twice count a cycle later, once."""
 
 import pytest
 from amaranth.sim import Simulator
@@ -71,3 +72,40 @@ def test_geometry_reports_the_slots_and_bitmaps_built(slots, max_packets):
     assert rejected == 0 and events == [Event.FILLED, Event.CHECKED]
     assert geometry == {"data_width": 32, "tx_slots": slots, "rx_slots": slots,
                         "log2_max_packets": max_packets.bit_length() - 1}
+
+
+def cycles_until_counted(config: EngineConfig) -> tuple[int, int]:
+    """The cycles from a rejected command's write to COMMANDS_REJECTED showing it (read
+    every cycle), and the count 40 cycles on."""
+    dut = Engine(config)
+    result = {}
+
+    async def bench(ctx):
+        ctx.set(dut.bus.addr, ADDRESS["COMMAND"])
+        ctx.set(dut.bus.w_data, COMMAND_WORD.pack(op=15, slot=0))  # no such operation
+        ctx.set(dut.bus.w_en, 1)
+        await ctx.tick()
+        ctx.set(dut.bus.w_en, 0)
+        ctx.set(dut.bus.addr, ADDRESS["COMMANDS_REJECTED"])
+        ctx.set(dut.bus.r_en, 1)
+        for cycle in range(1, 41):
+            await ctx.tick()
+            if ctx.get(dut.bus.r_data) and "cycles" not in result:
+                result["cycles"] = cycle
+        result["count"] = ctx.get(dut.bus.r_data)
+
+    sim = Simulator(dut)
+    sim.add_clock(1 / config.clock_hz)
+    sim.add_testbench(bench)
+    sim.run()
+    return result["cycles"], result["count"]
+
+
+def test_counter_strobes_registered_twice_count_a_cycle_later_and_once():
+    """``counter_delay=2`` (the Colorlight's DRAM build) passes each counter's strobe
+    through a second register: the count lands a cycle later than at 1, and only once."""
+    small = dict(slot_bytes=1024, max_packets=32, fifo_depth=16)
+    once, counted_once = cycles_until_counted(EngineConfig(**small))
+    twice, counted_twice = cycles_until_counted(EngineConfig(**small, counter_delay=2))
+    assert (counted_once, counted_twice) == (1, 1)
+    assert twice == once + 1
