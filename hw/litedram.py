@@ -43,6 +43,10 @@ class BoardDram:
     phy: BoardPhy
     oscillator: Value | None = None
 
+    def __post_init__(self) -> None:
+        if self.phy.own_clocks and self.oscillator is None:
+            raise ValueError(f"a core whose PHY makes its own clocks ({self.phy.resource}) needs the board's oscillator")
+
     def wires(self) -> dict[str, object]:
         """The core's pin ports, each to its platform port."""
         wires = {}

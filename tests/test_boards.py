@@ -13,9 +13,9 @@ import pytest
 from netblt.hw import build, litedram_core, liteeth_core, load
 from netblt.hw.boards import BOARDS, BoardTop
 from netblt.hw.clocking import PllSettings
-from netblt.hw.litedram import BOARD_PIN_NAMES
+from netblt.hw.litedram import BOARD_PIN_NAMES, BoardDram
 from netblt.hw.litedram_core import CHIPS
-from netblt.hw.litedram_ports import DDR3_PADS, SDR_PADS
+from netblt.hw.litedram_ports import BOARD_PHYS, DDR3_PADS, SDR_PADS
 
 
 def test_pll_dividers_match_ecppll():
@@ -99,6 +99,14 @@ def test_a_versa_with_slots_in_dram_puts_its_ddr3_core_on_the_ddr3_pins(tmp_path
     assert "__n" not in lpf  # a differential pair's N pin comes with its IO type
     assert 'LOCATE COMP "ddr3_0__clk__p" SITE "M4"' in lpf and "SSTL135D_I" in lpf
     assert "connect \\clk \\clk100_0__i" in rtlil and "CLKOS_DIV" not in rtlil
+
+
+def test_a_ddr3_core_without_the_boards_oscillator_is_refused():
+    """ECP5DDRPHY's core makes its clocks from the board's oscillator: wiring one without
+    it fails when described, not as an undriven clock in a bitstream."""
+    with pytest.raises(ValueError, match="needs the board's oscillator"):
+        BoardDram(object(), BOARD_PHYS["DDR3"])
+    assert BoardDram(object(), BOARD_PHYS["SDR"]).oscillator is None  # the top drives the SDR chip's clock
 
 
 def test_only_the_colorlight_dram_build_leaves_out_ping(tmp_path, monkeypatch):
