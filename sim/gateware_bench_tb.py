@@ -15,7 +15,6 @@ from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
 from cocotb.utils import get_sim_time
 
 from netblt.driver import link_format as F
-from netblt.gateware.config import EngineConfig
 from netblt.gateware.pacer import PacingMode
 from netblt.gateware.parser import RX_SETTINGS
 from netblt.gateware.pattern import PATTERN_COMMAND, pattern_bytes
@@ -27,10 +26,9 @@ from netblt.host import codec, packets
 from netblt.host.layout import DATA_HEADER_SIZE
 from netblt.hw.litedram_ports import COUNT_BITS
 from netblt.sim.beats import Source, pack, take, to_beats
-from netblt.sim.testbench import CLOCK_PS, DRAM, dram_commands, record, start
+from netblt.sim.testbench import CLOCK_PS, CONFIG, DRAM, dram_commands, record, start
 from netblt.sim.wire import GIGABIT_NS_PER_BYTE, IPV4_HEADER, wire_bytes, wire_cycles
 
-CONFIG = EngineConfig()
 W = CONFIG.beat_bytes
 LINK_UPLOAD_BPS = 32 * F.max_words(1500) / (wire_bytes(1500 - IPV4_HEADER) * GIGABIT_NS_PER_BYTE) * 1e9
 """The host link's upload data rate at a 1500-byte MTU (946.7 Mb/s: 1456 data bytes a
