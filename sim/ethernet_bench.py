@@ -36,8 +36,7 @@ CASES = "1456:ip,1448:udp,532:ip,524:udp,64:ip,64:udp"
 
 def clocked(board: Board) -> str:
     """A board run at another clock than its own (``--clock-mhz``) builds apart: "_45mhz"."""
-    hz = board.config.clock_hz
-    return "" if hz == BOARDS[board.name].config.clock_hz else f"_{hz / 1e6:g}mhz"
+    return hdl.clock_suffix(board.config.clock_hz, BOARDS[board.name].config.clock_hz)
 
 
 def simulate(board: Board, results: Path, cases: str) -> dict:

@@ -69,10 +69,7 @@ def simulate(results: Path, sizes: str, bursts: int) -> dict:
         out[store] = {"clock_hz": config.clock_hz}
         if store in CHIPS:
             chip = CHIPS[store]
-            if config.clock_hz != EngineConfig().clock_hz:
-                chip_name = f"{chip}_{config.clock_hz // 1_000_000}mhz"  # not over the tests' builds
-            else:
-                chip_name = chip
+            chip_name = chip + hdl.clock_suffix(config.clock_hz, EngineConfig().clock_hz)  # not over the tests' builds
             core = hdl.BUILD / "litedram" / f"{chip}_model.v"
             description = litedram_core.generate(chip, core)
             out[store]["description"] = description
@@ -208,9 +205,10 @@ def whole_load(results: dict) -> Table:
     for column in ("store", "load", "DATA Mb/s", "host link Mb/s", "DRAM read / write Mb/s",
                    "bursts / refreshes / rows opened", "DRAM time: data, refresh, row changes (at most)"):
         table.add_column(column, justify="right")
+    width = EngineConfig().data_width
     for store in STORES:
         clock_hz = results[store]["clock_hz"]
-        mbps = lambda words, cycles: words * EngineConfig().data_width * clock_hz / cycles / 1e6  # noqa: E731
+        mbps = lambda words, cycles: words * width * clock_hz / cycles / 1e6  # noqa: E731
         sending = results[store]["send_while_uploading"]
         receiving = next(row for row in results[store]["download"] if row["packets"])
         rows = [("sending", f"{sending['payload'] * 8 * clock_hz / sending['gap'] / 1e6:.0f} out",

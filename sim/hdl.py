@@ -92,6 +92,12 @@ def _verilate(directory: Path, name: str, text: str, extra_sources: Sequence[Pat
     return runner
 
 
+def clock_suffix(hz: float, own_hz: float) -> str:
+    """What a build's name gets when its engine runs at ``hz`` rather than its own
+    clock ("_45mhz"), so it is built apart, not over the build at its own clock."""
+    return "" if hz == own_hz else f"_{hz / 1e6:g}mhz"
+
+
 def ports_sorted(text: str) -> str:
     """The Verilog with each module's ports in name order: what is compared to decide
     whether a build is up to date (never written: stripped of their spaces, escaped
@@ -145,7 +151,10 @@ def _simulate(runner: Runner, name: str, module: str, directory: Path, testcase:
               env: dict[str, str] | None) -> Path:
     """One simulation of the cases; returns its results file (cocotb's JUnit XML)."""
     path = os.pathsep.join([str(directory), str(ROOT), *sys.path])
-    label = testcase if isinstance(testcase, str) else "all" if testcase is None else f"{len(testcase)}-cases"
+    if testcase is None or isinstance(testcase, str):
+        label = testcase or "all"
+    else:
+        label = testcase[0] if len(testcase) == 1 else f"{len(testcase)}-cases"
     results = runner.build_dir / f"{module}.{label}.xml"
     try:
         runner.test(test_module=module, hdl_toplevel=name, testcase=testcase,

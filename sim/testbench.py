@@ -26,9 +26,14 @@ CONFIG = EngineConfig(**{key: int(os.environ[f"NETBLT_TB_{key.upper()}"]) for ke
 clock or slot size the runner that built the component sets in the environment, with
 its slots in the top's DRAM if it has one."""
 
-CLOCK_PS = 2 * round(1e12 / CONFIG.clock_hz / 2)
-"""The system clock's period (even, for two equal halves): the pacer's cycles are these.
-In picoseconds, as whole nanoseconds would run a 45 MHz engine at 45.45."""
+def period_ps(hz: float) -> int:
+    """A clock's period in picoseconds, even (two equal halves): whole nanoseconds would
+    run a 45 MHz engine at 45.45."""
+    return 2 * round(1e12 / hz / 2)
+
+
+CLOCK_PS = period_ps(CONFIG.clock_hz)
+"""The system clock's period: the pacer's cycles are these."""
 
 
 async def start(dut) -> None:
@@ -37,7 +42,7 @@ async def start(dut) -> None:
     Clock(dut.clk, CLOCK_PS, unit="ps").start()
     dut.rst.value = 1
     if DRAM:
-        Clock(dut.dram_clk, 2 * round(1e12 / DRAM["clock_hz"] / 2), unit="ps").start()
+        Clock(dut.dram_clk, period_ps(DRAM["clock_hz"]), unit="ps").start()
         dut.dram_rst.value = 1
     await ClockCycles(dut.clk, 2)
     dut.rst.value = 0

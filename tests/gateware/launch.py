@@ -35,17 +35,14 @@ def cocotb_test(component_factory, name: str, module: str, data_width: int = 32,
     build = functools.cache(lambda: hdl.build(component_factory(EngineConfig(data_width=data_width)), name,
                                               sources()))
 
-    outcomes = functools.cache(lambda: hdl.run_once(build(), name, module, HERE, cases(module),
-                                                    env={"NETBLT_TB_DATA_WIDTH": str(data_width)}))
+    env = {"NETBLT_TB_DATA_WIDTH": str(data_width)}
+    together = functools.cache(lambda: hdl.run_once(build(), name, module, HERE, cases(module), env=env))
 
     @pytest.mark.xdist_group(name)  # one worker builds and runs it: no two builds in one folder
     @pytest.mark.parametrize("case", cases(module))
     def test(case):
-        if apart:
-            hdl.run(build(), name, module, HERE, testcase=case, env={"NETBLT_TB_DATA_WIDTH": str(data_width)})
-            return
-        failure = outcomes()[case]
-        if failure:
+        outcome = hdl.run_once(build(), name, module, HERE, [case], env=env) if apart else together()
+        if failure := outcome[case]:
             pytest.fail(failure, pytrace=False)
 
     return test
