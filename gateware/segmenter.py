@@ -137,23 +137,42 @@ class Segmenter(wiring.Component):
             with m.Else():
                 m.d.comb += self.rejected.eq(1)
 
-    def _first_buffer(self, m: Module, table: _SlotTable) -> tuple[Value, Value]:
-        """Whether a slot has packets still to send for the first time, and the one with
-        the lowest-numbered buffer (the lower slot on a tie): a tournament of pairs, so
-        16 slots compare in 4 levels, each level's winners signals of their own."""
-        entrants = [(table.pending[i], Const(i, range(self.config.tx_slots)), table.buffer[i])
-                    for i in range(self.config.tx_slots)]
-        while len(entrants) > 1:
+    def _first_buffer(self, m: Module, table: _SlotTable) -> tuple[Value, Value, Value]:
+        """The slot with the lowest-numbered buffer (the lower slot on a tie) of those
+        with packets still to send for the first time: whether there is one, which, and
+        whether any slot has such packets now.
+
+        A tournament of pairs, so 16 slots compare in 4 levels. Beyond one level, every
+        second level's winners are registers, and so is the result (two 32-bit compares
+        and their multiplexers fill a 50 MHz cycle on a crowded part): the choice is
+        then a cycle or two old, so a slot it names is taken only while still pending."""
+        n = self.config.tx_slots
+
+        def entrant(domain, found, slot, buffer):
+            # Named as they were before the registers came: a two-slot build's netlist,
+            # and so its placement seeds (hw/boards.py), stay byte for byte the same.
+            signals = Signal(), Signal(range(n)), Signal(32, name="buffer")
+            domain += [signal.eq(value) for signal, value in zip(signals, (found, slot, buffer))]
+            return signals
+
+        entrants = [(table.pending[i], Const(i, range(n)), table.buffer[i]) for i in range(n)]
+        levels = (n - 1).bit_length()
+        for level in range(1, levels + 1):
+            domain = m.d.sync if level % 2 == 0 and levels > 1 else m.d.comb
             winners = []
             for (a_found, a_slot, a_buffer), (b_found, b_slot, b_buffer) in zip(entrants[::2], entrants[1::2]):
                 b_wins = b_found & (~a_found | (b_buffer < a_buffer))
-                found, slot, buffer = Signal(), Signal(range(self.config.tx_slots)), Signal(32)
-                m.d.comb += [found.eq(a_found | b_found), slot.eq(Mux(b_wins, b_slot, a_slot)),
-                             buffer.eq(Mux(b_wins, b_buffer, a_buffer))]
-                winners.append((found, slot, buffer))
-            entrants = winners + entrants[len(winners) * 2:]
+                winners.append(entrant(domain, a_found | b_found, Mux(b_wins, b_slot, a_slot),
+                                       Mux(b_wins, b_buffer, a_buffer)))
+            if len(entrants) % 2:  # the odd one out goes up a level as it is
+                winners.append(entrant(domain, *entrants[-1]))
+            entrants = winners
         found, slot, _ = entrants[0]
-        return found, slot
+        if levels <= 1:
+            return found, slot, found
+        if levels % 2:
+            found, slot, _ = entrant(m.d.sync, *entrants[0])
+        return found & table.pending[slot], slot, Cat(*table.pending).any()
 
     def _fields(self, packet, checksum=0) -> dict:
         """The header fields of a packet record."""
@@ -180,7 +199,7 @@ class Segmenter(wiring.Component):
         share the run's read port)."""
         cfg, s = self.config, self.settings
         W, resends, packet_size = cfg.beat_bytes, table.resends, s.packet_size
-        found, best = self._first_buffer(m, table)
+        found, best, waiting = self._first_buffer(m, table)
         offset = Signal(32)
         remaining = Signal(32)
         data_sum = Signal(32)
@@ -194,7 +213,7 @@ class Segmenter(wiring.Component):
 
         with m.FSM():
             with m.State("SELECT"):
-                m.d.comb += self.idle.eq(~resends.r_rdy & ~found & ~emitting)
+                m.d.comb += self.idle.eq(~resends.r_rdy & ~waiting & ~emitting)
                 with m.If(self.grant & resends.r_rdy):
                     m.d.comb += [resends.r_en.eq(1), self.take.eq(1)]
                     m.d.sync += [made.slot.eq(resends.r_data[:4]), made.packet.eq(resends.r_data[4:]),

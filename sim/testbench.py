@@ -20,11 +20,12 @@ DRAM = json.loads(os.environ.get("NETBLT_TB_DRAM_DESCRIPTION") or "null")
 """The description of the LiteDRAM core in the top (hw/litedram_core.py), if it has one."""
 
 CONFIG = EngineConfig(**{key: int(os.environ[f"NETBLT_TB_{key.upper()}"]) for key in
-                         ("data_width", "clock_hz", "slot_bytes") if f"NETBLT_TB_{key.upper()}" in os.environ},
+                         ("data_width", "clock_hz", "slot_bytes", "tx_slots", "rx_slots")
+                         if f"NETBLT_TB_{key.upper()}" in os.environ},
                       dram=DramGeometry.of(DRAM) if DRAM else None)
 """The configuration a testbench runs against: the default, or one whose data width,
-clock or slot size the runner that built the component sets in the environment, with
-its slots in the top's DRAM if it has one."""
+clock, slot size or slot counts the runner that built the component sets in the
+environment, with its slots in the top's DRAM if it has one."""
 
 def period_ps(hz: float) -> int:
     """A clock's period in picoseconds, even (two equal halves): whole nanoseconds would

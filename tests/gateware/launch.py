@@ -25,17 +25,16 @@ def cases(module: str) -> list[str]:
     return [name for name in vars(importlib.import_module(module)) if name.startswith("test_")]
 
 
-def cocotb_test(component_factory, name: str, module: str, data_width: int = 32, sources=tuple,
-                apart: bool = False):
+def cocotb_test(component_factory, name: str, module: str, sources=tuple, apart: bool = False, **geometry: int):
     """A parametrized pytest test running every cocotb test of ``module`` against ``name``,
-    built (once) by ``component_factory(config)`` for a configuration of this data width,
+    built (once) by ``component_factory(config)`` for the default configuration with
+    ``geometry``'s sizes (those sim/testbench.CONFIG reads: data_width, tx_slots, ...),
     with the Verilog files ``sources()`` returns (generated when the build happens).
     ``apart``: each case in a simulation of its own, for a top whose state outlives a
     reset (the integrated node: LiteEth's, and the host link's session)."""
-    build = functools.cache(lambda: hdl.build(component_factory(EngineConfig(data_width=data_width)), name,
-                                              sources()))
+    build = functools.cache(lambda: hdl.build(component_factory(EngineConfig(**geometry)), name, sources()))
 
-    env = {"NETBLT_TB_DATA_WIDTH": str(data_width)}
+    env = {f"NETBLT_TB_{key.upper()}": str(value) for key, value in geometry.items()}
     together = functools.cache(lambda: hdl.run_once(build(), name, module, HERE, cases(module), env=env))
 
     @pytest.mark.xdist_group(name)  # one worker builds and runs it: no two builds in one folder
