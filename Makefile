@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo demo-board test bench bench-rates bench-auto bench-tcp bench-board bench-long-path bench-gateware bench-ethernet bitstream load clean
+.PHONY: demo demo-board test bench bench-rates bench-auto bench-tcp bench-board bench-long-path bench-outstanding bench-gateware bench-ethernet bitstream load clean
 
 $(STAMP): pyproject.toml driver/_fastpath.c
 	$(PYTHON) -m venv $(VENV)
@@ -52,6 +52,11 @@ bench-board: $(STAMP)
 bench-long-path: $(STAMP)
 	$(BIN)/python -m netblt.sim.long_path_bench
 
+# The same geometry (16 buffers of 4 MiB, 900 Mb/s) through 100 and 600 ms paths, the host engines alone in virtual
+# time: how much of each path the outstanding data fills, and with more of it (about a minute).
+bench-outstanding: $(STAMP)
+	$(BIN)/python -m netblt.sim.outstanding_bench
+
 # Cycles per packet against the wire (each side's store in block RAM and in each board's DRAM model), pacing
 # accuracy, synth_ecp5 utilisation, nextpnr Fmax (about 5 minutes of simulation once built, then synthesis).
 bench-gateware: $(STAMP)
@@ -63,8 +68,8 @@ bench-ethernet: $(STAMP)
 
 # A board's bitstream: build/$(BOARD)/netblt.bit and report.txt; fails when timing is not met.
 # Optional: MAC=02:.. IP=192.168.1.50 LINK_PORT=2990 NETMASK=255.255.255.0 GATEWAY=192.168.1.1;
-# SLOTS=dram puts the slots in the board's DRAM (build/$(BOARD)-dram; the Colorlight's misses timing, and the
-# Versa's reads need levelling, which no board has tried yet: it builds only with UNTRIED=1, to measure it).
+# SLOTS=dram puts the slots in the board's DRAM (build/$(BOARD)-dram; the Versa's reads need levelling, which no
+# board has tried yet: it builds only with UNTRIED=1, to measure it).
 BOARD ?= colorlight_5a75b
 bitstream: $(STAMP)
 	$(BIN)/python -m netblt.hw.build --board $(BOARD) $(if $(MAC),--mac $(MAC)) $(if $(IP),--ip $(IP)) \
