@@ -117,6 +117,22 @@ BOARDS = {board.name: board for board in (
 )}
 
 
+def dram_pins(m: Module, platform, board: Board, dram: dict, oscillator) -> tuple[BoardDram, float | None]:
+    """The board's DRAM pins for the described core, and the clock its ``dram`` domain
+    needs (None for a core whose PHY makes its own from ``oscillator``); for a chip
+    clocked from the ``dram`` domain, its clock pin driven from there."""
+    phy = CHIPS[board.chip].board_phy
+    pins = platform.request(phy.resource, 0, dir="-")
+    if phy.own_clocks:
+        return BoardDram(pins, phy, oscillator), None
+    board_dram = BoardDram(pins, phy)
+    # The chip's clock half a cycle after the controller's: the IO registers' outputs
+    # settle before its rising edge, its data before theirs.
+    m.submodules.sdram_clock = clock = io.DDRBuffer("o", board_dram.pins.clk, o_domain="dram")
+    m.d.comb += [clock.o[0].eq(0), clock.o[1].eq(1)]
+    return board_dram, dram["clock_hz"]
+
+
 class BoardTop(Elaboratable):
     """A NetbltNode on ``board``'s pins; with ``dram`` (the description of a LiteDRAM
     core with the board's PHY, hw/litedram_core.py) its slots are in the board's DRAM."""
@@ -135,16 +151,7 @@ class BoardTop(Elaboratable):
         board_dram, dram_hz = None, None
         if self.dram is not None:
             config = replace(config, dram=DramGeometry.of(self.dram))
-            phy = CHIPS[board.chip].board_phy
-            pins = platform.request(phy.resource, 0, dir="-")
-            if phy.own_clocks:
-                board_dram = BoardDram(pins, phy, oscillator.i)
-            else:
-                dram_hz, board_dram = self.dram["clock_hz"], BoardDram(pins, phy)
-                # The chip's clock half a cycle after the controller's: the IO registers'
-                # outputs settle before its rising edge, its data before theirs.
-                m.submodules.sdram_clock = clock = io.DDRBuffer("o", board_dram.pins.clk, o_domain="dram")
-                m.d.comb += [clock.o[0].eq(0), clock.o[1].eq(1)]
+            board_dram, dram_hz = dram_pins(m, platform, board, self.dram, oscillator.i)
         m.submodules.clock = SystemClock(oscillator.i, board.clock_hz, config.clock_hz, dram_hz)
 
         rgmii = platform.request("eth_rgmii", 0, dir={name: "-" for name in RGMII_DATA_PINS})
