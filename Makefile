@@ -52,8 +52,8 @@ bench-board: $(STAMP)
 bench-long-path: $(STAMP)
 	$(BIN)/python -m netblt.sim.long_path_bench
 
-# The same geometry (16 buffers of 4 MiB, 900 Mb/s) through 100 and 600 ms paths, the host engines alone in virtual
-# time: how much of each path the outstanding data fills, and with more of it (about a minute).
+# The same geometry (16 buffers of 4 MiB, 900 Mb/s) through 100, 300 and 600 ms paths, the host engines alone in
+# virtual time: how much of each path the outstanding data fills, and with more of it (about 15 seconds).
 bench-outstanding: $(STAMP)
 	$(BIN)/python -m netblt.sim.outstanding_bench
 

@@ -171,7 +171,9 @@ class Segmenter(wiring.Component):
         if levels <= 1:
             return found, slot, found
         if levels % 2:
-            found, slot, _ = entrant(m.d.sync, *entrants[0])
+            chosen_found, chosen = Signal(), Signal(range(n))
+            m.d.sync += [chosen_found.eq(found), chosen.eq(slot)]
+            found, slot = chosen_found, chosen
         return found & table.pending[slot], slot, Cat(*table.pending).any()
 
     def _fields(self, packet, checksum=0) -> dict:

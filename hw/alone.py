@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import subprocess
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -31,7 +32,7 @@ from netblt.gateware.engine import Engine
 
 from . import litedram_core
 from .boards import BOARDS, Board, dram_pins
-from .build import ROOT, ROUTER2, summary, tools_environment
+from .build import ROOT, ROUTER2, summary, toolchain_stopped, tools_environment
 from .clocking import SystemClock
 from .litedram import LiteDram
 from .nextpnr import read_report
@@ -124,9 +125,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.part == "dram":
         platform.add_file("litedram_core.v", (build_dir / "litedram_core.v").read_text())
     os.environ.update(tools_environment())
-    platform.build(PartTop(board, args.part, dram), name=NAME, build_dir=str(build_dir), do_program=False,
-                   emit_src=False,
-                   nextpnr_opts=f"--seed {args.seed} --report {NAME}-report.json --timing-allow-fail {ROUTER2}")
+    try:
+        platform.build(PartTop(board, args.part, dram), name=NAME, build_dir=str(build_dir), do_program=False,
+                       emit_src=False,
+                       nextpnr_opts=f"--seed {args.seed} --report {NAME}-report.json --timing-allow-fail {ROUTER2}")
+    except subprocess.CalledProcessError as error:
+        print(toolchain_stopped(error, NAME, build_dir), file=sys.stderr)
+        return 1
     print(summary(board, read_report(build_dir / f"{NAME}-report.json"), args.seed))
     print("\n".join(slowest_paths((build_dir / f"{NAME}.tim").read_text())))
     return 0

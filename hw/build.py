@@ -88,6 +88,12 @@ def build(board: Board, mac: str, ip: str, link_port: int, build_dir: Path, netm
     return report, used
 
 
+def toolchain_stopped(error: subprocess.CalledProcessError, name: str, build_dir: Path) -> str:
+    """The one line a build that the toolchain gave up on ends with."""
+    return (f"error: the toolchain stopped (exit status {error.returncode}): its logs are {name}.rpt "
+            f"(synthesis) and {name}.tim (place and route) in {build_dir}")
+
+
 def summary(board: Board, report: Report, seed: int) -> str:
     lines = [f"{board.name}: {board.platform.device}-{board.platform.speed}{board.platform.package}, "
              f"nextpnr seed {seed}"]
@@ -136,8 +142,7 @@ def main(argv: list[str] | None = None) -> int:
         report, seed = build(board, args.mac, args.ip, args.link_port, build_dir, args.netmask, args.gateway,
                              args.slots)
     except subprocess.CalledProcessError as error:
-        print(f"error: the toolchain stopped (exit status {error.returncode}): its logs are {NAME}.rpt "
-              f"(synthesis) and {NAME}.tim (place and route) in {build_dir}", file=sys.stderr)
+        print(toolchain_stopped(error, NAME, build_dir), file=sys.stderr)
         return 1
     text = summary(board, report, seed)
     (build_dir / "report.txt").write_text(text + "\n")

@@ -18,25 +18,30 @@ import os
 from rich.console import Console
 from rich.table import Table
 
+from netblt.driver.board import DATA_SHARE, WIRE_BPS
+from netblt.host.cli import PACKET_SIZE
 from netblt.host.params import Params, burst_for_rate, burst_rate_bps
+from netblt.hw.boards import BOARDS
 
 from .netem import PathConfig
 from .virtual import simulate
 
 MIB = 1 << 20
-PACKET = 1448
-BOARD_BPS = 900e6
-"""What a board paces DATA at when asked for more (90% of its wire)."""
+PACKET = PACKET_SIZE["udp"]
+VERSA = BOARDS["versa_ecp5"].dram_slots
+"""The geometry: its slots each way, each a buffer."""
+BURST = burst_for_rate(DATA_SHARE * WIRE_BPS, PACKET)
+"""Burst size and interval at what a board paces DATA at when asked for more."""
 CASES = [
-    # round trip (s), MiB, loss each way, buffers outstanding, MiB a buffer
-    (0.1, 64, 0.001, 16, 4),
-    (0.1, 256, 0.001, 16, 4),
-    (0.3, 256, 0.001, 16, 4),
-    (0.6, 64, 0.001, 16, 4),
-    (0.6, 256, 0.0, 16, 4),
-    (0.6, 256, 0.001, 16, 4),
-    (0.6, 256, 0.001, 32, 4),
-    (0.6, 256, 0.001, 16, 8),
+    # round trip (s), MiB, loss each way, buffers outstanding (in the Versa's), buffer size (in its slot's)
+    (0.1, 64, 0.001, 1, 1),
+    (0.1, 256, 0.001, 1, 1),
+    (0.3, 256, 0.001, 1, 1),
+    (0.6, 64, 0.001, 1, 1),
+    (0.6, 256, 0.0, 1, 1),
+    (0.6, 256, 0.001, 1, 1),
+    (0.6, 256, 0.001, 2, 1),
+    (0.6, 256, 0.001, 1, 2),
 ]
 
 
@@ -44,19 +49,18 @@ def middle_bps(done_at: list[tuple[float, int]]) -> float:
     """The rate data reached the receiving client between a quarter and three quarters
     of it: the sustained rate, without the start and the end."""
     total = sum(n for _, n in done_at)
-    reached, times = 0, []
+    reached, crossed = 0, []
     for t, n in done_at:
         reached += n
-        if reached >= total / 4 and not times or reached >= 3 * total / 4 and len(times) == 1:
-            times.append((t, reached))
-    (t0, r0), (t1, r1) = times
+        if len(crossed) < 2 and reached >= total * (1 + 2 * len(crossed)) / 4:
+            crossed.append((t, reached))
+    (t0, r0), (t1, r1) = crossed
     return 8 * (r1 - r0) / (t1 - t0) if t1 > t0 else 0.0
 
 
-def run(rtt: float, mib: int, loss: float, buffers: int, buffer_mib: int) -> tuple[float, float, int]:
+def run(rtt: float, mib: int, loss: float, buffers: int, buffer_size: int) -> tuple[float, float, int]:
     """(Mb/s over the whole transfer, over its middle half, packets resent)."""
-    burst_size, burst_interval = burst_for_rate(BOARD_BPS, PACKET)
-    params = Params(buffer_size=buffer_mib * MIB, packet_size=PACKET, burst_size=burst_size, burst_interval=burst_interval,
+    params = Params(buffer_size=buffer_size, packet_size=PACKET, burst_size=BURST[0], burst_interval=BURST[1],
                     max_buffers=buffers, data_checksum=False, death_timer=600)
     data = os.urandom(mib * MIB)
     path = PathConfig(delay=rtt / 2, loss=loss)
@@ -68,16 +72,16 @@ def run(rtt: float, mib: int, loss: float, buffers: int, buffer_mib: int) -> tup
 
 
 def main() -> int:
-    burst_size, burst_interval = burst_for_rate(BOARD_BPS, PACKET)
-    paced = burst_rate_bps(burst_size, burst_interval, PACKET) / 1e6
-    table = Table(title=f"Paced at {paced:.1f} Mb/s of data, 1448-byte packets (virtual time; the Versa's DRAM "
-                        "build holds 16 buffers of 4 MiB each way)")
+    paced = burst_rate_bps(*BURST, PACKET) / 1e6
+    table = Table(title=f"Paced at {paced:.1f} Mb/s of data, {PACKET}-byte packets (virtual time; the Versa's DRAM "
+                        f"build holds {VERSA.tx_slots} buffers of {VERSA.slot_bytes // MIB} MiB each way)")
     for column in ("round trip", "MiB", "loss each way", "outstanding", "path needs (rate x RTT)",
                    "whole transfer Mb/s", "middle half Mb/s", "of the pace", "resent"):
         table.add_column(column, justify="right")
-    for rtt, mib, loss, buffers, buffer_mib in CASES:
-        whole, middle, resent = run(rtt, mib, loss, buffers, buffer_mib)
-        table.add_row(f"{rtt * 1e3:.0f} ms", str(mib), f"{loss:.1%}", f"{buffers} x {buffer_mib} MiB",
+    for rtt, mib, loss, more_buffers, larger in CASES:
+        buffers, buffer_size = VERSA.tx_slots * more_buffers, VERSA.slot_bytes * larger
+        whole, middle, resent = run(rtt, mib, loss, buffers, buffer_size)
+        table.add_row(f"{rtt * 1e3:.0f} ms", str(mib), f"{loss:.1%}", f"{buffers} x {buffer_size // MIB} MiB",
                       f"{paced * 1e6 * rtt / 8 / MIB:.1f} MiB", f"{whole:.1f}", f"{middle:.1f}",
                       f"{middle / paced:.0%}", str(resent))
     Console(width=160).print(table)
