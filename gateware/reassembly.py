@@ -2,7 +2,11 @@
 
 Every posted slot has a row: the buffer it waits for, packets received, the count its
 LDATA fixed, the highest packet seen, and first/last arrival times with a running
-average gap (for the host's data timers, RFC 998 section 5.2.2). A packet is placed at
+average gap (for the host's data timers, RFC 998 section 5.2.2). The rows are a small
+memory (LUT RAM on the ECP5), one read port for each reader: with 16 slots, rows in
+registers and their 16-way multiplexers were the most crowded part of the Versa's
+DRAM build. Only each slot's ``active`` flag and buffer number are registers, as every
+packet is matched against all of them at once. A packet is placed at
 packet number x packet size inside its slot; every bound is checked before the first
 byte is written, and the write address is clamped to the slot besides, so no packet
 can write outside its slot whatever it claims. A packet the checks let through is
@@ -39,6 +43,12 @@ SLOT_STATUS = data.StructLayout({
     "buffer": 32, "active": 1, "complete": 1, "count_known": 1, "received": 16, "count": 16,
     "first_at": 32, "last_at": 32, "mean_gap": 32,
 })
+
+SLOT_ROW = data.StructLayout({
+    "buffer": 32, "complete": 1, "known": 1, "received": 16, "count": 16, "highest": 16,
+    "first_at": 32, "last_at": 32, "mean_gap": 32,
+})
+"""A slot's row: what its packets have told so far (``known``: its count is LDATA's)."""
 
 GAP_WEIGHT = 3
 """The running gap moves 1/8 of the way to each new gap, as TCP's SRTT does."""
@@ -80,23 +90,21 @@ class Reassembly(wiring.Component):
         bits_read = bitmaps.read_port()
         scan_read = bitmaps.read_port()
 
-        def row(name, width):
-            return Array(Signal(width, name=f"{name}{i}") for i in range(S))
-
-        active, complete, known = row("active", 1), row("complete", 1), row("known", 1)
-        buffer, received, count, highest = row("buffer", 32), row("received", 16), row("count", 16), row("highest", 16)
-        first_at, last_at, mean_gap = row("first_at", 32), row("last_at", 32), row("mean_gap", 32)
+        # Written by the packet path only; read by it, by the status port and by the scanner.
+        m.submodules.rows = rows = memory.Memory(shape=SLOT_ROW, depth=S, init=[])
+        row_write = rows.write_port()
+        row = rows.read_port(domain="comb")
+        shown = rows.read_port(domain="comb")
+        active = Array(Signal(name=f"active{i}") for i in range(S))
+        buffer = Array(Signal(32, name=f"buffer{i}") for i in range(S))
         now = Signal(32)
         m.d.sync += now.eq(now + 1)
 
-        sel = self.status_slot
-        m.d.comb += [
-            self.status.buffer.eq(buffer[sel]), self.status.active.eq(active[sel]),
-            self.status.complete.eq(complete[sel]), self.status.count_known.eq(known[sel]),
-            self.status.received.eq(received[sel]), self.status.count.eq(count[sel]),
-            self.status.first_at.eq(first_at[sel]), self.status.last_at.eq(last_at[sel]),
-            self.status.mean_gap.eq(mean_gap[sel]),
-        ]
+        m.d.comb += shown.addr.eq(self.status_slot)
+        m.d.comb += [self.status.active.eq(active[self.status_slot]),
+                     self.status.count_known.eq(shown.data.known)]
+        for name in ("buffer", "complete", "received", "count", "first_at", "last_at", "mean_gap"):
+            m.d.comb += self.status[name].eq(shown.data[name])
 
         packet_size = self.packet_size
         hdr = self.input.payload.header
@@ -114,6 +122,7 @@ class Reassembly(wiring.Component):
         bit = Signal(32)
         clear = Signal(range(BW + 1))
 
+        m.d.comb += row.addr.eq(slot)
         match = [active[i] & (buffer[i] == hdr.buffer) for i in range(S)]
         match_slot = Const(0, range(S))
         for i in reversed(range(S)):
@@ -141,9 +150,9 @@ class Reassembly(wiring.Component):
                              bits_write.en.eq(1)]
                 m.d.sync += clear.eq(clear + 1)
                 with m.If(clear == BW - 1):
-                    m.d.sync += [active[slot].eq(1), complete[slot].eq(0), known[slot].eq(0),
-                                 received[slot].eq(0), count[slot].eq(0), highest[slot].eq(0),
-                                 first_at[slot].eq(0), last_at[slot].eq(0), mean_gap[slot].eq(0)]
+                    m.d.comb += [row_write.addr.eq(slot), row_write.data.eq(0),
+                                 row_write.data.buffer.eq(buffer[slot]), row_write.en.eq(1)]
+                    m.d.sync += active[slot].eq(1)
                     m.next = "IDLE"
             with m.State("LOOKUP"):
                 m.d.comb += bits_read.addr.eq(slot * BW + (hdr.packet >> 5))
@@ -158,9 +167,9 @@ class Reassembly(wiring.Component):
                     ((p >= cfg.max_packets) | (start + hdr.length > cfg.slot_bytes), Drop.OUTSIDE),
                     (Mux(hdr.ldata, hdr.length > packet_size, hdr.length != packet_size)
                      | (hdr.length > self.packet_bytes), Drop.LENGTH),
-                    (known[slot] & ((p >= count[slot]) | (hdr.ldata & (p + 1 != count[slot]))),
+                    (row.data.known & ((p >= row.data.count) | (hdr.ldata & (p + 1 != row.data.count))),
                      Drop.PAST_LDATA),
-                    (hdr.ldata & (received[slot] != 0) & (highest[slot] > p), Drop.PAST_LDATA),
+                    (hdr.ldata & (row.data.received != 0) & (row.data.highest > p), Drop.PAST_LDATA),
                 ]
                 m.d.sync += [rejected.eq(0), write_ok.eq(0), bitmap_word.eq(bits_read.data)]
                 for bad, reason in reversed(checks):
@@ -197,38 +206,34 @@ class Reassembly(wiring.Component):
                         with m.Else():
                             m.next = "IDLE"
             with m.State("COMMIT"):
-                first = received[slot] == 0
-                now_count = Mux(hdr.ldata, hdr.packet + 1, count[slot])
-                now_known = known[slot] | hdr.ldata
-                done = now_known & (received[slot] + 1 == now_count)
-                gap = now - last_at[slot]
+                was, new = row.data, Signal(SLOT_ROW)
+                first = was.received == 0
+                gap = now - was.last_at
+                m.d.comb += [
+                    new.buffer.eq(was.buffer), new.first_at.eq(Mux(first, now, was.first_at)),
+                    new.received.eq(was.received + 1), new.count.eq(Mux(hdr.ldata, hdr.packet + 1, was.count)),
+                    new.known.eq(was.known | hdr.ldata), new.complete.eq(new.known & (new.received == new.count)),
+                    new.last_at.eq(now),
+                    new.highest.eq(Mux(first | (hdr.packet > was.highest), hdr.packet, was.highest)),
+                    new.mean_gap.eq(Mux(first, was.mean_gap, Mux(was.received == 1, gap, was.mean_gap + (
+                        (gap.as_signed() - was.mean_gap.as_signed()) >> GAP_WEIGHT)))),
+                ]
                 m.d.comb += [bits_write.addr.eq(slot * BW + (hdr.packet >> 5)),
                              bits_write.data.eq(bitmap_word | bit), bits_write.en.eq(1),
+                             row_write.addr.eq(slot), row_write.data.eq(new), row_write.en.eq(1),
                              self.accepted.eq(1)]
-                m.d.sync += [received[slot].eq(received[slot] + 1), count[slot].eq(now_count),
-                             known[slot].eq(now_known), complete[slot].eq(done),
-                             last_at[slot].eq(now),
-                             highest[slot].eq(Mux(first | (hdr.packet > highest[slot]),
-                                                  hdr.packet, highest[slot]))]
-                with m.If(first):
-                    m.d.sync += first_at[slot].eq(now)
-                with m.Elif(received[slot] == 1):
-                    m.d.sync += mean_gap[slot].eq(gap)
-                with m.Else():
-                    m.d.sync += mean_gap[slot].eq(
-                        mean_gap[slot] + ((gap.as_signed() - mean_gap[slot].as_signed()) >> GAP_WEIGHT))
                 event = self.event.payload
                 m.d.comb += [event.slot.eq(slot), event.first.eq(first), event.ldata.eq(hdr.ldata),
-                             event.complete.eq(done), event.last_buffer.eq(hdr.last_buffer),
-                             event.count.eq(now_count)]
-                m.d.comb += self.event.valid.eq(first | hdr.ldata | done)
+                             event.complete.eq(new.complete), event.last_buffer.eq(hdr.last_buffer),
+                             event.count.eq(new.count)]
+                m.d.comb += self.event.valid.eq(first | hdr.ldata | new.complete)
                 m.d.comb += self.events_lost.eq(self.event.valid & ~self.event.ready)
                 m.next = "IDLE"
 
-        self._scanner(m, scan_read, known, count, active)
+        self._scanner(m, scan_read, rows.read_port(domain="comb"), active)
         return m
 
-    def _scanner(self, m: Module, read, known, count, active) -> None:
+    def _scanner(self, m: Module, read, row, active) -> None:
         """Lists a slot's missing packets, a bit a cycle, beside the packet path."""
         cfg = self.config
         BW = cfg.bitmap_words
@@ -239,12 +244,13 @@ class Reassembly(wiring.Component):
         listed = Signal(16)
         word = Signal(32)
         out = self.missing.payload
+        m.d.comb += row.addr.eq(query.slot)
         with m.FSM(name="scan"):
             with m.State("IDLE"):
                 m.d.comb += self.query.ready.eq(1)
                 with m.If(self.query.valid):
                     valid_slot = (query.slot < cfg.rx_slots) & active[query.slot]
-                    limit = Mux(known[query.slot], count[query.slot], query.limit)
+                    limit = Mux(row.data.known, row.data.count, query.limit)
                     m.d.sync += [slot.eq(query.slot), packet.eq(0), listed.eq(0),
                                  end.eq(Mux(valid_slot, Mux(limit < cfg.max_packets, limit,
                                                              cfg.max_packets), 0))]

@@ -58,6 +58,10 @@ PACKET = data.StructLayout({
 """A packet made ready to send: its header's fields, and the store's run holding its data."""
 
 
+ORDER_BITS = 16
+"""Low bits of the buffer numbers the next buffer to send is chosen by (_first_buffer)."""
+
+
 def padded(n: Signal, multiple: int):
     return (n + multiple - 1) & ~(multiple - 1)
 
@@ -142,26 +146,28 @@ class Segmenter(wiring.Component):
         with packets still to send for the first time: whether there is one, which, and
         whether any slot has such packets now.
 
-        A tournament of pairs, so 16 slots compare in 4 levels. Beyond one level, every
-        second level's winners are registers, and so is the result (two 32-bit compares
-        and their multiplexers fill a 50 MHz cycle on a crowded part): the choice is
-        then a cycle or two old, so a slot it names is taken only while still pending."""
+        Buffer numbers are ordered as serial numbers (RFC 1982) on their low
+        ``ORDER_BITS``: the buffers loaded at once are a few slots apart, so this holds
+        across the 32-bit wrap and halves each compare. A tournament of pairs, so 16
+        slots compare in 4 levels. Beyond one level, every second level's winners are
+        registers, and so is the result (the compares and their multiplexers fill a
+        50 MHz cycle on a crowded part): the choice is then a cycle or two old, so a
+        slot it names is taken only while still pending."""
         n = self.config.tx_slots
 
         def entrant(domain, found, slot, buffer):
-            # Named as they were before the registers came: a two-slot build's netlist,
-            # and so its placement seeds (hw/boards.py), stay byte for byte the same.
-            signals = Signal(), Signal(range(n)), Signal(32, name="buffer")
+            signals = Signal(name="found"), Signal(range(n), name="slot"), Signal(ORDER_BITS, name="buffer")
             domain += [signal.eq(value) for signal, value in zip(signals, (found, slot, buffer))]
             return signals
 
-        entrants = [(table.pending[i], Const(i, range(n)), table.buffer[i]) for i in range(n)]
+        entrants = [(table.pending[i], Const(i, range(n)), table.buffer[i][:ORDER_BITS]) for i in range(n)]
         levels = (n - 1).bit_length()
         for level in range(1, levels + 1):
             domain = m.d.sync if level % 2 == 0 and levels > 1 else m.d.comb
             winners = []
             for (a_found, a_slot, a_buffer), (b_found, b_slot, b_buffer) in zip(entrants[::2], entrants[1::2]):
-                b_wins = b_found & (~a_found | (b_buffer < a_buffer))
+                b_first = (b_buffer - a_buffer)[ORDER_BITS - 1]  # b - a is negative
+                b_wins = b_found & (~a_found | b_first)
                 winners.append(entrant(domain, a_found | b_found, Mux(b_wins, b_slot, a_slot),
                                        Mux(b_wins, b_buffer, a_buffer)))
             if len(entrants) % 2:  # the odd one out goes up a level as it is

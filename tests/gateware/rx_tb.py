@@ -180,6 +180,46 @@ async def test_impaired_arrival_ends_with_right_bitmaps_and_data(dut):
 
 
 @cocotb.test()
+async def test_every_slot_keeps_its_own_row(dut):
+    """Every slot posted, in no order, and their packets interleaved with losses: each
+    slot's row (status, missing list, completion) is its own buffer's. Then one slot
+    released and posted again for another buffer: its row starts afresh, the others'
+    stay."""
+    rng = random.Random(5)
+    rx = await Rx.create(dut)
+    slots = rng.sample(range(CONFIG.rx_slots), CONFIG.rx_slots)
+    buffers = {slot: 40 + 3 * slot for slot in slots}
+    lengths = {slot: rng.randrange(1, 4) * PACKET + rng.choice((0, 200)) for slot in slots}
+    for slot in slots:
+        await rx.post(slot, buffers[slot])
+    lost = {slot: {n for n in range(count_of(lengths[slot]) - 1) if rng.random() < 0.3} for slot in slots}
+    traffic = [rx.data(buffers[s], n, lengths[s]) for s in slots for n in range(count_of(lengths[s]))
+               if n not in lost[s]]
+    rng.shuffle(traffic)
+    await rx.feed(*traffic)
+    assert rx.counts["accepted"] == len(traffic)
+    for slot in slots:
+        status = await rx.status(slot)
+        count = count_of(lengths[slot])
+        assert (status["buffer"], status["active"], status["count_known"], status["count"], status["received"],
+                status["complete"]) == (buffers[slot], 1, 1, count, count - len(lost[slot]), not lost[slot])
+        assert await rx.query(slot, count) == sorted(lost[slot])
+    done = sorted(b["slot"] for _, b in rx.events.beats if b["complete"])
+    assert done == sorted(s for s in slots if not lost[s])
+
+    again = slots[0]
+    await rx.commands.send([{"post": 0, "slot": again, "buffer": 0}])
+    await rx.post(again, 999)
+    status = await rx.status(again)
+    assert (status["buffer"], status["active"], status["received"], status["count_known"]) == (999, 1, 0, 0)
+    assert await rx.query(again, 3) == [0, 1, 2]
+    await rx.feed(rx.data(buffers[again], 0, lengths[again]))  # its old buffer's: no longer posted
+    assert rx.counts["UNPOSTED"] == 1
+    for slot in slots[1:]:
+        assert (await rx.status(slot))["received"] == count_of(lengths[slot]) - len(lost[slot])
+
+
+@cocotb.test()
 async def test_hostile_packets_are_counted_and_dropped(dut):
     """Every malformed or foreign packet is counted under its reason and changes nothing."""
     rx = await Rx.create(dut)
