@@ -32,7 +32,7 @@ from netblt.gateware.engine import Engine
 
 from . import litedram_core
 from .boards import BOARDS, Board, dram_pins
-from .build import ROOT, ROUTER2, summary, toolchain_stopped, tools_environment
+from .build import ROOT, ROUTER2, build_folder, summary, toolchain_stopped, tools_environment
 from .clocking import SystemClock
 from .litedram import LiteDram
 from .nextpnr import read_report
@@ -118,8 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output", type=Path, help="build folder (default build/<board>-<part>-alone)")
     args = parser.parse_args(argv)
     board = BOARDS[args.board]
-    build_dir = args.output or ROOT / "build" / f"{board.name}-{args.part}-alone"
-    build_dir.mkdir(parents=True, exist_ok=True)
+    build_dir = build_folder(parser, args.output or ROOT / "build" / f"{board.name}-{args.part}-alone")
     platform = board.platform()
     dram = litedram_core.generate(board.chip, build_dir / "litedram_core.v", phy="board")
     if args.part == "dram":

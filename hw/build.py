@@ -94,6 +94,18 @@ def toolchain_stopped(error: subprocess.CalledProcessError, name: str, build_dir
             f"(synthesis) and {name}.tim (place and route) in {build_dir}")
 
 
+def build_folder(parser: argparse.ArgumentParser, path: Path) -> Path:
+    """``path`` as a build folder, made if need be; the parser's one-line error when it
+    cannot be one (a file of that name, no permission)."""
+    if path.exists() and not path.is_dir():
+        parser.error(f"--output {path} is a file, not a folder")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        parser.error(f"--output {path}: {error.strerror}")
+    return path
+
+
 def summary(board: Board, report: Report, seed: int) -> str:
     lines = [f"{board.name}: {board.platform.device}-{board.platform.speed}{board.platform.package}, "
              f"nextpnr seed {seed}"]
@@ -137,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.slots == "dram" and litedram_core.CHIPS[board.chip].board_phy.needs_levelling and not args.untried:
         parser.error(f"{board.name}'s DRAM reads need levelling, which the host does but no board has tried yet, "
                      "so its slots stay in block RAM (--untried builds it anyway, for its size and timing)")
-    build_dir = args.output or ROOT / "build" / (board.name + ("-dram" if args.slots == "dram" else ""))
+    build_dir = build_folder(parser, args.output or ROOT / "build" / (board.name + ("-dram" if args.slots == "dram" else "")))
     try:
         report, seed = build(board, args.mac, args.ip, args.link_port, build_dir, args.netmask, args.gateway,
                              args.slots)

@@ -10,7 +10,7 @@ import stat
 
 import pytest
 
-from netblt.hw import build, litedram_core, liteeth_core, load
+from netblt.hw import alone, build, litedram_core, liteeth_core, load
 from netblt.hw.boards import BOARDS, BoardTop
 from netblt.hw.clocking import PllSettings
 from netblt.hw.litedram import BOARD_PIN_NAMES, BoardDram
@@ -196,6 +196,19 @@ def test_a_board_whose_dram_levelling_is_untried_says_so_in_one_line(capsys):
     assert capsys.readouterr().err.splitlines()[-1].endswith(
         "error: versa_ecp5's DRAM reads need levelling, which the host does but no board has tried yet, "
         "so its slots stay in block RAM (--untried builds it anyway, for its size and timing)")
+
+
+@pytest.mark.parametrize("command", [build.main, alone.main])
+def test_an_output_that_is_a_file_is_one_line(tmp_path, capsys, monkeypatch, command):
+    monkeypatch.setattr(build, "build", lambda *args: pytest.fail("built into a file"))
+    monkeypatch.setattr(alone.litedram_core, "generate", lambda *args, **kwargs: pytest.fail("built into a file"))
+    taken = tmp_path / "notes.txt"
+    taken.write_text("kept")
+    with pytest.raises(SystemExit) as exit:
+        command(["--board", "versa_ecp5", "--output", str(taken), *(["--part", "engine"] if command is alone.main else [])])
+    assert exit.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1].endswith(f"error: --output {taken} is a file, not a folder")
+    assert taken.read_text() == "kept"
 
 
 @pytest.fixture
