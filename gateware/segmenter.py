@@ -11,7 +11,7 @@ costs no time between packets.
 from __future__ import annotations
 
 from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, Value
-from amaranth.lib import data, fifo, stream, wiring
+from amaranth.lib import data, fifo, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from netblt.host import layout as L
@@ -66,16 +66,24 @@ def padded(n: Signal, multiple: int):
     return (n + multiple - 1) & ~(multiple - 1)
 
 
+LOAD = data.StructLayout({"buffer": 32, "length": 32, "last_buffer": 1})
+"""What SEND loaded into a slot, read back by the packet being made."""
+
+
 class _SlotTable:
-    """What each slot holds and how far its first sending has got; resends queued."""
+    """What each slot holds and how far its first sending has got; resends queued.
+
+    What SEND loads is a small memory (LUT RAM), read by the one packet being made:
+    with 16 slots, in registers it was 16-way multiplexers on a crowded part. The
+    choice of the next buffer needs every slot's flags and buffer number at once, so
+    those stay registers (the number's low ``ORDER_BITS``)."""
 
     def __init__(self, n: int, max_packets: int) -> None:
         self.loaded = Array(Signal(name=f"loaded{i}") for i in range(n))
         self.pending = Array(Signal(name=f"pending{i}") for i in range(n))
-        self.buffer = Array(Signal(32, name=f"buffer{i}") for i in range(n))
-        self.length = Array(Signal(32, name=f"length{i}") for i in range(n))
-        self.last_buffer = Array(Signal(name=f"last_buffer{i}") for i in range(n))
+        self.order = Array(Signal(ORDER_BITS, name=f"order{i}") for i in range(n))
         self.next_packet = Array(Signal(16, name=f"next{i}") for i in range(n))
+        self.loads = memory.Memory(shape=LOAD, depth=n, init=[])
         self.resends = fifo.SyncFIFOBuffered(width=4 + 16, depth=max_packets)
 
 
@@ -115,7 +123,7 @@ class Segmenter(wiring.Component):
     def elaborate(self, platform) -> Module:
         m = Module()
         table = _SlotTable(self.config.tx_slots, self.config.max_packets)
-        m.submodules.resends = table.resends
+        m.submodules.resends, m.submodules.loads = table.resends, table.loads
         self._commands(m, table)
         made, sending = Signal(PACKET), Signal(PACKET)
         emitting, hand_over = Signal(), Signal()
@@ -129,13 +137,15 @@ class Segmenter(wiring.Component):
         cfg, cmd, resends = self.config, self.command.payload, table.resends
         slot_ok = cmd.slot < cfg.tx_slots
         send_ok = slot_ok & (cmd.length != 0) & (cmd.length <= cfg.slot_bytes) & (self.settings.packet_size != 0)
-        m.d.comb += self.command.ready.eq(~cmd.resend | resends.w_rdy)
+        load = table.loads.write_port()
+        m.d.comb += [self.command.ready.eq(~cmd.resend | resends.w_rdy), load.addr.eq(cmd.slot),
+                     load.data.buffer.eq(cmd.buffer), load.data.length.eq(cmd.length),
+                     load.data.last_buffer.eq(cmd.last_buffer)]
         with m.If(self.command.valid & self.command.ready):
             with m.If(~cmd.resend & send_ok):
+                m.d.comb += load.en.eq(1)
                 m.d.sync += [table.loaded[cmd.slot].eq(1), table.pending[cmd.slot].eq(1),
-                             table.buffer[cmd.slot].eq(cmd.buffer), table.length[cmd.slot].eq(cmd.length),
-                             table.last_buffer[cmd.slot].eq(cmd.last_buffer),
-                             table.next_packet[cmd.slot].eq(0)]
+                             table.order[cmd.slot].eq(cmd.buffer[:ORDER_BITS]), table.next_packet[cmd.slot].eq(0)]
             with m.Elif(cmd.resend & slot_ok):
                 m.d.comb += [resends.w_en.eq(1), resends.w_data.eq(cmd.packet << 4 | cmd.slot)]
             with m.Else():
@@ -160,7 +170,7 @@ class Segmenter(wiring.Component):
             domain += [signal.eq(value) for signal, value in zip(signals, (found, slot, buffer))]
             return signals
 
-        entrants = [(table.pending[i], Const(i, range(n)), table.buffer[i][:ORDER_BITS]) for i in range(n)]
+        entrants = [(table.pending[i], Const(i, range(n)), table.order[i]) for i in range(n)]
         levels = (n - 1).bit_length()
         for level in range(1, levels + 1):
             domain = m.d.sync if level % 2 == 0 and levels > 1 else m.d.comb
@@ -208,6 +218,8 @@ class Segmenter(wiring.Component):
         cfg, s = self.config, self.settings
         W, resends, packet_size = cfg.beat_bytes, table.resends, s.packet_size
         found, best, waiting = self._first_buffer(m, table)
+        loaded = table.loads.read_port(domain="comb")
+        m.d.comb += loaded.addr.eq(made.slot)
         offset = Signal(32)
         remaining = Signal(32)
         data_sum = Signal(32)
@@ -236,10 +248,10 @@ class Segmenter(wiring.Component):
                 m.d.sync += offset.eq(made.packet * packet_size)
                 m.next = "MEASURE"
             with m.State("MEASURE"):
-                m.d.sync += [remaining.eq(table.length[made.slot] - offset), data_sum.eq(0), sum_beat.eq(0),
-                             made.data_checksum.eq(0), made.buffer.eq(table.buffer[made.slot]),
-                             made.last_buffer.eq(table.last_buffer[made.slot])]
-                with m.If(~table.loaded[made.slot] | (offset >= table.length[made.slot])):
+                m.d.sync += [remaining.eq(loaded.data.length - offset), data_sum.eq(0), sum_beat.eq(0),
+                             made.data_checksum.eq(0), made.buffer.eq(loaded.data.buffer),
+                             made.last_buffer.eq(loaded.data.last_buffer)]
+                with m.If(~table.loaded[made.slot] | (offset >= loaded.data.length)):
                     # A resend of a packet the slot's buffer does not have.
                     m.d.comb += self.rejected.eq(1)
                     m.next = "SELECT"
