@@ -1,13 +1,13 @@
 """Receive reassembly: payloads into their slots, one bitmap bit per packet, completion.
 
-Every posted slot waits for a buffer and has a row: packets received, the count its
+Every posted slot has a row: the buffer it waits for, packets received, the count its
 LDATA fixed, the highest packet seen, and first/last arrival times with a running
 average gap (for the host's data timers, RFC 998 section 5.2.2). The rows are a small
 memory (LUT RAM on the ECP5), one read port for each reader: with 16 slots, rows in
 registers and their 16-way multiplexers were the most crowded part of the Versa's
-DRAM build. Each slot's ``active`` flag and buffer number are registers, as every
-packet is matched against all of them at once. A packet is placed at packet number x
-packet size inside its slot; every bound is checked before the first
+DRAM build. Only each slot's ``active`` flag and buffer number are registers, as every
+packet is matched against all of them at once. A packet is placed at
+packet number x packet size inside its slot; every bound is checked before the first
 byte is written, and the write address is clamped to the slot besides, so no packet
 can write outside its slot whatever it claims. A packet the checks let through is
 written to the receive store (receive_store.py) between ``open`` and ``close``; it
@@ -45,7 +45,7 @@ SLOT_STATUS = data.StructLayout({
 })
 
 SLOT_ROW = data.StructLayout({
-    "complete": 1, "known": 1, "received": 16, "count": 16, "highest": 16,
+    "buffer": 32, "complete": 1, "known": 1, "received": 16, "count": 16, "highest": 16,
     "first_at": 32, "last_at": 32, "mean_gap": 32,
 })
 """A slot's row: what its packets have told so far (``known``: its count is LDATA's)."""
@@ -102,8 +102,8 @@ class Reassembly(wiring.Component):
 
         m.d.comb += shown.addr.eq(self.status_slot)
         m.d.comb += [self.status.active.eq(active[self.status_slot]),
-                     self.status.buffer.eq(buffer[self.status_slot]), self.status.count_known.eq(shown.data.known)]
-        for name in ("complete", "received", "count", "first_at", "last_at", "mean_gap"):
+                     self.status.count_known.eq(shown.data.known)]
+        for name in ("buffer", "complete", "received", "count", "first_at", "last_at", "mean_gap"):
             m.d.comb += self.status[name].eq(shown.data[name])
 
         packet_size = self.packet_size
@@ -150,7 +150,8 @@ class Reassembly(wiring.Component):
                              bits_write.en.eq(1)]
                 m.d.sync += clear.eq(clear + 1)
                 with m.If(clear == BW - 1):
-                    m.d.comb += [row_write.addr.eq(slot), row_write.data.eq(0), row_write.en.eq(1)]
+                    m.d.comb += [row_write.addr.eq(slot), row_write.data.eq(0),
+                                 row_write.data.buffer.eq(buffer[slot]), row_write.en.eq(1)]
                     m.d.sync += active[slot].eq(1)
                     m.next = "IDLE"
             with m.State("LOOKUP"):
@@ -209,7 +210,7 @@ class Reassembly(wiring.Component):
                 first = was.received == 0
                 gap = now - was.last_at
                 m.d.comb += [
-                    new.first_at.eq(Mux(first, now, was.first_at)),
+                    new.buffer.eq(was.buffer), new.first_at.eq(Mux(first, now, was.first_at)),
                     new.received.eq(was.received + 1), new.count.eq(Mux(hdr.ldata, hdr.packet + 1, was.count)),
                     new.known.eq(was.known | hdr.ldata), new.complete.eq(new.known & (new.received == new.count)),
                     new.last_at.eq(now),
