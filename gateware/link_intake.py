@@ -12,7 +12,7 @@ fails, or does not fit, is rolled back and counted: nothing of it is ever execut
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value
+from amaranth.hdl import Cat, Module, Mux, Signal, Value
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -37,9 +37,13 @@ def beat_sum(beat: Value) -> Value:
     return sum(halfwords(lanes(beat, 4)))
 
 
-def pseudo_header(source: Value, destination: Value, udp_length: Value) -> Value:
-    """The UDP checksum's pseudo-header, summed (RFC 768)."""
-    return source[16:] + source[:16] + destination[16:] + destination[:16] + UDP_PROTOCOL + udp_length
+def pseudo_header(ours: int, theirs: Value, udp_length: Value, more: int = 0) -> Value:
+    """The UDP checksum's pseudo-header summed (RFC 768), with ``more`` (a constant of
+    the caller's) added in. The two addresses' order does not change the sum, so our own
+    and the protocol fold into one constant: two adders deep, where the six terms in a
+    row were five."""
+    constant = (ours >> 16) + (ours & 0xFFFF) + UDP_PROTOCOL + more
+    return (theirs[16:] + theirs[:16]) + (udp_length + constant)
 
 
 class LinkIntake(wiring.Component):
@@ -78,7 +82,7 @@ class LinkIntake(wiring.Component):
         words, broken, total = Signal(16), Signal(), Signal(32)
         udp_length, source_port = Signal(16), Signal(16)
         whole = beat.keep == 0b1111
-        running = Mux(first, pseudo_header(beat.address, Const(self.address, 32), beat.length), total) + \
+        running = Mux(first, pseudo_header(self.address, beat.address, beat.length), total) + \
             Mux(whole, beat_sum(beat.data), 0)
         # Payload beats reach the FIFO a cycle late, so the last one is judged from the
         # finished sum (the verdict is a long path otherwise, into the FIFO's commit).

@@ -10,7 +10,7 @@ the transfer's SHA-256 end to end).
 
 from __future__ import annotations
 
-from amaranth.hdl import Const, Module, Mux, Signal
+from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -52,10 +52,13 @@ class LinkSender(wiring.Component):
         udp_length = Signal(16)
         checksum = Signal(16)
         streamed = c.words != c.stored
-        total = Const(self.port, 16) + c.port + udp_length + c.sum + \
-            pseudo_header(Const(self.address, 32), c.address, udp_length)
+        # The UDP header's ports and length, the payload's sum and the pseudo-header (whose
+        # length is the header's: counted twice, doubled), three adders deep. The checksum
+        # is in the header's second beat, sent a cycle after ``c`` is taken at the
+        # earliest, so it is registered: ``c`` holds still while the datagram is sent.
+        total = (c.port + c.sum) + pseudo_header(self.address, c.address, Cat(0, udp_length), more=self.port)
         folded = ~fold(total)[:16]
-        m.d.comb += checksum.eq(Mux(streamed, 0, Mux(folded == 0, 0xFFFF, folded)))
+        m.d.sync += checksum.eq(Mux(streamed, 0, Mux(folded == 0, 0xFFFF, folded)))
         udp = to_beats(header_bytes([UDP], {"source_port": self.port, "dest_port": c.port,
                                             "length": udp_length, "checksum": checksum}), 4)
         m.d.comb += self.start.eq(c.start)
