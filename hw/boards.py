@@ -98,12 +98,11 @@ BOARDS = {board.name: board for board in (
           dram_slots=EngineConfig(tx_slots=2, rx_slots=2, slot_bytes=1 << 20, max_packets=4096, pattern=False,
                                   clock_hz=45_000_000, counter_delay=2),
           dram_ping=False, link_intake_words=2048,
-          seeds=(1, 6),  # 1 meets both clocks (engine 52.0 MHz, Ethernet 167.6; 6 minutes);
+          seeds=(1, 6),  # 1 meets both clocks (engine 51.4 MHz, Ethernet 163.1; 6 minutes);
                          # 6 met before the slots' rows moved to LUT RAM (52.7, 147.6), not tried since
-          dram_seeds=(4, 5)),  # met all three clocks until the slots' rows moved to LUT RAM
-                               # (engine 48.9 and 46.0 MHz, Ethernet 143.1 and 141.2); now
-                               # engine 46.2 and 45.5, Ethernet 124.1 and 122.4 of 125, and
-                               # none of 21 seeds tried (1 to 20, 22) meets all three (docs/benchmarks.md)
+          dram_seeds=(4, 5)),  # 4 meets all three clocks: engine 48.1 MHz, Ethernet 130.1,
+                               # SDRAM 70.1 (none of 21 seeds did before the host link's
+                               # checksum adders were made shallow: docs/benchmarks.md)
     Board("versa_ecp5", VersaECP5Platform, "clk100", 100e6,
           EngineConfig(tx_slots=2, rx_slots=2, slot_bytes=32768, max_packets=1024), phy_address=0, leds=(0, 1),
           cable="ft2232", number=2, chip="versa",

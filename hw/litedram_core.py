@@ -104,11 +104,12 @@ class Chip:
 
 
 CHIPS = {
-    # One MT41K64M16 (128 MB) through ECP5DDRPHY (1:2) at 60 MHz, the chip at 120: 3.84 Gb/s
-    # raw, twice what a board moves at once (docs/benchmarks.md). litex-boards runs the
-    # Versa's at 75 MHz and the OrangeCrab's (the same chip and PHY) at 48; at 75 the
-    # controller's own refresh-to-bank-machine path missed by 15% beside the 16-slot engine.
-    "versa": Chip("MT41K64M16", 16, 60e6, oscillator_hz=100e6),
+    # One MT41K64M16 (128 MB) through ECP5DDRPHY (1:2) at 50 MHz, the chip at 100: 3.2 Gb/s
+    # raw (docs/benchmarks.md has what a board's load takes of it). litex-boards runs the
+    # Versa's at 75 MHz and the OrangeCrab's (the same chip and PHY) at 48. Beside the
+    # 16-slot engine the controller's own refresh-to-bank-machine path, 17 ns, missed 75
+    # by 15% and 60 with 4 seeds of 5.
+    "versa": Chip("MT41K64M16", 16, 50e6, oscillator_hz=100e6),
     # Two M12L16161A (2 MB each) on a 32-bit bus through GENSDRPHY at 60 MHz, as
     # litex-boards runs it: 1.92 Gb/s at most, more than the engine's 50 MHz would give.
     "colorlight": Chip("M12L16161A", 32, 60e6),
