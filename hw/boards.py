@@ -113,9 +113,9 @@ BOARDS = {board.name: board for board in (
           # Halved when the DRAM build's checksum table took 64 of the 108 EBR (with a
           # 4096-word request buffer, 8 EBR, it needed 109); the table has gone since, and
           # the buffer stays at 2048 words until this build meets timing.
-          dram_link_intake_words=2048,
-          dram_seeds=(2,)),  # routes: engine 53.5 MHz, Ethernet 177.5, DDR3 controller 64.1 of 75
-                             # (seed 1 routes too, DDR3 60.0; 3 and 4 do not route)
+          # Seed 1 (the first of ``seeds``) meets every clock: engine 56.1 MHz, Ethernet
+          # 179.3, DDR3 controller 61.1 of 50 (docs/benchmarks.md).
+          dram_link_intake_words=2048),
 )}
 
 

@@ -176,7 +176,7 @@ def test_each_build_places_with_its_own_seeds_and_router(tmp_path, monkeypatch):
     assert seeds == {("colorlight_5a75b", "block"): [(1, False), (6, False)],
                      ("colorlight_5a75b", "dram"): [(4, True), (5, True)],
                      ("versa_ecp5", "block"): [(s, False) for s in (1, 2, 3, 4)],
-                     ("versa_ecp5", "dram"): [(2, True)]}
+                     ("versa_ecp5", "dram"): [(s, True) for s in (1, 2, 3, 4)]}
 
 
 def test_a_toolchain_that_stops_is_one_line_naming_its_logs(tmp_path, monkeypatch, capsys):
