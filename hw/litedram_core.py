@@ -11,7 +11,8 @@ LiteX BIOS plays) on the DFI injector's registers, then hands the DRAM to the co
 and raises ``init_done``. The native ports are in the engine's clock domain, across
 LiteDRAM's own clock-domain crossing from the controller's.
 
-The PHY is LiteDRAM's SDRAMPHYModel with the chip's geometry and timings, for
+The PHY is LiteDRAM's SDRAMPHYModel with the chip's geometry and timings (at the clock that
+gives the board PHY's bandwidth: half the controller's for DDR3, which it takes 1:4), for
 Verilator (the controller, refresh and bank machines are the real ones, only the pins
 and the chips are modelled), or with ``--phy board`` the board's own:
 
@@ -50,7 +51,7 @@ from litedram.init import get_sdram_phy_init_sequence, get_sdram_phy_py_header
 from litedram.gen import LiteDRAMECP5DDRPHYCRG
 from litedram.phy.ecp5ddrphy import ECP5DDRPHY
 from litedram.phy.gensdrphy import GENSDRPHY
-from litedram.phy.model import SDRAMPHYModel, get_sdram_phy_settings
+from litedram.phy.model import SDRAMPHYModel, get_sdram_phy_settings, sdram_module_nphases
 from litex.build.generic_platform import Pins, Subsignal
 from litex.build.lattice.platform import LatticePlatform
 from litex.gen import LiteXModule
@@ -94,8 +95,16 @@ class Chip:
     def board_phy(self) -> BoardPhy:
         return BOARD_PHYS[self.memtype]
 
-    def geometry(self, rate: str):
-        return getattr(modules, self.module)(self.clock_hz, rate)
+    @property
+    def model_clock_hz(self) -> float:
+        """The clock LiteDRAM's model of the chip runs at to move data as the board's PHY
+        does: the model takes DDR3 at 1:4 where ECP5DDRPHY takes it at 1:2, so at half the
+        controller's clock it gives the same bursts a second, at the same timings in
+        nanoseconds (SDR is 1:1 in both)."""
+        return self.clock_hz * self.board_phy.phases / sdram_module_nphases[self.memtype]
+
+    def geometry(self, clock_hz: float, phases: int):
+        return getattr(modules, self.module)(clock_hz, f"1:{phases}")
 
     @property
     def bytes(self) -> int:
@@ -105,10 +114,10 @@ class Chip:
 
 CHIPS = {
     # One MT41K64M16 (128 MB) through ECP5DDRPHY (1:2) at 50 MHz, the chip at 100: 3.2 Gb/s
-    # raw (docs/benchmarks.md has what a board's load takes of it). litex-boards runs the
-    # Versa's at 75 MHz and the OrangeCrab's (the same chip and PHY) at 48. Beside the
-    # 16-slot engine the controller's own refresh-to-bank-machine path, 17 ns, missed 75
-    # by 15% and 60 with 4 seeds of 5.
+    # raw, of which a board's whole load takes 81-86% (docs/benchmarks.md). litex-boards
+    # runs the Versa's at 75 MHz and the OrangeCrab's (the same chip and PHY) at 48.
+    # Beside the 16-slot engine the controller's own refresh-to-bank-machine path, 17 ns,
+    # missed 75 by 15% and 60 with 4 seeds of 5.
     "versa": Chip("MT41K64M16", 16, 50e6, oscillator_hz=100e6),
     # Two M12L16161A (2 MB each) on a 32-bit bus through GENSDRPHY at 60 MHz, as
     # litex-boards runs it: 1.92 Gb/s at most, more than the engine's 50 MHz would give.
@@ -281,27 +290,32 @@ class Core(LiteXModule):
         # Each reset comes in synchronous to its clock (the Amaranth side's domains).
         self.comb += [self.cd_engine.clk.eq(platform.request("engine_clock")),
                       self.cd_engine.rst.eq(platform.request("engine_reset"))]
-        if phy == "board" and chip.board_phy.own_clocks:
-            module = chip.geometry("1:2")
+        board = chip.board_phy
+        clock_hz = chip.clock_hz if phy == "board" else chip.model_clock_hz
+        if phy == "board" and board.own_clocks:
+            module = chip.geometry(clock_hz, board.phases)
             self.ddrphy = self._ecp5_ddr3_phy(platform, chip, module)
         else:
             self.cd_sys = ClockDomain()
             self.comb += [self.cd_sys.clk.eq(platform.request("dram_clock")),
                           self.cd_sys.rst.eq(platform.request("dram_reset"))]
             if phy == "board":
-                module = chip.geometry("1:1")
-                board = chip.board_phy
+                module = chip.geometry(clock_hz, board.phases)
                 platform.add_extension([board_pads(board.prefix, board.pads, module, chip.data_bits)])
                 self.ddrphy = GENSDRPHY(platform.request(board.prefix), sys_clk_freq=chip.clock_hz)
             else:
-                # The chip's memory type at LiteDRAM's simulation rate; its native port is as
-                # wide as the board PHY's (128 bits for DDR3, 32 for 32-bit SDR).
+                # The chip's memory type at LiteDRAM's simulation rate, at the clock that
+                # gives the board PHY's bandwidth; its native port is as wide as the board
+                # PHY's (128 bits for DDR3, 32 for 32-bit SDR).
                 settings = get_sdram_phy_settings(memtype=chip.memtype, data_width=chip.data_bits,
-                                                  clk_freq=chip.clock_hz)
-                module = chip.geometry(f"1:{settings.nphases}")
-                self.ddrphy = SDRAMPHYModel(module=module, settings=settings, clk_freq=chip.clock_hz)
+                                                  clk_freq=clock_hz)
+                module = chip.geometry(clock_hz, settings.nphases)
+                self.ddrphy = SDRAMPHYModel(module=module, settings=settings, clk_freq=clock_hz)
         settings = self.ddrphy.settings
-        self.sdram = LiteDRAMCore(self.ddrphy, module.geom_settings, module.timing_settings, chip.clock_hz,
+        if phy == "board" and settings.nphases != board.phases:
+            raise SystemExit(f"litedram_core: LiteDRAM's {settings.phytype} runs {settings.nphases} phases "
+                             f"a cycle, not the {board.phases} litedram_ports.BOARD_PHYS has")
+        self.sdram = LiteDRAMCore(self.ddrphy, module.geom_settings, module.timing_settings, clock_hz,
                                   controller_settings=ControllerSettings())
 
         ready = Signal()
@@ -350,7 +364,7 @@ class Core(LiteXModule):
         self.counters = CommandCounters(self.ddrphy.dfi)
         self.comb += [platform.request(f"commands_{kind}").eq(count) for kind, count in self.counters.counts.items()]
         timing = module.timing_settings
-        self.description = {"chip": chip.module, "bytes": chip.bytes, "clock_hz": chip.clock_hz,
+        self.description = {"chip": chip.module, "bytes": chip.bytes, "clock_hz": clock_hz,
                             "address_bits": port.address_width, "data_bits": port.data_width,
                             # Controller cycles: a read or write's burst, a refresh, and
                             # closing and opening a row.

@@ -37,10 +37,13 @@ class BoardPhy:
     the board top gives it the controller's clock and drives the chip's."""
     needs_levelling: bool
     """Its reads need levelling before they land (the host does it, driver/dram_levelling.py)."""
+    phases: int
+    """DFI phases a controller cycle (GENSDRPHY 1:1, ECP5DDRPHY 1:2); the core checks it
+    against the PHY's own settings."""
 
 
-BOARD_PHYS = {"SDR": BoardPhy("sdram", "sdram", SDR_PADS, own_clocks=False, needs_levelling=False),
-              "DDR3": BoardPhy("ddr3", "ddram", DDR3_PADS, own_clocks=True, needs_levelling=True)}
+BOARD_PHYS = {"SDR": BoardPhy("sdram", "sdram", SDR_PADS, own_clocks=False, needs_levelling=False, phases=1),
+              "DDR3": BoardPhy("ddr3", "ddram", DDR3_PADS, own_clocks=True, needs_levelling=True, phases=2)}
 """GENSDRPHY's and ECP5DDRPHY's, by LiteDRAM's memory type."""
 COUNT_BITS = 32
 """Each command counter's width: free-running, wrapping."""

@@ -51,6 +51,20 @@ def test_impossible_pll_is_refused():
         PllSettings.exact(25e6, 50e6, 61e6)  # no VCO is a multiple of both
 
 
+@pytest.mark.parametrize("chip", sorted(CHIPS))
+def test_the_model_core_moves_data_as_fast_as_the_board_phy(chip, tmp_path):
+    """The simulations' DRAM has the board's bandwidth and timings: LiteDRAM's model takes
+    DDR3 1:4 where ECP5DDRPHY takes it 1:2, so at the controller's clock it would move
+    twice the Versa's bursts a second."""
+    model = litedram_core.generate(chip, tmp_path / "model.v")
+    board = litedram_core.generate(chip, tmp_path / "board.v", phy="board")
+    assert board["clock_hz"] == CHIPS[chip].clock_hz
+    for description in (model, board):
+        description["bits_per_second"] = description["clock_hz"] * description["data_bits"] / description["t_ccd"]
+        description["refresh_ns"] = round(description["t_rfc"] / description["clock_hz"] * 1e9)
+    assert (model["bits_per_second"], model["refresh_ns"]) == (board["bits_per_second"], board["refresh_ns"])
+
+
 def test_a_colorlight_with_slots_in_dram_puts_its_core_on_the_sdram_pins(tmp_path):
     """The board core (GENSDRPHY) on every pin of the platform's SDRAM, the chip's clock
     from a DDR output, and from the PLL the engine's 45 MHz (VCO 540 MHz / 12) and the
