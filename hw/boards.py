@@ -66,8 +66,6 @@ class Board:
     link_intake_words: int = INTAKE_WORDS
     """The host link's request buffer; the Colorlight has EBR for 2048 words only, too
     few for a 9000-byte datagram (the CLI's host link sends 1500-byte ones)."""
-    dram_link_intake_words: int = 0
-    """The request buffer of the build with its slots in DRAM, where it differs (0: as above)."""
     seeds: tuple[int, ...] = (1, 2, 3, 4)
     """nextpnr placement seeds to try, in order, keeping the first that meets timing: on
     the nearly full Colorlight, LiteEth's clock-crossing paths at 125 MHz land anywhere
@@ -79,11 +77,10 @@ class Board:
     def built(self, slots: str) -> Board:
         """The board as its build with slots in ``slots`` has it: with them in DRAM, its
         ``config`` is ``dram_slots`` (the DRAM core's geometry still to add), with the
-        DRAM build's own seeds and request buffer where it has them."""
+        DRAM build's own seeds where it has them."""
         if slots != "dram":
             return self
-        return replace(self, config=self.dram_slots, ping=self.dram_ping, seeds=self.dram_seeds or self.seeds,
-                       link_intake_words=self.dram_link_intake_words or self.link_intake_words)
+        return replace(self, config=self.dram_slots, ping=self.dram_ping, seeds=self.dram_seeds or self.seeds)
 
 
 BOARDS = {board.name: board for board in (
@@ -109,13 +106,9 @@ BOARDS = {board.name: board for board in (
           # 64 MB each way: 16 slots of 4 MB (2897 packets of 1448 bytes), bitmaps of 4096.
           # No pattern blocks (1,000 LUTs of a part that was too crowded to route): nothing
           # fills or checks a Versa DRAM slot but the testbenches, on their own builds.
-          dram_slots=EngineConfig(tx_slots=16, rx_slots=16, slot_bytes=4 << 20, max_packets=4096, pattern=False),
-          # Halved when the DRAM build's checksum table took 64 of the 108 EBR (with a
-          # 4096-word request buffer, 8 EBR, it needed 109); the table has gone since, and
-          # the buffer stays at 2048 words until this build meets timing.
-          # Seed 1 (the first of ``seeds``) meets every clock: engine 56.1 MHz, Ethernet
-          # 179.3, DDR3 controller 61.1 of 50 (docs/benchmarks.md).
-          dram_link_intake_words=2048),
+          # Seed 1 (the first of ``seeds``) meets every clock: engine 57.1 MHz, Ethernet
+          # 176.0, DDR3 controller 58.6 of 50 (docs/benchmarks.md).
+          dram_slots=EngineConfig(tx_slots=16, rx_slots=16, slot_bytes=4 << 20, max_packets=4096, pattern=False)),
 )}
 
 
