@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo demo-board test bench bench-rates bench-auto bench-tcp bench-board bench-long-path bench-outstanding bench-gateware bench-ethernet bitstream load clean
+.PHONY: demo demo-board test bench bench-rates bench-auto bench-tcp bench-board bench-long-path bench-outstanding bench-gateware bench-ethernet bench-ethernet-dram bitstream load clean
 
 $(STAMP): pyproject.toml driver/_fastpath.c
 	$(PYTHON) -m venv $(VENV)
@@ -65,6 +65,11 @@ bench-gateware: $(STAMP)
 # The integrated top on GMII (goodput, back-to-back receive, the host link, LiteEth's ARP clear), then both boards' bitstreams.
 bench-ethernet: $(STAMP)
 	$(BIN)/python -m netblt.sim.ethernet_bench
+
+# The same wire measured with each board's slots in its DRAM (LiteDRAM's model of its chip): unpaced DATA out and
+# DATA in back to back.
+bench-ethernet-dram: $(STAMP)
+	$(BIN)/python -m netblt.sim.ethernet_bench --slots dram
 
 # A board's bitstream: build/$(BOARD)/netblt.bit and report.txt; fails when timing is not met.
 # Optional: MAC=02:.. IP=192.168.1.50 LINK_PORT=2990 NETMASK=255.255.255.0 GATEWAY=192.168.1.1;

@@ -1,12 +1,17 @@
 """The Ethernet benchmark: the integrated top on GMII, and the boards' bitstreams.
 
     python -m netblt.sim.ethernet_bench            (make bench-ethernet)
+    python -m netblt.sim.ethernet_bench --slots dram
 
 For each board's design (its engine sizes and system clock), runs
 sim/ethernet_bench_tb.py under Verilator: unpaced transmission timed at the GMII
 wires against the gigabit goodput for each frame size, and DATA frames received back to
 back at the minimum gap. Then builds each board's bitstream (hw/build.py) for its Fmax
 and utilisation, unless --no-boards. Prints tables; docs/benchmarks.md quotes them.
+With ``--slots dram`` each board's design has its slots in its DRAM, on LiteDRAM's model
+of its chip (sim/sim_board.py's design), and the wire is measured the same way with
+PACKETS_IN_DRAM packets a buffer; the host link's table and the bitstreams are left out
+(its bulk case moves every slot whole, 64 MiB on the Versa).
 """
 
 from __future__ import annotations
@@ -28,10 +33,13 @@ from netblt.hw.boards import BOARDS, Board
 from netblt.hw.node import NetbltNode
 
 from . import hdl
+from .sim_board import design
 
 MODULE = "netblt.sim.ethernet_bench_tb"
 CASES = "1456:ip,1448:udp,532:ip,524:udp,64:ip,64:udp"
 """A 1500-byte MTU, a 576-byte one, and 64-byte payloads, each native and in UDP."""
+PACKETS_IN_DRAM = 8
+"""Packets a buffer with the slots in DRAM: 128 frames timed over the Versa's 16 slots."""
 
 
 def clocked(board: Board) -> str:
@@ -39,18 +47,28 @@ def clocked(board: Board) -> str:
     return hdl.clock_suffix(board.config.clock_hz, BOARDS[board.name].config.clock_hz)
 
 
-def simulate(board: Board, results: Path, cases: str) -> dict:
-    """The board's design (its engine sizes and system clock) on GMII."""
-    config, name = board.config, f"node_{board.name}{clocked(board)}"
-    node = NetbltNode(config, board=board.number, intake_words=board.link_intake_words)
-    runner = hdl.build(node, name, [liteeth_core.simulation_core(hdl.BUILD / "liteeth", config.clock_hz)])
-    env = {"NETBLT_BENCH_RESULTS": str(results), "NETBLT_BENCH_CASES": cases,
-           "NETBLT_TB_CLOCK_HZ": str(config.clock_hz), "NETBLT_TB_SLOT_BYTES": str(config.slot_bytes),
-           # Jumbo datagrams where the board's intake holds one (not the Colorlight's).
-           "NETBLT_BENCH_MTUS": "1500,9000" if board.link_intake_words >= (9000 - F.IP_UDP_HEADERS) // 4 else "1500"}
-    for case in ("bench_transmit", "bench_receive", "bench_link"):
+def simulate(board: Board, results: Path, cases: str, slots: str = "block") -> dict:
+    """The board's design (its engine sizes and system clock) on GMII, its slots in
+    block RAM or in its DRAM."""
+    env = {"NETBLT_BENCH_RESULTS": str(results), "NETBLT_BENCH_CASES": cases}
+    if slots == "dram":
+        chosen = design(board.name, "dram")
+        config, name, node, sources = chosen.config, chosen.name, chosen.node, chosen.sources
+        benches = ("bench_transmit", "bench_receive")
+        env |= {"NETBLT_TB_DRAM_DESCRIPTION": json.dumps(chosen.dram), "NETBLT_BENCH_PACKETS": str(PACKETS_IN_DRAM),
+                "NETBLT_TB_TX_SLOTS": str(config.tx_slots), "NETBLT_TB_RX_SLOTS": str(config.rx_slots)}
+    else:
+        config, name = board.config, f"node_{board.name}{clocked(board)}"
+        node = NetbltNode(config, board=board.number, intake_words=board.link_intake_words)
+        sources = [liteeth_core.simulation_core(hdl.BUILD / "liteeth", config.clock_hz)]
+        benches = ("bench_transmit", "bench_receive", "bench_link")
+        # Jumbo datagrams where the board's intake holds one (not the Colorlight's).
+        env["NETBLT_BENCH_MTUS"] = "1500,9000" if board.link_intake_words >= (9000 - F.IP_UDP_HEADERS) // 4 else "1500"
+    env |= {"NETBLT_TB_CLOCK_HZ": str(config.clock_hz), "NETBLT_TB_SLOT_BYTES": str(config.slot_bytes)}
+    runner = hdl.build(node, name, sources)
+    for case in benches:
         hdl.run(runner, name, MODULE, Path(__file__).parent, testcase=case, env=env)
-    return json.loads(results.read_text())
+    return {"config": config, **json.loads(results.read_text())}
 
 
 ARP_TIMESCALE = 10_000
@@ -83,7 +101,9 @@ def report_arp(arp: dict, console: Console) -> None:
 
 
 def report(board: Board, results: dict, console: Console) -> None:
-    clock = f"{board.name}: engine at {board.config.clock_hz / 1e6:g} MHz, {board.config.slot_bytes // 1024} KiB slots"
+    config = results["config"]
+    clock = (f"{board.name}: engine at {config.clock_hz / 1e6:g} MHz, {config.slot_bytes // 1024} KiB slots"
+             + (f" in DRAM, {PACKETS_IN_DRAM} packets a buffer" if config.dram else ""))
     table = Table(title=f"Transmit, unpaced, at the GMII wires (gigabit Ethernet); {clock}")
     for column in ("payload B", "carriage", "frames timed", "wire B/frame", "median gap ns",
                    "goodput Mb/s", "theoretical Mb/s", "of theoretical"):
@@ -101,6 +121,8 @@ def report(board: Board, results: dict, console: Console) -> None:
         table.add_row(str(row["payload"]), "UDP" if row["udp"] else "IP 30", str(row["gap_bytes"]),
                       str(row["frames"]), str(row["accepted"]), drops)
     console.print(table)
+    if "link" not in results:  # not measured with the slots in DRAM
+        return
     table = Table(title=f"Host link (requests pipelined, 4 in flight); {clock}")
     for column in ("case", "bytes", "goodput Mb/s", "theoretical Mb/s", "of theoretical", "DATA meanwhile Mb/s",
                    "latency"):
@@ -120,10 +142,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", default=CASES, help="payload:ip|udp, comma-separated")
     parser.add_argument("--no-boards", action="store_true", help="skip the bitstream builds")
+    parser.add_argument("--slots", choices=("block", "dram"), default="block",
+                        help="each board's slots in block RAM (default) or in its DRAM, on LiteDRAM's model of "
+                             "its chip (no host link table, no bitstreams)")
     parser.add_argument("--clock-mhz", type=positive, metavar="MHZ",
                         help="run each board's engine (and LiteEth's side of it) at this clock instead of its own: "
                              "how fast it must be for 64-byte frames back to back (bitstreams in build/<board>_<N>mhz)")
     args = parser.parse_args(argv)
+    if args.slots == "dram" and args.clock_mhz:
+        parser.error("--clock-mhz is for the block-RAM designs: a DRAM design runs at its board's DRAM build's clock")
     boards = list(BOARDS.values())
     if args.clock_mhz:
         boards = [replace(b, config=replace(b.config, clock_hz=args.clock_mhz * 1_000_000)) for b in boards]
@@ -132,7 +159,9 @@ def main(argv: list[str] | None = None) -> int:
         console.width = 160
     for board in boards:
         with tempfile.TemporaryDirectory() as tmp:
-            report(board, simulate(board, Path(tmp) / "bench.json", args.cases), console)
+            report(board, simulate(board, Path(tmp) / "bench.json", args.cases, args.slots), console)
+    if args.slots == "dram":
+        return 0
     with tempfile.TemporaryDirectory() as tmp:
         report_arp(simulate_arp(Path(tmp) / "bench.json"), console)
     if not args.no_boards:

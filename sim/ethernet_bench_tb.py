@@ -44,8 +44,14 @@ async def connect(dut, wire: Wire, size: int, udp: bool) -> RegisterHost:
     return host
 
 
+PACKETS = int(os.environ.get("NETBLT_BENCH_PACKETS") or 0)
+"""At most this many packets a buffer (0: what a slot holds): a board's DRAM slots hold
+thousands, and a few dozen a slot measure the wire's timing as well."""
+
+
 def buffer_packets(size: int) -> int:
-    return min(CONFIG.slot_bytes // size, CONFIG.max_packets)
+    most = min(CONFIG.slot_bytes // size, CONFIG.max_packets)
+    return min(most, PACKETS) if PACKETS else most
 
 
 def link_theoretical_mbps(mtu: int) -> float:
