@@ -50,24 +50,21 @@ def clocked(board: Board) -> str:
 def simulate(board: Board, results: Path, cases: str, slots: str = "block") -> dict:
     """The board's design (its engine sizes and system clock) on GMII, its slots in
     block RAM or in its DRAM."""
-    env = {"NETBLT_BENCH_RESULTS": str(results), "NETBLT_BENCH_CASES": cases}
-    if slots == "dram":
-        chosen = design(board.name, "dram")
-        config, name, node, sources = chosen.config, chosen.name, chosen.node, chosen.sources
+    chosen = design(board, slots)
+    config = chosen.config
+    env = {"NETBLT_BENCH_RESULTS": str(results), "NETBLT_BENCH_CASES": cases,
+           "NETBLT_TB_CLOCK_HZ": str(config.clock_hz), "NETBLT_TB_SLOT_BYTES": str(config.slot_bytes)}
+    if chosen.dram:
         benches = ("bench_transmit", "bench_receive")
         env |= {"NETBLT_TB_DRAM_DESCRIPTION": json.dumps(chosen.dram), "NETBLT_BENCH_PACKETS": str(PACKETS_IN_DRAM),
                 "NETBLT_TB_TX_SLOTS": str(config.tx_slots), "NETBLT_TB_RX_SLOTS": str(config.rx_slots)}
     else:
-        config, name = board.config, f"node_{board.name}{clocked(board)}"
-        node = NetbltNode(config, board=board.number, intake_words=board.link_intake_words)
-        sources = [liteeth_core.simulation_core(hdl.BUILD / "liteeth", config.clock_hz)]
         benches = ("bench_transmit", "bench_receive", "bench_link")
         # Jumbo datagrams where the board's intake holds one (not the Colorlight's).
         env["NETBLT_BENCH_MTUS"] = "1500,9000" if board.link_intake_words >= (9000 - F.IP_UDP_HEADERS) // 4 else "1500"
-    env |= {"NETBLT_TB_CLOCK_HZ": str(config.clock_hz), "NETBLT_TB_SLOT_BYTES": str(config.slot_bytes)}
-    runner = hdl.build(node, name, sources)
+    runner = hdl.build(chosen.node, chosen.name, chosen.sources)
     for case in benches:
-        hdl.run(runner, name, MODULE, Path(__file__).parent, testcase=case, env=env)
+        hdl.run(runner, chosen.name, MODULE, Path(__file__).parent, testcase=case, env=env)
     return {"config": config, **json.loads(results.read_text())}
 
 

@@ -24,6 +24,7 @@ from netblt.host.units import parse_duration, parse_port, parse_probability
 
 if TYPE_CHECKING:
     from netblt.gateware.config import EngineConfig
+    from netblt.hw.boards import Board
     from netblt.hw.node import NetbltNode
 
 MODULE = "netblt.sim.sim_board_tb"
@@ -84,9 +85,11 @@ class Design:
     dram: dict | None = None
 
 
-def design(board: str | None, slots: str = "block") -> Design:
+def design(board: Board | None, slots: str = "block") -> Design:
     """The node for ``board`` (None: the design the tests simulate) with its slots in
-    block RAM or, for a board, in its DRAM; its cores are generated into build/ here."""
+    block RAM or, for a board, in its DRAM; its cores are generated into build/ here. A
+    board whose engine runs at another clock than its own (the Ethernet benchmark's
+    ``--clock-mhz``) builds apart."""
     from netblt.gateware.config import EngineConfig
     from netblt.hw import litedram_core
     from netblt.hw.boards import BOARDS
@@ -98,16 +101,17 @@ def design(board: str | None, slots: str = "block") -> Design:
     if board is None:
         config = EngineConfig(data_width=32)
         return Design(NetbltNode(config), "node", config, [_ethernet(config)])
-    chosen = BOARDS[board]
     if slots == "block":
-        node = NetbltNode(chosen.config, board=chosen.number, intake_words=chosen.link_intake_words)
-        return Design(node, f"node_{board}", chosen.config, [_ethernet(chosen.config)])
-    core = hdl.BUILD / "litedram" / f"{chosen.chip}_model.v"
-    description = litedram_core.generate(chosen.chip, core)
-    built = chosen.built("dram")
+        config = board.config
+        node = NetbltNode(config, board=board.number, intake_words=board.link_intake_words)
+        name = f"node_{board.name}{hdl.clock_suffix(config.clock_hz, BOARDS[board.name].config.clock_hz)}"
+        return Design(node, name, config, [_ethernet(config)])
+    core = hdl.BUILD / "litedram" / f"{board.chip}_model.v"
+    description = litedram_core.generate(board.chip, core)
+    built = board.built("dram")
     config = in_dram(built.config, description)
-    node = NetbltNode(config, board=chosen.number, intake_words=built.link_intake_words)
-    return Design(node, f"node_{board}_dram", config, [_ethernet(config), core], description)
+    node = NetbltNode(config, board=board.number, intake_words=built.link_intake_words)
+    return Design(node, f"node_{board.name}_dram", config, [_ethernet(config), core], description)
 
 
 def _ethernet(config: EngineConfig) -> Path:
@@ -149,7 +153,7 @@ def run_from_args(args: argparse.Namespace) -> int:
         print(f"netblt sim-board: error: no board {args.board!r}; there are {', '.join(sorted(BOARDS))}",
               file=sys.stderr)
         return 2
-    chosen = design(args.board, args.slots)
+    chosen = design(BOARDS[args.board] if args.board else None, args.slots)
     config = chosen.config
     log = hdl.BUILD / f"{chosen.name}-build.log"
     print(f"netblt sim-board: building the {args.board or 'simulation'} design with Verilator (minutes the "
