@@ -42,6 +42,16 @@ PACKETS_IN_DRAM = 8
 """Packets a buffer with the slots in DRAM: 128 frames timed over the Versa's 16 slots."""
 
 
+def frame_cases(text: str) -> str:
+    """``--cases`` checked: payload:ip or payload:udp, comma-separated (the testbench
+    reads the text itself)."""
+    for case in text.split(","):
+        size, _, carriage = case.partition(":")
+        if not size.isdigit() or int(size) < 1 or carriage not in ("ip", "udp"):
+            raise argparse.ArgumentTypeError(f"{case!r} is not payload:ip or payload:udp, as in 1456:ip")
+    return text
+
+
 def clocked(board: Board) -> str:
     """A board run at another clock than its own (``--clock-mhz``) builds apart: "_45mhz"."""
     return hdl.clock_suffix(board.config.clock_hz, BOARDS[board.name].config.clock_hz)
@@ -137,7 +147,7 @@ def report(board: Board, results: dict, console: Console) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cases", default=CASES, help="payload:ip|udp, comma-separated")
+    parser.add_argument("--cases", type=frame_cases, default=CASES, help="payload:ip|udp, comma-separated")
     parser.add_argument("--no-boards", action="store_true", help="skip the bitstream builds")
     parser.add_argument("--slots", choices=("block", "dram"), default="block",
                         help="each board's slots in block RAM (default) or in its DRAM, on LiteDRAM's model of "
