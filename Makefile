@@ -26,50 +26,50 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -q -n 2 --dist loadgroup --no-loadscope-reorder
 
 bench: $(STAMP)
-	$(BIN)/python -m netblt.host.bench
+	$(BIN)/python -m netblt.bench.software_bench
 
 # Each end's steady-state rate against the rate asked for (1M to 950M, sender and receiver), about 4 minutes.
 bench-rates: $(STAMP)
-	$(BIN)/python -m netblt.host.bench --rates
+	$(BIN)/python -m netblt.bench.software_bench --rates
 
 # Rate selection with no --rate, in virtual time, across bottlenecks, round trips and losses (about 30 s).
 bench-auto: $(STAMP)
-	$(BIN)/python -m netblt.sim.rate_bench
+	$(BIN)/python -m netblt.bench.rate_bench
 
 # NETBLT without --rate against Linux TCP (reno, cubic, bbr) through the same emulated paths, applied
 # between two network namespaces by netblt netem --tun's relay (needs root; about 10 minutes).
 bench-tcp: $(STAMP)
-	$(BIN)/python -m netblt.sim.tcp_bench
+	$(BIN)/python -m netblt.bench.tcp_bench
 
 # Offloaded transfers through netblt sim-board: host CPU and host-link bytes per data byte, the
 # control loop split into board and host time, pacing at the board's wire (about 6 minutes).
 bench-board: $(STAMP)
-	$(BIN)/python -m netblt.sim.board_bench
+	$(BIN)/python -m netblt.bench.board_bench
 
 # 64 MiB sent from the Versa's DRAM through netblt sim-board and a 100 ms, 0.1%-loss WAN, measured in simulated
 # time at the board's wire, the simulation held at 1:10,000 of real time (about three hours; --rtt, --loss, --size:
-# python -m netblt.sim.long_path_bench -h).
+# python -m netblt.bench.long_path_bench -h).
 bench-long-path: $(STAMP)
-	$(BIN)/python -m netblt.sim.long_path_bench
+	$(BIN)/python -m netblt.bench.long_path_bench
 
 # The same geometry (16 buffers of 4 MiB, 900 Mb/s) through 100, 300 and 600 ms paths, the host engines alone in
 # virtual time: how much of each path the outstanding data fills, and with more of it (about 15 seconds).
 bench-outstanding: $(STAMP)
-	$(BIN)/python -m netblt.sim.outstanding_bench
+	$(BIN)/python -m netblt.bench.outstanding_bench
 
 # Cycles per packet against the wire (each side's store in block RAM and in each board's DRAM model), pacing
 # accuracy, synth_ecp5 utilisation, nextpnr Fmax (about 5 minutes of simulation once built, then synthesis).
 bench-gateware: $(STAMP)
-	$(BIN)/python -m netblt.sim.gateware_bench
+	$(BIN)/python -m netblt.bench.gateware_bench
 
 # The integrated top on GMII (goodput, back-to-back receive, the host link, LiteEth's ARP clear), then both boards' bitstreams.
 bench-ethernet: $(STAMP)
-	$(BIN)/python -m netblt.sim.ethernet_bench
+	$(BIN)/python -m netblt.bench.ethernet_bench
 
 # The same wire measured with each board's slots in its DRAM (LiteDRAM's model of its chip): unpaced DATA out and
 # DATA in back to back.
 bench-ethernet-dram: $(STAMP)
-	$(BIN)/python -m netblt.sim.ethernet_bench --slots dram
+	$(BIN)/python -m netblt.bench.ethernet_bench --slots dram
 
 # A board's bitstream: build/$(BOARD)/netblt.bit and report.txt; fails when timing is not met.
 # Optional: MAC=02:.. IP=192.168.1.50 LINK_PORT=2990 NETMASK=255.255.255.0 GATEWAY=192.168.1.1;

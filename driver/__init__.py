@@ -1,1 +1,3 @@
-"""NETBLT data paths: the buffer-level interface, its per-packet core, and the software path."""
+"""NETBLT data paths behind the protocol core's buffer-level interface: the per-packet
+core (in C, with its Python twin), the software path over sockets, and the board path
+over the host link."""

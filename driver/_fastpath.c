@@ -1,10 +1,10 @@
 /* The software data path's per-packet work, compiled: DATA headers built and checked,
  * payloads placed into posted buffers with one bit per packet.
  *
- * It does exactly what driver/framing.py and driver/reassembly.py's PythonSlots do
+ * It does exactly what driver/framing.py and driver/receive_buffers.py's PythonSlots do
  * (tests/test_fastpath.py runs both on the same packets, hostile ones included); the
  * pure-Python code is used only where this extension could not be built. Header field
- * offsets and widths come from host/layout.py through layout(), never typed here.
+ * offsets and widths come from formats/rfc998.py through layout(), never typed here.
  */
 
 #define PY_SSIZE_T_CLEAN
@@ -12,7 +12,7 @@
 #include <stdint.h>
 #include <string.h>
 
-/* -- the DATA/LDATA header, as host/layout.py defines it ------------------------------ */
+/* -- the DATA/LDATA header, as formats/rfc998.py defines it ------------------------------ */
 
 enum { F_CHECKSUM, F_VERSION, F_TYPE, F_LENGTH, F_LOCAL_PORT, F_FOREIGN_PORT, F_BUFFER,
        F_HIGH_ACK, F_PACKET, F_DATA_CHECKSUM, F_FLAGS, F_COUNT };
@@ -210,7 +210,7 @@ static int Slots_init(Slots *self, PyObject *args, PyObject *kwargs)
         PyErr_SetString(PyExc_ValueError, "Slots: bad sizes");
         return -1;
     }
-    PyObject *events = PyImport_ImportModule("netblt.host.events");
+    PyObject *events = PyImport_ImportModule("netblt.protocol.events");
     if (!events)
         return -1;
     Py_XSETREF(self->first_packet, PyObject_GetAttrString(events, "FirstPacket"));
@@ -514,7 +514,7 @@ static PyTypeObject SlotsType = {
 
 static PyMethodDef module_methods[] = {
     {"layout", layout, METH_VARARGS,
-     "layout(fields, header_size, version, data, ldata, last_flag): the header, from host/layout.py."},
+     "layout(fields, header_size, version, data, ldata, last_flag): the header, from formats/rfc998.py."},
     {"pack", (PyCFunction)(void (*)(void))pack, METH_VARARGS | METH_KEYWORDS,
      "pack(out, data, packet_size, first, n, ...) -> (bytes written, segment size)."},
     {NULL}};

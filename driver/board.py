@@ -22,19 +22,20 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from netblt.gateware.drops import Drop
-from netblt.gateware.pacer import PacingMode
-from netblt.gateware.registers import (
+from ..formats.drops import Drop
+from ..formats.registers import PacingMode
+from ..formats.registers import (
     ADDRESS, COMMAND_WORD, CONNECTION_FLAGS, DRAM_LEVELS_WORD, ENGINE_STATE, EVENT_WORD, GEOMETRY_WORD,
     RECEIVED_FLAGS, Command, Event,
 )
-from netblt.host import events as ev
-from netblt.host.packets import Packet
-from netblt.host.params import Params, burst_for_rate
+from ..protocol import events as ev
+from ..protocol.packets import Packet
+from ..protocol.params import Params, burst_for_rate
 
-from . import link_format as F
+from ..formats import host_link as F
 from .control_codec import ControlCodec
-from .dram_levelling import DramPhy, Injector, LevellingFailed, level
+from ..formats.dram_csr import DramPhy
+from .dram_levelling import Injector, LevellingFailed, level
 from .link import BoardInUse, BoardLink, LinkError, Part, Request
 from .transport import Address, Kind
 

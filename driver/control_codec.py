@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections import Counter, OrderedDict
 
-from netblt.host import events as ev
-from netblt.host.codec import CodecError, decode, encode
-from netblt.host.packets import Open, Packet, Response
+from ..protocol import events as ev
+from ..protocol.codec import CodecError, decode, encode
+from ..protocol.packets import Open, Packet, Response
 
 OPENERS_KEPT = 64
 """NETBLT ports remembered from OPENs not yet answered, so each answer reaches its opener."""

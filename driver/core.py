@@ -10,18 +10,18 @@ from __future__ import annotations
 
 from collections import Counter
 
-from netblt.host import events as ev
-from netblt.host.packets import Packet
-from netblt.host.params import Params
+from ..protocol import events as ev
+from ..protocol.packets import Packet
+from ..protocol.params import Params
 
 from .control_codec import ControlCodec
 from .framing import is_data, pack
-from .pacer import BurstPacer
-from .reassembly import ReceiveBuffers
+from .burst_pacer import BurstPacer
+from .receive_buffers import ReceiveBuffers
 from .txqueue import TransmitQueue
 
 REPORT_INTERVAL = 0.02
-"""Seconds between :class:`~netblt.host.events.Arrivals` reports while data flows."""
+"""Seconds between :class:`~netblt.protocol.events.Arrivals` reports while data flows."""
 
 
 class DataPathCore:

@@ -10,8 +10,8 @@ import math
 import struct
 from typing import NamedTuple
 
-from netblt.host import layout as L
-from netblt.host.checksum import internet_checksum
+from ..formats import rfc998 as L
+from ..formats.checksum import internet_checksum
 
 HEADER_SIZE = L.DATA_HEADER_SIZE
 _STRUCT = struct.Struct(">" + L.HEADER.struct.format[1:] + L.DATA.struct.format[1:])

@@ -26,10 +26,10 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 
-from netblt.host.endpoint import DataPathError
-from netblt.gateware.registers import ENGINE_REGISTERS, LINK_REGISTERS, REGISTER_MAP
+from ..protocol.endpoint import DataPathError
+from ..formats.registers import ENGINE_REGISTERS, LINK_REGISTERS, REGISTER_MAP
 
-from . import link_format as F
+from ..formats import host_link as F
 from .transport import GSO_MAX_BYTES, GSO_MAX_SEGMENTS, segmented, show
 
 ID_MODULUS = 1 << 16

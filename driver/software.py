@@ -11,9 +11,9 @@ from __future__ import annotations
 import threading
 import time
 
-from netblt.host import events as ev
-from netblt.host.packets import Packet
-from netblt.host.params import Params
+from ..protocol import events as ev
+from ..protocol.packets import Packet
+from ..protocol.params import Params
 
 from .core import DataPathCore
 from .framing import HEADER_SIZE

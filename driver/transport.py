@@ -15,7 +15,7 @@ import socket
 import struct
 from typing import Literal
 
-from netblt.host.layout import IP_PROTOCOL
+from ..formats.rfc998 import IP_PROTOCOL
 
 DEFAULT_PORT = 2998
 """The UDP port (and, natively on IP, the NETBLT port) a receiver listens on by default."""

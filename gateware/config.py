@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from netblt.host import layout as L
+from ..formats import rfc998 as L
 
-from .registers import COMMAND_WORD, EVENT_WORD
+from ..formats.registers import COMMAND_WORD, EVENT_WORD
 
 MAX_SLOTS = 1 << min(COMMAND_WORD.width("slot"), EVENT_WORD.width("slot"))
 """Slots each way: as many as the commands' and events' slot fields number."""

@@ -13,14 +13,14 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from .config import EngineConfig
-from .control import ControlStatus
+from .control_status import ControlStatus
 from .dram_slots import dram_members
 from .outbound import Outbound
 from .receive_store import READ_AHEAD
-from .receiver import Receiver
-from .registers import DramCsrBus, RegisterBus
+from .receive_path import Receiver
+from .register_bus import DramCsrBus, RegisterBus
 from .streams import ip_stream
-from .transmitter import UPLOAD_ROOM, Transmitter
+from .transmit_path import UPLOAD_ROOM, Transmitter
 
 
 class Engine(wiring.Component):

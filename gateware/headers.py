@@ -1,4 +1,4 @@
-"""NETBLT and UDP headers as beats: the host layouts turned into gateware, never retyped.
+"""NETBLT and UDP headers as beats: formats/ layouts turned into gateware, never retyped.
 
 Lane order on every stream is LiteEth's: the first byte on the wire is bits [7:0] of a
 beat. Multi-byte fields are big-endian on the wire (reading A1), so a field's most
@@ -11,21 +11,19 @@ from collections.abc import Mapping, Sequence
 
 from amaranth.hdl import Cat, Const, Value
 
-from netblt.host import layout as L
-
-UDP = L.Layout("udp", (L.Field("source_port", 0, 2), L.Field("dest_port", 2, 2),
-                       L.Field("length", 4, 2), L.Field("checksum", 6, 2)))
-"""The 8-byte UDP header; the engine sends checksum 0, as IPv4 allows."""
+from ..formats import rfc998 as L
+from ..formats.layout import Layout
+from ..formats.rfc998 import UDP
 
 DATA_LAYOUTS = (L.HEADER, L.DATA)
 """The 24-byte DATA/LDATA header, which its checksum covers (reading A13)."""
 
 
-def layouts_size(layouts: Sequence[L.Layout]) -> int:
+def layouts_size(layouts: Sequence[Layout]) -> int:
     return sum(layout.end - layout.start for layout in layouts)
 
 
-def header_bytes(layouts: Sequence[L.Layout], values: Mapping[str, Value | int]) -> list[Value]:
+def header_bytes(layouts: Sequence[Layout], values: Mapping[str, Value | int]) -> list[Value]:
     """The header's bytes in wire order; fields not given (padding) are zero."""
     out: list[Value] = []
     for layout in layouts:
@@ -38,7 +36,7 @@ def header_bytes(layouts: Sequence[L.Layout], values: Mapping[str, Value | int])
     return out
 
 
-def header_fields(layouts: Sequence[L.Layout], data: Sequence[Value]) -> dict[str, Value]:
+def header_fields(layouts: Sequence[Layout], data: Sequence[Value]) -> dict[str, Value]:
     """Each field's value from the header's bytes (``data`` in wire order)."""
     fields: dict[str, Value] = {}
     at = 0

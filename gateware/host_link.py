@@ -11,14 +11,14 @@ from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import memory, wiring
 from amaranth.lib.wiring import In, Out
 
-from netblt.driver.link_format import LINK_PORT
+from ..formats.host_link import LINK_PORT
 
 from .link_executor import DOWNLOAD_QUEUE, BoardIdentity, LinkExecutor
 from .receive_store import READ_AHEAD
-from .transmitter import UPLOAD_ROOM
+from .transmit_path import UPLOAD_ROOM
 from .link_intake import LinkIntake
 from .link_sender import STORE_WORDS, LinkSender
-from .registers import RegisterBus
+from .register_bus import RegisterBus
 from .streams import ip_stream
 
 INTAKE_WORDS = 4096

@@ -16,9 +16,10 @@ from amaranth.hdl import Cat, Module, Mux, Signal, Value
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from netblt.driver import link_format as F
+from ..formats import host_link as F
 
-from .headers import UDP, fold, halfwords, lanes
+from ..formats.rfc998 import UDP
+from .headers import fold, halfwords, lanes
 from .packet_fifo import CONTROL_META, PacketFifo
 from .parser import control_beat
 from .segmenter import UDP_PROTOCOL

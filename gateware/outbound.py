@@ -12,7 +12,7 @@ from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from netblt.host import layout as L
+from ..formats import rfc998 as L
 
 from .config import EngineConfig
 from .headers import UDP, header_bytes, to_beats

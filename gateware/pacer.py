@@ -2,20 +2,11 @@
 
 from __future__ import annotations
 
-import enum
-
 from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-
-class PacingMode(enum.IntEnum):
-    OFF = 0
-    """Every packet may start at once: the link, not the engine, sets the rate."""
-    BURSTS = 1
-    """Up to ``burst_size`` packets at the start of each interval, back to back."""
-    SMOOTH = 2
-    """``burst_size`` starts spread evenly over each interval: no micro-bursts."""
+from ..formats.registers import PacingMode
 
 
 class Pacer(wiring.Component):

@@ -15,10 +15,10 @@ from amaranth.hdl import Cat, Module, Mux, Signal, Value
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from netblt.host import layout as L
+from ..formats import rfc998 as L
 
 from .config import EngineConfig
-from .drops import Drop
+from ..formats.drops import Drop
 from .headers import DATA_LAYOUTS, UDP, fold, halfwords, header_fields, lanes, layouts_size
 from .segmenter import UDP_PROTOCOL
 from .streams import CONNECTION, ip_stream, rx_data

@@ -22,7 +22,7 @@ from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .config import EngineConfig
-from .drops import Drop
+from ..formats.drops import Drop
 from .streams import rx_data
 
 RX_COMMAND = data.StructLayout({"post": 1, "slot": 4, "buffer": 32})

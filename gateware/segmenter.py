@@ -14,7 +14,7 @@ from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, Value
 from amaranth.lib import data, fifo, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from netblt.host import layout as L
+from ..formats import rfc998 as L
 
 from .checksum_table import ChecksumLookup
 from .config import EngineConfig

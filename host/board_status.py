@@ -14,9 +14,12 @@ import json
 from rich.console import Console
 from rich.table import Table
 
-from netblt.driver.link_format import LINK_PORT
-from netblt.driver.transport import TransportError, parse_address
-from netblt.host.units import parse_duration
+from ..driver.link import BoardLink, LinkError
+from ..driver.transport import TransportError, parse_address
+from ..formats.dram_csr import DramPhy
+from ..formats.host_link import LINK_PORT
+from ..formats.registers import BOARD_NAMES, DRAM_LEVELS_WORD, ENGINE_STATE, GEOMETRY_WORD, GROUPS, LINK_GROUPS
+from .units import parse_duration
 
 ADDRESSES = {"PEER_ADDRESS", "CONTROL_FROM", "LINK_OWNER_ADDRESS", "IP_ADDRESS", "NETMASK", "GATEWAY"}
 """Registers that hold an IPv4 address."""
@@ -41,10 +44,6 @@ def _timeout(text: str) -> float:
 
 
 def run(args: argparse.Namespace, out: Console, err: Console) -> int:
-    # The register table is the gateware's (amaranth): loaded only for this command.
-    from netblt.driver.link import BoardLink, LinkError
-    from netblt.gateware.registers import GROUPS, LINK_GROUPS
-
     try:
         address = parse_address(args.board, LINK_PORT)
         if not address[0] or address[1] == 0:
@@ -85,9 +84,7 @@ def value_text(name: str, value: int) -> str:
 
 def summary(where: str, r: dict[str, int]) -> str:
     mac = ":".join(f"{b:02x}" for b in ((r["MAC_HIGH"] << 32) | r["MAC_LOW"]).to_bytes(6, "big"))
-    from netblt.hw.boards import BOARDS  # amaranth-boards: only when there is a board to name
-    names = {0: "simulation"} | {board.number: name for name, board in BOARDS.items()}
-    board = names.get(r["BOARD"], f"board {r['BOARD']}")
+    board = BOARD_NAMES.get(r["BOARD"], f"board {r['BOARD']}")
     if r["LINK_SESSION"]:
         owner = (f"owned by {ipaddress.IPv4Address(r['LINK_OWNER_ADDRESS'])}:{r['LINK_OWNER_PORT']}, "
                  f"last heard {r['LINK_OWNER_SILENT'] / 1000:g} s ago")
@@ -104,9 +101,6 @@ def slots(r: dict[str, int]) -> str:
     """The slots GEOMETRY and SLOT_BYTES describe, whether STATE says their memory is
     ready (a board's DRAM is not until its init sequence has run, and its reads are
     levelled where they need it), and the levels DRAM_LEVELS holds."""
-    from netblt.driver.dram_levelling import DramPhy
-    from netblt.gateware.registers import DRAM_LEVELS_WORD, ENGINE_STATE, GEOMETRY_WORD
-
     g = GEOMETRY_WORD.unpack(r["GEOMETRY"])
     size = r["SLOT_BYTES"]
     size_text = f"{size >> 20} MiB" if size >= 1 << 20 and size % (1 << 20) == 0 else f"{size // 1024} KiB"

@@ -15,13 +15,13 @@ from rich.progress import BarColumn, DownloadColumn, Progress, ProgressColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from netblt.driver.link_format import LINK_PORT
-from netblt.driver.transport import DEFAULT_PORT, TransportError, parse_address
-
+from ..driver.transport import DEFAULT_PORT, TransportError, parse_address
+from ..formats.host_link import LINK_PORT
+from ..protocol.endpoint import DataPathError
+from ..protocol.params import MAX_PACKETS_PER_BUFFER, ParamError, Params, Timing, burst_for_rate
 from .auth import Secret, SecretError
 from .files import FileError
-from .params import MAX_PACKETS_PER_BUFFER, ParamError, Params, Timing, burst_for_rate
-from .endpoint import DataPathError
+from .sim_commands import add_netem_arguments, add_sim_board_arguments, run_netem, run_sim_board
 from .transfer import Gate, Interrupted, Options, Output, Report, TransferError, UsageError, plan, send, serve
 from .units import parse_port, parse_rate, parse_size, positive
 
@@ -118,16 +118,14 @@ def build_parser() -> argparse.ArgumentParser:
     recv.add_argument("--allow", type=_network, action="append", default=[], metavar="ADDR[/PREFIX]",
                       help="admit only senders from here (repeatable)")
     _add_common_options(recv)
-    from netblt.host import board_status
+    from . import board_status
     board_status.add_arguments(sub.add_parser("board", help="ask a board (or a simulated one) about itself",
                                               description="Talk to a board over its host link."))
     sim_board = sub.add_parser("sim-board", help="run a simulated board that netblt reaches over loopback",
                                description="Simulate a board's whole design (engine, host link, LiteEth) "
                                            "under Verilator, its Ethernet port bridged to UDP on 127.0.0.1.")
-    from netblt.sim.sim_board import add_arguments as sim_board_arguments
-    sim_board_arguments(sim_board)
-    from netblt.sim.relay import add_arguments
-    add_arguments(sub.add_parser("netem", help="relay UDP between two ends through an emulated WAN",
+    add_sim_board_arguments(sim_board)
+    add_netem_arguments(sub.add_parser("netem", help="relay UDP between two ends through an emulated WAN",
                                  description="Relay UDP between a sender (--listen) and a receiver "
                                              "(--forward), applying an emulated WAN in each direction."))
     return parser
@@ -245,13 +243,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command == "netem":
-        from netblt.sim.relay import run_from_args
-        return run_from_args(args, parser)
+        return run_netem(args)
     if args.command == "sim-board":
-        from netblt.sim.sim_board import run_from_args as run_sim_board
         return run_sim_board(args)
     if args.command == "board":
-        from netblt.host import board_status
+        from . import board_status
         return board_status.run(args, Console(width=max(Console().width, 120)), Console(stderr=True))
     try:
         where = parse_address(args.peer if args.command == "send" else args.listen)

@@ -22,18 +22,16 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from netblt.driver.software import SoftwareDataPath
-from netblt.driver.transport import DEFAULT_PORT, Address, Kind, Transport, host_address, show
+from ..driver.software import SoftwareDataPath
+from ..driver.transport import DEFAULT_PORT, Address, Kind, Transport, host_address, show
 
 from . import announce
-from . import events as ev
+from ..protocol import events as ev
 from .auth import Secret
-from .endpoint import Admission, DataPathError, Endpoint
-from .engine import Connection, State
-from .files import (
-    Expectation, FileError, FileSink, FileSource, StdoutSink, StreamSource, name_problem,
-)
-from .params import Params, Timing
+from ..protocol.endpoint import Admission, DataPathError, Endpoint
+from ..protocol.connection import Connection, State
+from .files import Expectation, FileError, FileSink, FileSource, StdoutSink, StreamSource, name_problem
+from ..protocol.params import Params, Timing
 
 SILENCE_WARNING = 5.0
 """Seconds of silence from the peer before the user hears about it."""
@@ -139,7 +137,7 @@ class Report:
 
 
 if TYPE_CHECKING:
-    from netblt.driver.board import BoardDataPath
+    from ..driver.board import BoardDataPath
 
     RealTimeDataPath = SoftwareDataPath | BoardDataPath
     """What a transfer in real time runs on: this host's sockets, or a board."""
@@ -150,7 +148,7 @@ def data_path(options: Options, feedback: Feedback, *, peer: Address | None = No
               listen: Address | None = None) -> Iterator[RealTimeDataPath]:
     """The data path the options name, with its socket or board session, closed after."""
     if options.board is not None:
-        from netblt.driver.board import BoardDataPath  # the gateware's definitions: imported when used
+        from ..driver.board import BoardDataPath
         port = listen[1] if listen else options.local_port or DEFAULT_PORT
         dp = BoardDataPath.open(options.board, local_port=port,
                                 kind=options.kind, peer=peer, notice=feedback.status)

@@ -27,8 +27,8 @@ from pathlib import Path
 from amaranth.hdl import Cat, Elaboratable, Module, Signal, Value
 from amaranth.lib import wiring
 
-from netblt.gateware.config import DramGeometry
-from netblt.gateware.engine import Engine
+from ..gateware.config import DramGeometry
+from ..gateware.engine import Engine
 
 from . import litedram_core
 from .boards import BOARDS, Board, dram_pins

@@ -21,9 +21,10 @@ from amaranth.lib import io
 from amaranth_boards.colorlight_5a75b_r7_0 import Colorlight_5A75B_R70Platform
 from amaranth_boards.versa_ecp5 import VersaECP5Platform
 
-from netblt.driver.link_format import LINK_PORT
-from netblt.gateware.config import DramGeometry, EngineConfig
-from netblt.gateware.host_link import INTAKE_WORDS
+from ..formats.host_link import LINK_PORT
+from ..formats.registers import BOARD_NAMES
+from ..gateware.config import DramGeometry, EngineConfig
+from ..gateware.host_link import INTAKE_WORDS
 
 from .clocking import SystemClock
 from .litedram import BoardDram
@@ -51,13 +52,16 @@ class Board:
     """LED indices for link and activity; one LED does both (on: link; blinks: activity)."""
     cable: str
     """openFPGALoader's cable: the Versa's own FT2232H; the Colorlight needs an external one."""
-    number: int
-    """What the BOARD register shows a host."""
     chip: str
     """The board's DRAM, as hw/litedram_core.CHIPS names it."""
     dram_slots: EngineConfig
     """The engine with its slots in that DRAM: each way's slots fill half the chip
     (the core's geometry is added when it is generated)."""
+
+    @property
+    def number(self) -> int:
+        """What the BOARD register shows a host."""
+        return next(n for n, name in BOARD_NAMES.items() if name == self.name)
     ping: bool = True
     """The board answers ping (LiteEth's ICMP echo)."""
     dram_ping: bool = True
@@ -86,7 +90,7 @@ class Board:
 BOARDS = {board.name: board for board in (
     Board("colorlight_5a75b", Colorlight_5A75B_R70Platform, "clk25", 25e6,
           EngineConfig(tx_slots=2, rx_slots=2, slot_bytes=16384, max_packets=1024, pattern=False), phy_address=0,
-          leds=(0,), cable="ft232", number=1, chip="colorlight",
+          leds=(0,), cable="ft232", chip="colorlight",
           # 2 MiB each way: 2 slots of 1 MiB (724 packets of 1448 bytes), bitmaps of 4096.
           # The engine at 45 MHz: with LiteDRAM beside it the part is 86% full, and at
           # 50 MHz the engine missed by 8-13% whatever was cut. 45 MHz still takes 64-byte
@@ -102,7 +106,7 @@ BOARDS = {board.name: board for board in (
                                # checksum adders were made shallow: docs/benchmarks.md)
     Board("versa_ecp5", VersaECP5Platform, "clk100", 100e6,
           EngineConfig(tx_slots=2, rx_slots=2, slot_bytes=32768, max_packets=1024), phy_address=0, leds=(0, 1),
-          cable="ft2232", number=2, chip="versa",
+          cable="ft2232", chip="versa",
           # 64 MB each way: 16 slots of 4 MB (2897 packets of 1448 bytes), bitmaps of 4096.
           # No pattern blocks (1,000 LUTs of a part that was too crowded to route): nothing
           # fills or checks a Versa DRAM slot but the testbenches, on their own builds.

@@ -20,7 +20,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from netblt.driver.link_format import LINK_PORT
+from ..formats.host_link import LINK_PORT
 
 from . import litedram_core, liteeth_core
 from .boards import BOARDS, Board, BoardTop

@@ -16,9 +16,9 @@ from amaranth.hdl import ClockSignal, Instance, Module, ResetSignal, Value
 from amaranth.lib import data, io, wiring
 from amaranth.lib.wiring import In, Out
 
-from netblt.gateware.config import DramGeometry
-from netblt.gateware.dram_dma import NativePort
-from netblt.gateware.registers import DramCsrBus
+from ..gateware.config import DramGeometry
+from ..gateware.dram_dma import NativePort
+from ..gateware.register_bus import DramCsrBus
 
 from .litedram_ports import COMMANDS, COUNT_BITS, PORTS, BoardPhy
 

@@ -59,8 +59,9 @@ from litex.soc.interconnect import csr_bus
 from migen import FSM, Array, ClockDomain, Constant, If, NextState, NextValue, Signal
 from migen.genlib.cdc import MultiReg
 
-from netblt.driver.dram_levelling import DFII_COMMAND, DFII_CONTROL, csr_map
-from netblt.gateware.registers import DRAM_CSR_ADDRESS_BITS, DRAM_PHY_WORD, DramCsrBus
+from ..formats.dram_csr import DFII_COMMAND, DFII_CONTROL, csr_map
+from ..formats.registers import DRAM_CSR_ADDRESS_BITS, DRAM_PHY_WORD
+from ..gateware.register_bus import DramCsrBus
 
 from .litedram_ports import BOARD_PHYS, COMMANDS, COUNT_BITS, PORTS, BoardPhy
 from .litex_core import DEVICE, run_generator, write_if_changed, write_verilog

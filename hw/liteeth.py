@@ -16,7 +16,7 @@ from amaranth.hdl import Cat, ClockSignal, Instance, Module, Mux, ResetSignal, S
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from netblt.gateware.streams import ip_stream
+from ..gateware.streams import ip_stream
 
 from .liteeth_core import DATA_WIDTH, PROTOCOLS, STREAM_WIRES
 

@@ -14,13 +14,13 @@ from amaranth.hdl import Cat, Module
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from netblt.driver.link_format import LINK_PORT
-from netblt.gateware.config import EngineConfig
-from netblt.gateware.engine import Engine
-from netblt.gateware.host_link import INTAKE_WORDS, HostLink
-from netblt.gateware.link_executor import DOWNLOAD_QUEUE, STAGED_DOWNLOAD_QUEUE, BoardIdentity
-from netblt.gateware.stream_buffer import StreamBuffer
-from netblt.gateware.streams import ip_payload
+from ..formats.host_link import LINK_PORT
+from ..gateware.config import EngineConfig
+from ..gateware.engine import Engine
+from ..gateware.host_link import INTAKE_WORDS, HostLink
+from ..gateware.link_executor import DOWNLOAD_QUEUE, STAGED_DOWNLOAD_QUEUE, BoardIdentity
+from ..gateware.stream_buffer import StreamBuffer
+from ..gateware.streams import ip_payload
 
 from .litedram import RECEIVE_PORT, TRANSMIT_PORT, BoardDram, LiteDram
 from .liteeth import GMII, LiteEthCore

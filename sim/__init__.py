@@ -1,1 +1,2 @@
-"""Network emulation: a seeded WAN path model, virtual-time transfers, and a UDP relay."""
+"""Emulations that stand in for what a test or a demo does not have: a WAN (wan) and
+the board's gateware under Verilator (rtl)."""

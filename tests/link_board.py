@@ -12,8 +12,8 @@ import struct
 from collections import deque
 from collections.abc import Callable
 
-from netblt.driver import link_format as F
-from netblt.gateware.registers import ENGINE_REGISTERS, LINK_REGISTERS, REGISTER_MAP
+from netblt.formats import host_link as F
+from netblt.formats.registers import ENGINE_REGISTERS, LINK_REGISTERS, REGISTER_MAP
 
 EVENT_REGISTER = 0x10
 """Reads pop ``fifo`` here, as the engine's EVENT register does."""

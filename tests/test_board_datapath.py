@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from netblt.driver import link_format as F
+from netblt.formats import host_link as F
 from netblt.driver.board import BoardClock, BoardDataPath, Slot
 from netblt.driver.link import Request
-from netblt.gateware.registers import ADDRESS
-from netblt.host import events as ev
+from netblt.formats.registers import ADDRESS
+from netblt.protocol import events as ev
 
 
 def flushed(stale: int, readings: list[int]) -> list[int]:
@@ -59,7 +59,7 @@ class LevellingBoard:
     DRAM_CSR_BUSY; an access started while busy is ignored, as the port ignores it."""
 
     def __init__(self, dram, busy_reads: int) -> None:
-        from netblt.gateware.registers import DRAM_PHY_WORD, ENGINE_STATE
+        from netblt.formats.registers import DRAM_PHY_WORD, ENGINE_STATE
         self.dram, self.busy_reads, self.busy, self.ignored = dram, busy_reads, 0, 0
         self.registers = {"DRAM_PHY": DRAM_PHY_WORD.pack(**{**vars(dram.phy), "levelling": 1}),
                           "STATE": ENGINE_STATE.pack(slots_ready=0), "DRAM_CSR_DATA": 0}
@@ -96,7 +96,7 @@ def test_a_board_whose_dram_reads_need_levelling_is_levelled_and_handed_over():
     levels left in DRAM_LEVELS for board status, and the DRAM handed to the controller."""
     from test_dram_levelling import VERSA, ModelDram
 
-    from netblt.driver.dram_levelling import DFII_CONTROL
+    from netblt.formats.dram_csr import DFII_CONTROL
     from netblt.host.board_status import slots
 
     dram = ModelDram(VERSA, [(3, range(1, 6)), (0, range(4, 8))])
@@ -117,7 +117,7 @@ def test_a_board_whose_dram_reads_need_levelling_is_levelled_and_handed_over():
 def test_a_board_whose_dram_reads_land_nowhere_is_one_clear_error():
     from test_dram_levelling import VERSA, ModelDram
 
-    from netblt.driver.dram_levelling import DFII_CONTROL
+    from netblt.formats.dram_csr import DFII_CONTROL
     from netblt.driver.link import LinkError
 
     dram = ModelDram(VERSA, [(1, range(2, 5)), (2, range(0))])

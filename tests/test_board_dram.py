@@ -13,8 +13,9 @@ from clitools import NETBLT, SimBoard
 from test_board_transfer import board_receives, board_sends
 
 from netblt.driver.board import BoardDataPath
-from netblt.driver.dram_levelling import DFII_CONTROL, DramPhy, patterns
-from netblt.gateware.registers import DRAM_PHY_WORD, ENGINE_STATE, GEOMETRY_WORD
+from netblt.formats.dram_csr import DFII_CONTROL, DramPhy
+from netblt.driver.dram_levelling import patterns
+from netblt.formats.registers import DRAM_PHY_WORD, ENGINE_STATE, GEOMETRY_WORD
 
 pytestmark = pytest.mark.xdist_group("board_dram")  # one worker: the module's board is its fixture's
 

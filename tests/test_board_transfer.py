@@ -21,10 +21,10 @@ from scapy.utils import rdpcap
 from test_scapy_vectors import TYPES, read
 
 from netblt.driver.framing import HEADER_SIZE
-from netblt.host import codec, packets
+from netblt.protocol import codec, packets
 from netblt.host.files import trailer_size
 from netblt.hw.liteeth_core import MAC_ADDRESS
-from netblt.sim import wire_pacing
+from netblt.bench import wire_pacing
 
 pytestmark = pytest.mark.xdist_group("board_transfer")  # one worker: the module's board is its fixture's
 
@@ -210,7 +210,7 @@ def test_every_frame_the_board_sent_decodes_and_obeys_negotiation(board, pcap, t
     DATA is no larger than negotiated, a buffer's packets are exactly the negotiated count,
     and pacing at the wire is exact to a clock (the pcap has the simulation's nanoseconds):
     each packet on its grant's grid point, or, where the board's one transmit port was
-    busy then, as soon as it freed (sim/wire_pacing.py). The receiver's offers may change
+    busy then, as soon as it freed (bench/wire_pacing.py). The receiver's offers may change
     the rate: each NULL-ACK with new values starts a new grid, and the last one's
     interval is the one the board holds.
 

@@ -18,8 +18,8 @@ from rich.progress import Progress
 from netblt.driver import transport
 from netblt.host import files
 from netblt.host.cli import BitRateColumn, main
-from netblt.host.codec import decode, encode
-from netblt.host.packets import Open, Refused
+from netblt.protocol.codec import decode, encode
+from netblt.protocol.packets import Open, Refused
 
 @pytest.fixture
 def payload(tmp_path: Path) -> Path:

@@ -5,10 +5,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from netblt.host import layout as L
-from netblt.host.checksum import internet_checksum
-from netblt.host.codec import CodecError, decode, encode
-from netblt.host.packets import (
+from netblt.formats import rfc998 as L
+from netblt.formats.checksum import internet_checksum
+from netblt.protocol.codec import CodecError, decode, encode
+from netblt.protocol.packets import (
     Abort, Control, Data, Done, Go, KeepAlive, NullAck, Ok, Open, Quit, QuitAck, Refused, Resend, Response,
 )
 

@@ -8,13 +8,13 @@ from hypothesis import strategies as st
 
 from netblt.driver.core import DataPathCore
 from netblt.driver.framing import FrameError, build_header, fastpath, parse_header
-from netblt.driver.pacer import BurstPacer
-from netblt.driver.reassembly import PythonSlots, ReceiveBuffers
+from netblt.driver.burst_pacer import BurstPacer
+from netblt.driver.receive_buffers import PythonSlots, ReceiveBuffers
 from netblt.driver.txqueue import TransmitQueue
-from netblt.host import events as ev
-from netblt.host.codec import decode, encode
-from netblt.host.packets import Data, Open, Refused
-from netblt.host.params import Params
+from netblt.protocol import events as ev
+from netblt.protocol.codec import decode, encode
+from netblt.protocol.packets import Data, Open, Refused
+from netblt.protocol.params import Params
 
 PS, BS = 100, 1000  # 10 packets per buffer
 

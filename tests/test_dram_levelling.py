@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from netblt.driver.dram_levelling import (
-    DFII_COMMAND, DFII_CONTROL, PRECHARGE_ALL, DramPhy, Injector, LevellingFailed, csr_map, level, longest_run,
-)
-from netblt.gateware.registers import DRAM_PHY_WORD
+from netblt.formats.dram_csr import DFII_COMMAND, DFII_CONTROL, PRECHARGE_ALL, DramPhy, csr_map
+from netblt.driver.dram_levelling import Injector, LevellingFailed, level, longest_run
+from netblt.formats.registers import DRAM_PHY_WORD
 
 VERSA = DramPhy.read(DRAM_PHY_WORD.pack(levelling=1, phases=2, words=2, rdphase=0, wrphase=1, modules=2,
                                         bitslips=4, delays=8))

@@ -4,12 +4,12 @@ from dataclasses import replace
 
 import pytest
 
-from netblt.host import events as ev
-from netblt.host.engine import Connection, State
-from netblt.host.packets import (
+from netblt.protocol import events as ev
+from netblt.protocol.connection import Connection, State
+from netblt.protocol.packets import (
     Abort, Control, Done, Go, KeepAlive, NullAck, Ok, Open, Quit, QuitAck, Refused, Resend, Response,
 )
-from netblt.host.params import Params, Timing
+from netblt.protocol.params import Params, Timing
 
 PARAMS = Params(buffer_size=10_000, packet_size=1000, burst_size=5, burst_interval=10, max_buffers=2,
                 data_checksum=False, death_timer=20)

@@ -9,7 +9,7 @@ from amaranth.sim import Simulator
 
 from netblt.gateware.config import MAX_SLOTS, EngineConfig
 from netblt.gateware.engine import Engine
-from netblt.gateware.registers import ADDRESS, COMMAND_WORD, EVENT_WORD, GEOMETRY_WORD, Command, Event
+from netblt.formats.registers import ADDRESS, COMMAND_WORD, EVENT_WORD, GEOMETRY_WORD, Command, Event
 
 
 def run_commands(config: EngineConfig, commands: list[Command], slot: int = 0) -> tuple[int, list[int], dict]:

@@ -51,7 +51,7 @@ def test_closing_stops_the_hash_at_once(tmp_path):
 
 
 def test_a_file_that_shrinks_while_hashed_fails_when_its_trailer_is_due(tmp_path):
-    """The sender then quits with the reason (host/endpoint.py), instead of a digest of
+    """The sender then quits with the reason (protocol/endpoint.py), instead of a digest of
     less than it announced."""
     path = tmp_path / "sparse.bin"
     with open(path, "wb") as f:

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from netblt.sim.hdl import ports_sorted
+from netblt.sim.rtl.hdl import ports_sorted
 
 
 @pytest.mark.xdist_group("harness")
@@ -16,7 +16,7 @@ def test_a_group_stays_on_one_worker(request):
     simulated board its fixture started. xdist learns a test's group from a suffix it
     puts on the test's id; where pytest ignores that (pytest 9.2 with xdist 3.8,
     pytest-xdist issue 1386), groups split across workers. (Builds stay whole even so:
-    sim/hdl.py lets one process at a time build a folder. Before it did, split groups
+    sim/rtl/hdl.py lets one process at a time build a folder. Before it did, split groups
     had two workers build one folder at once, and builds failed at random.)
     pyproject.toml pins a pytest that keeps the suffix."""
     if not getattr(request.config.option, "loadgroup", False):  # xdist sets it on a loadgroup worker
@@ -48,7 +48,7 @@ def test_a_design_converted_by_two_processes_is_one_build():
     """Amaranth orders the clock and reset ports of the domains it creates by a set's
     iteration, so processes with different hash seeds (make test's workers, a sim-board
     they start) write one two-domain design with its ports in different orders (seeds 0
-    and 2 do). sim/hdl.py compares designs with their ports sorted, and rebuilds only
+    and 2 do). sim/rtl/hdl.py compares designs with their ports sorted, and rebuilds only
     for a real change."""
     texts = [subprocess.run([sys.executable, "-c", TWO_DOMAINS], capture_output=True, text=True, check=True,
                             env=os.environ | {"PYTHONHASHSEED": seed}).stdout for seed in ("0", "2")]

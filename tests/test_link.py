@@ -6,9 +6,9 @@ import os
 import pytest
 from link_board import EVENT_REGISTER, BoardModel, LossyLink
 
-from netblt.driver import link_format as F
+from netblt.formats import host_link as F
 from netblt.driver.link import LinkClient, LinkError, decode_snapshot
-from netblt.gateware.registers import ADDRESS, ENGINE_REGISTERS, LINK_REGISTERS
+from netblt.formats.registers import ADDRESS, ENGINE_REGISTERS, LINK_REGISTERS
 
 IMPAIRED = dict(loss=0.2, duplicate=0.1, reorder=0.2)
 

@@ -5,7 +5,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from netblt.host.cli import build_parser, params_from
-from netblt.host.params import ParamError, Params, burst_for_rate
+from netblt.protocol.params import ParamError, Params, burst_for_rate
 
 
 def rate(burst_size, interval_ms, packet_size):

@@ -12,8 +12,8 @@ import pytest
 from clitools import finish, spawn, start_recv
 
 from netblt.host.announce import Announcement
-from netblt.host.codec import CodecError, decode, encode
-from netblt.host.packets import Abort, Control, Data, Go, KeepAlive, NullAck, Ok, Open, Quit, Refused, Response
+from netblt.protocol.codec import CodecError, decode, encode
+from netblt.protocol.packets import Abort, Control, Data, Go, KeepAlive, NullAck, Ok, Open, Quit, Refused, Response
 
 
 def udp() -> socket.socket:

@@ -1,4 +1,4 @@
-"""Rate selection (host/rate.py): the selector on its own, then whole transfers with no
+"""Rate selection (protocol/rate.py): the selector on its own, then whole transfers with no
 --rate across emulated paths in virtual time (issue 15's cases)."""
 
 from __future__ import annotations
@@ -8,12 +8,12 @@ from dataclasses import replace
 
 import pytest
 
-from netblt.host.params import Params, burst_for_rate
-from netblt.host.rate import (
+from netblt.protocol.params import Params, burst_for_rate
+from netblt.protocol.rate import (
     FASTER, FILTER, LIMITED, PROBE_GAINS, REGAIN, SPAN, STARTUP_GAIN, UNCONFIRMED_GAIN, RateSelector,
 )
-from netblt.sim.netem import PathConfig
-from netblt.sim.virtual import simulate
+from netblt.sim.wan.netem import PathConfig
+from netblt.sim.wan.virtual import simulate
 
 M = 1e6
 INTERVAL = 0.001

@@ -10,9 +10,9 @@ from clitools import NETBLT, finish, free_port, send, start_recv
 
 from netblt.host.announce import Announcement
 from netblt.host.auth import WINDOW, Secret
-from netblt.host.codec import decode, encode
+from netblt.protocol.codec import decode, encode
 from netblt.host.files import TRAILER, TRAILER_MAGIC, Expectation, InOrder, Verifier
-from netblt.host.packets import Open, Refused, Response
+from netblt.protocol.packets import Open, Refused, Response
 
 SECRET = b"correct horse battery staple"
 

@@ -1,7 +1,7 @@
 """The wire format checked by a parser that shares nothing with the codec.
 
 The scapy layers below are written from RFC 998 section 8 (as tabulated in
-../shared/reference/netblt-rfc998.md, section 2), not from host/layout.py: every field of
+../shared/reference/netblt-rfc998.md, section 2), not from formats/rfc998.py: every field of
 every packet type, by its own offset and width. They read the golden vectors (written by
 the codec), and a few packets are written out here byte by byte, so a layout mistake
 cannot hide behind regenerated vectors.
@@ -15,8 +15,8 @@ from scapy.fields import (
 from scapy.packet import Packet
 from scapy.utils import checksum
 
-from netblt.host.codec import decode, encode
-from netblt.host.packets import Abort, Control, Data, Go, NullAck, Ok, Open, Refused, Resend, Response
+from netblt.protocol.codec import decode, encode
+from netblt.protocol.packets import Abort, Control, Data, Go, NullAck, Ok, Open, Refused, Resend, Response
 
 TYPES = {0: "OPEN", 1: "RESPONSE", 2: "KEEPALIVE", 3: "QUIT", 4: "QUITACK", 5: "ABORT", 6: "DATA",
          7: "LDATA", 8: "NULL_ACK", 9: "CONTROL", 10: "REFUSED", 11: "DONE"}

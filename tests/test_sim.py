@@ -9,13 +9,13 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from netblt.host.endpoint import Admission
-from netblt.host.engine import State
+from netblt.protocol.endpoint import Admission
+from netblt.protocol.connection import State
 from netblt.host.files import TRAILER, TRAILER_MAGIC, StreamSource
-from netblt.host.params import Params
-from netblt.sim import virtual
-from netblt.sim.netem import Path, PathConfig
-from netblt.sim.virtual import simulate
+from netblt.protocol.params import Params
+from netblt.sim.wan import virtual
+from netblt.sim.wan.netem import Path, PathConfig
+from netblt.sim.wan.virtual import simulate
 
 PARAMS = Params(buffer_size=8000, packet_size=500, burst_size=8, burst_interval=2, max_buffers=4,
                 data_checksum=True, death_timer=30)

@@ -14,15 +14,14 @@ import time
 import pytest
 from clitools import NETBLT, SimBoard, free_port, spawn
 
-from netblt.driver import link_format as F
+from netblt.formats import host_link as F
 from netblt.driver.link import BoardLink, LinkError
 from netblt.gateware.config import EngineConfig
-from netblt.gateware.control import FLAG_UDP
-from netblt.gateware.registers import ADDRESS, COMMAND_WORD, DRAM_PHY_WORD, ENGINE_STATE, GEOMETRY_WORD, Command
-from netblt.host import codec, packets
+from netblt.formats.registers import ADDRESS, COMMAND_WORD, CONNECTION_FLAGS, DRAM_PHY_WORD, ENGINE_STATE, GEOMETRY_WORD, Command
+from netblt.protocol import codec, packets
 from netblt.host.board_status import slots
 from netblt.hw.liteeth_core import IP_ADDRESS
-from netblt.sim import sim_board_tb
+from netblt.sim.rtl import sim_board_tb
 
 
 pytestmark = pytest.mark.xdist_group("sim_board")  # one worker: the module's boards are its fixtures'
@@ -129,7 +128,7 @@ def test_the_boards_netblt_traffic_reaches_real_sockets_on_this_machine():
                                                     for name, value in registers.items())))
 
         write(PACKET_SIZE=1024, LOCAL_PORT=7, PEER_PORT=8, PEER_ADDRESS=int(ipaddress.IPv4Address("127.0.0.1")),
-              UDP_LOCAL_PORT=sim.netblt, UDP_PEER_PORT=peer_port, FLAGS=1 << FLAG_UDP, PACING_MODE=0)
+              UDP_LOCAL_PORT=sim.netblt, UDP_PEER_PORT=peer_port, FLAGS=CONNECTION_FLAGS.pack(udp=1), PACING_MODE=0)
         data = random.Random(5).randbytes(2048)
         link.upload(0, data)
         write(ARG0=5, ARG1=len(data), COMMAND=COMMAND_WORD.pack(op=Command.SEND, slot=0))
@@ -181,7 +180,7 @@ def test_the_wan_delays_and_loses_netblt_datagrams_each_way_in_simulated_time():
                 time.sleep(0.2)
 
         write(PACKET_SIZE=1024, LOCAL_PORT=7, PEER_PORT=8, PEER_ADDRESS=int(ipaddress.IPv4Address("127.0.0.1")),
-              UDP_LOCAL_PORT=sim.netblt, UDP_PEER_PORT=peer.getsockname()[1], FLAGS=1 << FLAG_UDP, PACING_MODE=0,
+              UDP_LOCAL_PORT=sim.netblt, UDP_PEER_PORT=peer.getsockname()[1], FLAGS=CONNECTION_FLAGS.pack(udp=1), PACING_MODE=0,
               COUNTERS_CLEAR=1)
         data = random.Random(6).randbytes(1024 * packets_each_way)
         link.upload(0, data)

@@ -12,8 +12,8 @@ import threading
 
 import pytest
 
-from netblt.sim.netem import PathConfig
-from netblt.sim.tun_path import ADDRESSES, TunPath
+from netblt.sim.wan.netem import PathConfig
+from netblt.sim.wan.tun_path import ADDRESSES, TunPath
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not os.path.exists("/dev/net/tun") or not shutil.which("ip"),
                                 reason="needs root, /dev/net/tun and iproute2")

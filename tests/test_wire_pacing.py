@@ -1,8 +1,8 @@
-"""sim/wire_pacing.py on frames made by hand: what it accepts and each fault it names."""
+"""bench/wire_pacing.py on frames made by hand: what it accepts and each fault it names."""
 
 from __future__ import annotations
 
-from netblt.sim.wire_pacing import check, frame_on_wire
+from netblt.bench.wire_pacing import check, frame_on_wire
 
 CLOCK_HZ = 50_000_000
 CYCLE = 20.0
@@ -81,7 +81,7 @@ def test_a_pacer_granting_every_packet_at_once_is_caught_even_when_each_one_wait
 
 
 def test_a_changed_interval_starts_a_new_grid_whose_first_packet_is_free():
-    from netblt.sim.wire_pacing import interval_of, split
+    from netblt.bench.wire_pacing import interval_of, split
     frames = [data(370, 1, 0)] + [data(1000.0 * k, 1, k) for k in range(1, 5)] \
         + [data(4000 + 450 + 1200.0 * k, 1, 5 + k) for k in range(4)]  # 1200 cycles from 4450 on
     change_ns = 1_000_000 + 4100 * CYCLE
@@ -95,7 +95,7 @@ def test_a_changed_interval_starts_a_new_grid_whose_first_packet_is_free():
 def test_a_stretch_too_short_to_show_its_interval_is_counted_not_judged():
     """Two rate changes close together leave a buffer's first packet and one more between
     them: no interval to judge by (it used to divide by zero)."""
-    from netblt.sim.wire_pacing import check_transfer
+    from netblt.bench.wire_pacing import check_transfer
     frames = paced(4) + [data(4000 + 300, 2, 0), data(4000 + 900, 2, 1)] + [data(6000 + 1000.0 * k, 2, 2 + k)
                                                                              for k in range(4)]
     cuts = [1_000_000 + 4100 * CYCLE, 1_000_000 + 5950 * CYCLE]

@@ -12,8 +12,8 @@ from cocotb.triggers import ReadOnly, RisingEdge, with_timeout
 from dram_harness import STAGING_WORDS, DmaHarness
 from dram_tb import count_refreshes
 
-from netblt.sim.beats import Source
-from netblt.sim.testbench import DRAM, start
+from netblt.sim.rtl.beats import Source
+from netblt.sim.rtl.testbench import DRAM, start
 
 DESCRIPTION = DRAM
 

@@ -1,7 +1,7 @@
 """Harnesses around LiteDRAM's model: DramDma between a staging memory and the DRAM,
 for dram_dma_tb.py (the testbench loads and unloads staging through ports of its own),
 a DramSlots store for dram_slots_tb.py, receive stores for receive_store_tb.py and
-transmit stores for transmit_store_tb.py (sim/dram_tops.py puts them on the core, and
+transmit stores for transmit_store_tb.py (sim/rtl/dram_tops.py puts them on the core, and
 the whole receive side for rx_tb.py and the benchmark)."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from netblt.gateware.config import DramGeometry, EngineConfig
 from netblt.gateware.dram_slots import DramSlots
 from netblt.gateware.receive_store import receive_store
 from netblt.gateware.transmit_store import transmit_store
-from netblt.sim.dram_tops import DramTop, in_dram
+from netblt.sim.rtl.dram_tops import DramTop, in_dram
 from netblt.hw.litedram import RECEIVE_PORT, TRANSMIT_PORT, LiteDram
 
 STAGING_WORDS = 512

@@ -13,8 +13,8 @@ import cocotb
 from cocotb.triggers import RisingEdge, with_timeout
 
 from netblt.gateware.dram_dma import NativePort
-from netblt.sim.beats import Sink, Source
-from netblt.sim.testbench import DRAM, dram_commands, start
+from netblt.sim.rtl.beats import Sink, Source
+from netblt.sim.rtl.testbench import DRAM, dram_commands, start
 
 DESCRIPTION = DRAM
 

@@ -13,14 +13,13 @@ import cocotb
 from cocotb.triggers import ClockCycles, RisingEdge
 
 from netblt.gateware.config import EngineConfig
-from netblt.gateware.control import FLAG_DATA_CHECKSUM, FLAG_UDP
-from netblt.gateware.registers import ENGINE_STATE, GEOMETRY_WORD, RECEIVED_FLAGS, Command, Event
+from netblt.formats.registers import CONNECTION_FLAGS, ENGINE_STATE, GEOMETRY_WORD, RECEIVED_FLAGS, Command, Event
 from netblt.gateware.streams import ip_payload
 from netblt.gateware.pattern import pattern_bytes
-from netblt.host import codec, packets
-from netblt.sim.beats import Sink, Source, beat_bytes
-from netblt.sim.register_host import RegisterHost
-from netblt.sim.testbench import start
+from netblt.protocol import codec, packets
+from netblt.sim.rtl.beats import Sink, Source, beat_bytes
+from netblt.sim.rtl.register_host import RegisterHost
+from netblt.sim.rtl.testbench import start
 
 CONFIG = EngineConfig()
 W = CONFIG.beat_bytes
@@ -86,7 +85,7 @@ async def connect(dut, *, udp: bool = False, data_checksum: bool = True, packet_
     cocotb.start_soon(path.run())
     await host.configure(PACKET_SIZE=packet_size, LOCAL_PORT=PORT, PEER_PORT=PORT, PEER_ADDRESS=ADDRESS_SELF,
                          UDP_LOCAL_PORT=PORT, UDP_PEER_PORT=PORT,
-                         FLAGS=udp << FLAG_UDP | data_checksum << FLAG_DATA_CHECKSUM)
+                         FLAGS=CONNECTION_FLAGS.pack(udp=udp, data_checksum=data_checksum))
     return host, path
 
 
@@ -162,7 +161,7 @@ async def test_control_packet_round_trip(dut):
     """The host's control packet leaves net_tx (in UDP too) and comes back to the FIFO."""
     host, _ = await connect(dut)
     for udp in (False, True):
-        await host.write("FLAGS", udp << FLAG_UDP)
+        await host.write("FLAGS", CONNECTION_FLAGS.pack(udp=udp))
         await host.write("COUNTERS_CLEAR", 1)
         message = codec.encode(packets.Control((packets.Go(5, 2), packets.Ok(6, 1, 4, 20, 100))),
                                PORT, PORT)

@@ -20,16 +20,16 @@ from scapy.layers.inet import IP, UDP
 from scapy.packet import Raw
 from scapy.utils import checksum
 
-from netblt.driver import link_format as F
+from netblt.formats import host_link as F
 from netblt.driver.link import LinkClient, LinkError
 from netblt.gateware.receive_store import READ_AHEAD
-from netblt.gateware.registers import ADDRESS, ENGINE_REGISTERS, LINK_REGISTERS, REGISTER_MAP
+from netblt.formats.registers import ADDRESS, ENGINE_REGISTERS, LINK_REGISTERS, REGISTER_MAP
 from netblt.gateware.segmenter import UDP_PROTOCOL
 from netblt.gateware.streams import ip_payload
-from netblt.gateware.transmitter import UPLOAD_ROOM
-from netblt.host import layout as L
-from netblt.sim.beats import Sink, Source, beat_bytes, to_beats, unpack
-from netblt.sim.testbench import start
+from netblt.gateware.transmit_path import UPLOAD_ROOM
+from netblt.formats import rfc998 as L
+from netblt.sim.rtl.beats import Sink, Source, beat_bytes, to_beats, unpack
+from netblt.sim.rtl.testbench import start
 
 from link_intake_tb import BOARD, BOARD_INT, HOST, HOST_INT, HOST_PORT
 

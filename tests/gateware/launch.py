@@ -1,6 +1,6 @@
 """Runs the gateware testbenches: each *_tb.py module runs inside Verilator.
 
-pytest builds a component once per session (sim/hdl.py also keeps the build on disk)
+pytest builds a component once per session (sim/rtl/hdl.py also keeps the build on disk)
 and runs all of a module's cocotb tests in one simulation, the first time one of them is
 asked for; each pytest case then passes or fails as its cocotb test did, so a failure
 names the test that failed. (Each case starts its clock and holds reset again.)
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from netblt.gateware.config import EngineConfig
-from netblt.sim import hdl
+from netblt.sim.rtl import hdl
 
 HERE = Path(__file__).parent
 

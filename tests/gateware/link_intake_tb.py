@@ -9,13 +9,13 @@ from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
 from scapy.layers.inet import IP, UDP
 from scapy.packet import Raw
 
-from netblt.driver import link_format as F
+from netblt.formats import host_link as F
 from netblt.gateware.packet_fifo import CONTROL_META
 from netblt.gateware.segmenter import UDP_PROTOCOL
 from netblt.gateware.streams import ip_payload
-from netblt.host import layout as L
-from netblt.sim.beats import Sink, Source, beat_bytes, to_beats
-from netblt.sim.testbench import start
+from netblt.formats import rfc998 as L
+from netblt.sim.rtl.beats import Sink, Source, beat_bytes, to_beats
+from netblt.sim.rtl.testbench import start
 
 BOARD, HOST = "192.168.1.50", "192.168.1.2"
 BOARD_INT, HOST_INT = 0xC0A80132, 0xC0A80102

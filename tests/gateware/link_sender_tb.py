@@ -9,11 +9,11 @@ from cocotb.triggers import ClockCycles, RisingEdge
 from scapy.layers.inet import IP, UDP
 from scapy.utils import checksum
 
-from netblt.driver import link_format as F
+from netblt.formats import host_link as F
 from netblt.gateware.link_sender import SEND_COMMAND
 from netblt.gateware.streams import ip_payload
-from netblt.sim.beats import Sink, Source, beat_bytes
-from netblt.sim.testbench import start
+from netblt.sim.rtl.beats import Sink, Source, beat_bytes
+from netblt.sim.rtl.testbench import start
 
 from link_intake_tb import BOARD, HOST, HOST_INT, HOST_PORT
 

@@ -15,8 +15,8 @@ from cocotb.triggers import ClockCycles, RisingEdge, with_timeout
 from dram_harness import STORE_CONFIG
 from dram_tb import count_refreshes
 
-from netblt.sim.beats import Source, take
-from netblt.sim.testbench import DRAM, start
+from netblt.sim.rtl.beats import Source, take
+from netblt.sim.rtl.testbench import DRAM, start
 
 DESCRIPTION = DRAM
 SLOT_WORDS = STORE_CONFIG.slot_words

@@ -1,4 +1,4 @@
-"""cocotb tests of the receive side (gateware/receiver.py) under Verilator."""
+"""cocotb tests of the receive side (gateware/receive_path.py) under Verilator."""
 
 from __future__ import annotations
 
@@ -9,17 +9,17 @@ import cocotb
 from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
 
 from netblt.gateware.config import LINE_WORDS
-from netblt.gateware.drops import Drop
+from netblt.formats.drops import Drop
 from netblt.gateware.parser import RX_SETTINGS
 from netblt.gateware.pattern import PATTERN_COMMAND, pattern_bytes
 from netblt.gateware.reassembly import MISSING, MISSING_QUERY, RX_COMMAND, RX_EVENT, SLOT_STATUS
 from netblt.gateware.streams import ip_payload
 from netblt.gateware.packet_fifo import CONTROL_META
-from netblt.host import codec, packets
-from netblt.host.checksum import internet_checksum
-from netblt.host import layout as L
-from netblt.sim.beats import Sink, Source, take, to_beats, unpack
-from netblt.sim.testbench import CONFIG, DRAM, apply, start
+from netblt.protocol import codec, packets
+from netblt.formats.checksum import internet_checksum
+from netblt.formats import rfc998 as L
+from netblt.sim.rtl.beats import Sink, Source, take, to_beats, unpack
+from netblt.sim.rtl.testbench import CONFIG, DRAM, apply, start
 
 W = CONFIG.beat_bytes
 LOCAL, PEER = 2998, 40001

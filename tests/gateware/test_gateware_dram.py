@@ -16,8 +16,8 @@ from dram_harness import DmaHarness, SlotsHarness, receive_store_harness, transm
 from netblt.gateware.config import DramGeometry, EngineConfig
 from netblt.hw import litedram_core
 from netblt.hw.litedram import LiteDram
-from netblt.sim import hdl
-from netblt.sim.dram_tops import dram_engine, dram_receiver, dram_transmitter
+from netblt.sim.rtl import hdl
+from netblt.sim.rtl.dram_tops import dram_engine, dram_receiver, dram_transmitter
 
 
 @functools.cache
@@ -47,7 +47,7 @@ def run(chip: str, top: str, module: str, case: str | None = None) -> None:
 def in_build(top: str, *middle: str, chip: str):
     """The case (top, *middle, chip) of build ``top``_``chip``, in that build's
     ``xdist_group``: the worker that builds it runs its cases, where split ones had the
-    other worker wait for the build, idle (sim/hdl.py builds a folder one process at a
+    other worker wait for the build, idle (sim/rtl/hdl.py builds a folder one process at a
     time)."""
     return pytest.param(top, *middle, chip, marks=pytest.mark.xdist_group(f"{top}_{chip}"))
 

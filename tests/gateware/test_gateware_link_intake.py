@@ -1,6 +1,6 @@
 from launch import cocotb_test
 
-from netblt.driver.link_format import LINK_PORT
+from netblt.formats.host_link import LINK_PORT
 from netblt.gateware.link_intake import LinkIntake
 
 from link_intake_tb import BOARD_INT, DEPTH

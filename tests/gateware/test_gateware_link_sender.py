@@ -3,7 +3,7 @@ from amaranth.lib import memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 from launch import cocotb_test
 
-from netblt.driver.link_format import LINK_PORT
+from netblt.formats.host_link import LINK_PORT
 from netblt.gateware.link_sender import SEND_COMMAND, STORE_ADDRESS_WIDTH, STORE_WORDS, LinkSender
 from netblt.gateware.streams import ip_stream
 

@@ -1,6 +1,6 @@
 from launch import cocotb_test
 
-from netblt.gateware.receiver import Receiver
+from netblt.gateware.receive_path import Receiver
 
 test_receiver = cocotb_test(Receiver, "receiver", "rx_tb")
 test_receiver_64_bit = cocotb_test(Receiver, "receiver64", "rx_tb", data_width=64)

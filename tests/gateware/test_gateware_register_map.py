@@ -1,18 +1,18 @@
-"""docs/register-map.md is generated from gateware/registers.py and must match it."""
+"""docs/register-map.md is generated from formats/registers.py and must match it."""
 
 import dataclasses
 from pathlib import Path
 
 import pytest
 
-from netblt.gateware import registers
+from netblt.formats import registers
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "register-map.md"
 
 
 def test_register_map_doc_is_current():
     assert DOC.read_text() == registers.markdown(), (
-        "regenerate: python -m netblt.gateware.registers > docs/register-map.md")
+        "regenerate: python -m netblt.formats.registers > docs/register-map.md")
 
 
 def test_register_names_are_unique():

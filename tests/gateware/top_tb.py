@@ -3,7 +3,7 @@
 cocotbext-eth's GMII models stand on the wire; scapy builds and parses the frames as an
 independent implementation would, and every frame of a test goes to a pcap under
 build/gateware/pcap/ for Wireshark. The testbench reaches the engine as a host does,
-over the host link with driver/link.py's own client (sim/ethernet_wire.py LinkPort).
+over the host link with driver/link.py's own client (sim/rtl/ethernet_wire.py LinkPort).
 """
 
 from __future__ import annotations
@@ -18,15 +18,14 @@ from scapy.layers.inet import ICMP, IP, UDP
 from scapy.layers.l2 import ARP, Ether
 from scapy.utils import checksum
 
-from netblt.driver import link_format as F
-from netblt.gateware.control import FLAG_DATA_CHECKSUM, FLAG_UDP
+from netblt.formats import host_link as F
 from netblt.gateware.pattern import pattern_bytes
-from netblt.gateware.registers import ADDRESS, RECEIVED_FLAGS, REGISTER_MAP, Command, Event
-from netblt.host import codec, packets
+from netblt.formats.registers import CONNECTION_FLAGS, ADDRESS, RECEIVED_FLAGS, REGISTER_MAP, Command, Event
+from netblt.protocol import codec, packets
 from netblt.hw.liteeth_core import IP_ADDRESS, MAC_ADDRESS
-from netblt.sim.ethernet_wire import HOST_IP, HOST_LINK_PORT, HOST_MAC, LinkPort, Wire, ip_checksum_holds
-from netblt.sim.register_host import RegisterHost
-from netblt.sim.testbench import CONFIG
+from netblt.sim.rtl.ethernet_wire import HOST_IP, HOST_LINK_PORT, HOST_MAC, LinkPort, Wire, ip_checksum_holds
+from netblt.sim.rtl.register_host import RegisterHost
+from netblt.sim.rtl.testbench import CONFIG
 
 
 @cocotb.test()
@@ -67,7 +66,7 @@ async def connect(dut, wire: Wire, *, udp: bool) -> RegisterHost:
     await host.configure(PACKET_SIZE=PACKET, LOCAL_PORT=LOCAL_PORT, PEER_PORT=PEER_PORT,
                          PEER_ADDRESS=int(ipaddress.IPv4Address(HOST_IP)),
                          UDP_LOCAL_PORT=UDP_LOCAL_PORT, UDP_PEER_PORT=UDP_PEER_PORT,
-                         FLAGS=udp << FLAG_UDP | 1 << FLAG_DATA_CHECKSUM)
+                         FLAGS=CONNECTION_FLAGS.pack(udp=udp, data_checksum=1))
     return host
 
 
@@ -260,7 +259,7 @@ async def whole_slots(dut, wire: Wire, loss: float, seed: int, duplicate: float 
     port = LinkPort(wire, loss=loss, duplicate=duplicate, reorder=reorder, seed=seed)
     host = RegisterHost(dut, port)
     await host.configure(PACKET_SIZE=PACKET, LOCAL_PORT=LOCAL_PORT, PEER_PORT=PEER_PORT,
-                         PEER_ADDRESS=int(ipaddress.IPv4Address(HOST_IP)), FLAGS=1 << FLAG_DATA_CHECKSUM,
+                         PEER_ADDRESS=int(ipaddress.IPv4Address(HOST_IP)), FLAGS=CONNECTION_FLAGS.pack(data_checksum=1),
                          COUNTERS_CLEAR=1)
     rng = random.Random(seed)
     slot_bytes = CONFIG.slot_bytes

@@ -18,7 +18,7 @@ from dram_harness import TX_STORE_CONFIG
 from dram_tb import count_refreshes
 
 from netblt.gateware.config import LINE_WORDS
-from netblt.sim.testbench import DRAM, start
+from netblt.sim.rtl.testbench import DRAM, start
 
 SLOT_WORDS = TX_STORE_CONFIG.slot_words
 WORDS = TX_STORE_CONFIG.tx_slots * SLOT_WORDS

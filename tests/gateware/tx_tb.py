@@ -1,4 +1,4 @@
-"""cocotb tests of the transmit side (gateware/transmitter.py) under Verilator."""
+"""cocotb tests of the transmit side (gateware/transmit_path.py) under Verilator."""
 
 from __future__ import annotations
 
@@ -10,15 +10,15 @@ import cocotb
 from cocotb.triggers import ClockCycles, RisingEdge
 from scapy.layers.inet import UDP
 
-from netblt.gateware.pacer import PacingMode
+from netblt.formats.registers import PacingMode
 from netblt.gateware.pattern import PATTERN_COMMAND, pattern_bytes
 from netblt.gateware.segmenter import TX_COMMAND, TX_SETTINGS
 from netblt.gateware.streams import ip_payload
-from netblt.gateware.transmitter import PACING
-from netblt.host import codec, packets
-from netblt.host import layout as L
-from netblt.sim.beats import Sink, Source, beat_bytes
-from netblt.sim.testbench import CONFIG, apply, start
+from netblt.gateware.transmit_path import PACING
+from netblt.protocol import codec, packets
+from netblt.formats import rfc998 as L
+from netblt.sim.rtl.beats import Sink, Source, beat_bytes
+from netblt.sim.rtl.testbench import CONFIG, apply, start
 
 W = CONFIG.beat_bytes
 VECTORS = {v["name"]: v for v in json.loads(

@@ -8,8 +8,8 @@ import dataclasses
 import json
 from pathlib import Path
 
-from netblt.host.codec import encode
-from netblt.host.packets import (
+from netblt.protocol.codec import encode
+from netblt.protocol.packets import (
     Abort, Control, Data, Done, Go, KeepAlive, NullAck, Ok, Open, Quit, QuitAck, Refused, Resend, Response,
 )
 

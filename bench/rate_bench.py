@@ -1,0 +1,99 @@
+"""Rate selection in virtual time: what a sender with no --rate achieves across paths.
+
+    python -m netblt.bench.rate_bench            (make bench-auto, about a minute)
+
+Each case is a whole transfer between the real engines over sim/wan/netem.py's path model
+in virtual time (sim/wan/virtual.py), with what ``netblt send`` proposes by default (1448-byte
+packets, 1024 per buffer, 8 outstanding, 950M a cap chosen automatically), next to
+the same transfer at 950M throughout with no selection (the sender's and receiver's
+behaviour before it). RFC 1030's Wideband setting is the last row. Figures only: the
+goals are asserted, with margins, in tests/test_rate.py.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+from dataclasses import replace
+
+from rich.console import Console
+from rich.table import Table
+
+from ..protocol.params import Params, burst_for_rate
+from ..protocol.rate import RateSelector
+
+from ..sim.wan.netem import PathConfig
+from ..sim.wan.virtual import simulate
+
+MB = 1 << 20
+CASES = [
+    # name, megabytes, forward path, one-way delay back, the goal
+    ("100 Mb/s, 1 MB queue, 40 ms round trip", 100,
+     PathConfig(delay=0.02, rate_bps=100e6, queue_bytes=MB), 0.02, ">= 90 Mb/s, <= 1% resent"),
+    ("10 Mb/s, 600 ms round trip", 40, PathConfig(delay=0.3, rate_bps=10e6, queue_bytes=MB), 0.3, ">= 9 Mb/s"),
+    ("10 Mb/s, 1.8 s round trip", 60, PathConfig(delay=0.9, rate_bps=10e6, queue_bytes=MB), 0.9, ""),
+    ("1 Mb/s, 50 ms round trip", 8, PathConfig(delay=0.025, rate_bps=1e6, queue_bytes=MB), 0.025, ""),
+    ("no bottleneck, 0.1 ms round trip", 300, PathConfig(delay=0.00005), 0.00005, ">= 900 Mb/s"),
+    ("100 Mb/s, 1% random loss", 100, PathConfig(delay=0.02, rate_bps=100e6, queue_bytes=MB, loss=0.01), 0.02, ""),
+    ("100 Mb/s, burst loss (0.2% of packets start one)", 100,
+     PathConfig(delay=0.02, rate_bps=100e6, queue_bytes=MB, burst_loss=0.002), 0.02, ""),
+    ("100 Mb/s halving to 50 at 4 s", 100,
+     PathConfig(delay=0.02, rate_bps=100e6, queue_bytes=MB, rate_changes=((4.0, 50e6),)), 0.02, ""),
+    ("50 Mb/s doubling to 100 at 4 s", 100,
+     PathConfig(delay=0.02, rate_bps=50e6, queue_bytes=MB, rate_changes=((4.0, 100e6),)), 0.02, ""),
+]
+
+
+def default_params(packet_size: int = 1448, packets: int = 1024, buffers: int = 8) -> Params:
+    burst_size, burst_interval = burst_for_rate(950e6, packet_size)
+    return Params(buffer_size=packet_size * packets, packet_size=packet_size, burst_size=burst_size,
+                  burst_interval=burst_interval, max_buffers=buffers, data_checksum=False, death_timer=60,
+                  auto_rate=True)
+
+
+def run(megabytes: float, params: Params, forward: PathConfig, back: float, seed: int = 1,
+        selecting: bool = True) -> tuple[float, float, float]:
+    """(steady-state Mb/s, Mb/s after 6 s, share of packets resent) of one transfer."""
+    arrived = RateSelector.arrived
+    if not selecting:
+        RateSelector.arrived = lambda *args, **kwargs: None  # the receiver repeats the sender's rate
+    try:
+        result = simulate(os.urandom(int(megabytes * MB)), params, forward=forward,
+                          backward=replace(PathConfig(), delay=back), seed=seed, time_limit=1800)
+    finally:
+        RateSelector.arrived = arrived
+    progress = result.receiver.progress
+    late = [(t, n) for t, n in progress.done_at if t >= 6.0]
+    after = 8 * sum(n for _, n in late[1:-1]) / (late[-2][0] - late[0][0]) / 1e6 if len(late) > 3 else 0.0
+    return progress.steady_state_bps() / 1e6, after, result.sender.dp.tx.resent / result.forward.counts["sent"]
+
+
+def main() -> int:
+    console = Console(width=160)
+    table = Table(title="Rate selection, no --rate (virtual time; 1448-byte packets, 1.48 MB buffers, 8 outstanding)")
+    for column in ("path", "MB", "steady Mb/s", "after 6 s", "resent", "at 950M, no selection: steady",
+                   "resent", "goal"):
+        table.add_column(column, justify="right")
+    for name, megabytes, forward, back, goal in CASES:
+        steady, after, resent = run(megabytes, default_params(), forward, back)
+        fixed, _, fixed_resent = run(megabytes, replace(default_params(), auto_rate=False), forward, back,
+                                     selecting=False)
+        table.add_row(name, str(megabytes), f"{steady:.2f}", f"{after:.2f}", f"{resent:.2%}", f"{fixed:.2f}",
+                      f"{fixed_resent:.2%}", goal)
+        console.print(f"  measured: {name}", style="dim")
+    wideband = replace(default_params(1432, 10, 22), data_checksum=True)
+    path = PathConfig(delay=0.9, jitter=0.02, loss=0.01, rate_bps=1.05e6, queue_bytes=64_000)
+    auto = [run(716 * 4 / 1000, wideband, path, 0.9, seed) for seed in range(5)]
+    set_up = Params(buffer_size=14320, packet_size=1432, burst_size=5, burst_interval=55, max_buffers=22,
+                    data_checksum=True, death_timer=60)
+    fixed = [run(716 * 4 / 1000, set_up, path, 0.9, seed, selecting=False)[0] for seed in range(5)]
+    table.add_row("RFC 1030 Wideband (1.05 Mb/s, 1.8 s, 1% loss), 5 seeds", "2.9",
+                  f"{statistics.median(a[0] for a in auto):.3f}", f"{statistics.median(a[1] for a in auto):.3f}",
+                  f"{statistics.median(a[2] for a in auto):.2%}", f"{statistics.median(fixed):.3f} (its 5/55 ms)", "",
+                  ">= 95% of the channel")
+    console.print(table)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,141 @@
+"""``make bench-tcp`` (root): NETBLT without ``--rate`` next to Linux TCP on the same path.
+
+Each path model is applied by :class:`~netblt.sim.wan.tun_path.TunPath` between two network
+namespaces, so NETBLT over UDP and TCP meet the same bottleneck, queue, delay and loss.
+NETBLT is ``netblt send``/``netblt recv`` with default options (its rate selected as it
+goes); TCP is one connection with the named congestion control (reno, cubic, bbr), the
+kernel's default buffer autotuning, and its goodput taken at the receiver from the
+first byte to the last (a run stops after TCP_SECONDS if its data is not all sent).
+Prints a table; docs/benchmarks.md has the figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from ..sim.wan.netem import PathConfig
+from ..sim.wan.tun_path import ADDRESSES, TunPath
+
+NETBLT = [sys.executable, "-m", "netblt.host.cli"]
+PORT = 5001
+SINK = f"""
+import socket, time
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(({ADDRESSES[1]!r}, {PORT}))
+s.listen()
+print("ready", flush=True)
+c, _ = s.accept()
+n, first = 0, None
+while data := c.recv(1 << 20):
+    first = first or time.monotonic()
+    n += len(data)
+print(n, time.monotonic() - first)
+"""
+SOURCE = f"""
+import socket, sys, time
+s = socket.socket()
+s.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, sys.argv[1].encode())
+s.connect(({ADDRESSES[1]!r}, {PORT}))
+block, end = bytes(1 << 16), time.monotonic() + float(sys.argv[3])
+for _ in range(int(sys.argv[2]) * 16):
+    s.sendall(block)
+    if time.monotonic() > end:
+        break
+s.close()
+"""
+TCP_SECONDS = 40.0
+"""A TCP run stops after this long if its data is not all sent (reno and cubic through 1%
+loss move a few Mb/s): its goodput is what arrived over the time it ran."""
+CONTROLS = ("reno", "cubic", "bbr")
+CASES = [
+    ("100 Mb/s, 1 MB queue, 20 ms each way", PathConfig(delay=0.02, rate_bps=100e6, queue_bytes=1 << 20), 100),
+    ("10 Mb/s, 1 MB queue, 300 ms each way", PathConfig(delay=0.3, rate_bps=10e6, queue_bytes=1 << 20), 25),
+    ("100 Mb/s, 1% loss, 20 ms each way", PathConfig(delay=0.02, rate_bps=100e6, queue_bytes=1 << 20, loss=0.01),
+     100),
+]
+
+
+def tcp(tun: TunPath, control: str, megabytes: int) -> float:
+    """One TCP transfer a -> b; its goodput in Mb/s."""
+    sink = subprocess.Popen(tun.exec(1, sys.executable, "-c", SINK), stdout=subprocess.PIPE, text=True)
+    if sink.stdout.readline() != "ready\n":
+        raise RuntimeError("the TCP sink did not start")
+    subprocess.run(tun.exec(0, sys.executable, "-c", SOURCE, control, str(megabytes), str(TCP_SECONDS)),
+                   check=True, timeout=600)
+    n, seconds = sink.communicate(timeout=600)[0].split()
+    return int(n) * 8 / float(seconds) / 1e6
+
+
+def netblt(tun: TunPath, source: Path, out: Path) -> dict:
+    """One ``netblt send`` a -> b with default options; the receiver's report."""
+    recv = subprocess.Popen(tun.exec(1, *NETBLT, "recv", "--listen", f"{ADDRESSES[1]}:2998", "--out", f"{out}/",
+                                     "--json"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    recv.stderr.readline()
+    sent = subprocess.run(tun.exec(0, *NETBLT, "send", str(source), ADDRESSES[1], "--json"),
+                          capture_output=True, text=True, timeout=900)
+    report = json.loads(recv.communicate(timeout=900)[0])
+    if sent.returncode or not report["ok"]:
+        raise RuntimeError(f"netblt transfer failed: {sent.stderr.strip()} / {report['reason']}")
+    (out / source.name).unlink()
+    report["resent_share"] = json.loads(sent.stdout)["packets_retransmitted"]
+    return report
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--runs", type=int, default=3)
+    args = parser.parse_args(argv)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # ends as Ctrl-C does: the namespaces go
+    if os.geteuid():
+        print("bench-tcp: needs root (network namespaces and TUN devices)", file=sys.stderr)
+        return 2
+    console = Console(width=200)
+    table = Table(title=f"NETBLT without --rate against Linux TCP through the same emulated path, "
+                        f"median of {args.runs}")
+    for column in ("path", "MB", "NETBLT steady", "NETBLT real", "NETBLT resent", *(f"TCP {c}" for c in CONTROLS)):
+        table.add_column(column, justify="right", no_wrap=True)
+    with tempfile.TemporaryDirectory(prefix="netblt-tcp-") as tmp:
+        out = Path(tmp) / "out"
+        out.mkdir()
+        for name, config, megabytes in CASES:
+            source = Path(tmp) / f"{megabytes}.bin"
+            if not source.exists():
+                source.write_bytes(os.urandom(megabytes << 20))
+            with TunPath(config) as tun:
+                done = threading.Event()
+                relay = threading.Thread(target=tun.run, kwargs={"stop": done.is_set}, daemon=True)
+                relay.start()
+                try:
+                    ours = [netblt(tun, source, out) for _ in range(args.runs)]
+                    theirs = {c: statistics.median(tcp(tun, c, megabytes) for _ in range(args.runs))
+                              for c in CONTROLS}
+                finally:
+                    done.set()
+                    relay.join()
+            packets = statistics.median(r["resent_share"] for r in ours)
+            total = megabytes * (1 << 20) / 1448
+            table.add_row(name, str(megabytes),
+                          f"{statistics.median(r['steady_state_mbps'] for r in ours):.1f} Mb/s",
+                          f"{statistics.median(r['real_mbps'] for r in ours):.1f} Mb/s",
+                          f"{100 * packets / (total + packets):.2f}%",
+                          *(f"{theirs[c]:.1f} Mb/s" for c in CONTROLS))
+            console.print(f"  measured: {name}", style="dim")
+    console.print(table)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

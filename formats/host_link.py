@@ -1,0 +1,204 @@
+"""The host link's datagrams (docs/host-link.md), defined once, as data.
+
+The host's client (driver/link.py) and the board's link block (gateware) both derive
+from these layouts: field offsets and widths are never typed anywhere else.
+"""
+
+from __future__ import annotations
+
+import enum
+import operator
+import struct
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from .layout import sequential
+
+LINK_PORT = 2990
+"""The board's UDP port for the host link (a build option)."""
+VERSION = 1
+WINDOW = 4
+"""Replies the board keeps for replay, and so requests a host may have in flight."""
+MAX_OPERATIONS = 62
+"""Register operations in one request: its reply must fit a stored reply."""
+IP_UDP_HEADERS = 28
+"""IPv4 and UDP headers around every datagram."""
+
+HEADER = sequential(
+    "link header", 0,
+    ("version", 1), ("type", 1), ("status", 1), ("flags", 1), ("id", 2), ("ack", 2),
+    ("session", 4), ("value", 4),
+)
+OPERATION = sequential("operation", 0, ("opcode", 1), ("register", 1), ("pad", 2), ("value", 4))
+"""A REGISTERS request's operation; its reply's has DONE in the opcode and read values."""
+CONTROL_RECORD = sequential("control record", 0, ("length", 4), ("address", 4), ("port", 4))
+"""An EVENTS record holding a received control packet (bit 31 of ``length`` clear; an
+EVENT word has it set); the packet follows, padded to 4 bytes."""
+
+
+class Type(enum.IntEnum):
+    OPEN = 1
+    STATUS = 2
+    REGISTERS = 3
+    UPLOAD = 4
+    DOWNLOAD = 5
+    ACK = 6
+    EVENTS = 7
+    RESEND = 8
+    """Send the stored reply to request ``id`` again (never executes anything)."""
+
+
+REPLY = 0x80
+"""Added to a request's type in its reply."""
+
+
+class Status(enum.IntEnum):
+    OK = 0
+    NOT_OWNER = 1
+    """Another host owns the session (or this one may not take it over yet)."""
+    NO_SESSION = 2
+    """The session named is not the board's: the board was reset or reloaded, or taken over."""
+    OUT_OF_WINDOW = 3
+    """The ID is neither the next one nor one of the last few: ``ack`` says which is next."""
+    MALFORMED = 4
+
+
+class Opcode(enum.IntEnum):
+    WRITE = 1
+    READ = 2
+
+
+DONE = 0x80
+FLAG_TAKE_OVER = 0x01
+EVENT_BIT = 1 << 31
+"""Set in an EVENT word; clear in a control record's first word."""
+
+
+class FormatError(ValueError):
+    """A datagram that is not a host-link datagram; the message says why."""
+
+
+class Header(NamedTuple):
+    type: int
+    id: int = 0
+    session: int = 0
+    ack: int = 0
+    value: int = 0
+    status: int = Status.OK
+    flags: int = 0
+    version: int = VERSION
+
+
+_in_wire_order = operator.attrgetter(*HEADER.names)
+_from_wire_order = [HEADER.names.index(name) for name in Header._fields]
+"""Header's fields in the layout's order, and back: every datagram is encoded or decoded
+with one struct call."""
+
+
+def encode(header: Header, body: bytes = b"") -> bytes:
+    return HEADER.struct.pack(*_in_wire_order(header)) + body
+
+
+def decode(datagram: bytes | memoryview) -> tuple[Header, memoryview]:
+    view = memoryview(datagram)
+    if len(view) < HEADER.end:
+        raise FormatError(f"{len(view)} bytes: a host-link datagram has a {HEADER.end}-byte header")
+    fields = HEADER.struct.unpack_from(view)
+    header = Header._make([fields[at] for at in _from_wire_order])
+    if header.version != VERSION:
+        raise FormatError(f"host-link version {header.version}, expected {VERSION}")
+    return header, view[HEADER.end:]
+
+
+@dataclass(frozen=True)
+class Operation:
+    opcode: int
+    register: int
+    value: int = 0
+
+
+def encode_operations(operations: list[Operation]) -> bytes:
+    if not 1 <= len(operations) <= MAX_OPERATIONS:
+        raise FormatError(f"a request carries 1..{MAX_OPERATIONS} operations, not {len(operations)}")
+    pack = OPERATION.struct.pack
+    return b"".join(pack(op.opcode, op.register, 0, op.value) for op in operations)
+
+
+def decode_operations(body: bytes | memoryview) -> list[Operation]:
+    if len(body) % OPERATION.end:
+        raise FormatError(f"operations of {len(body)} bytes are not whole {OPERATION.end}-byte operations")
+    return [Operation(opcode, register, value) for opcode, register, _, value
+            in OPERATION.struct.iter_unpack(body)]
+
+
+def words(body: bytes | memoryview) -> list[int]:
+    if len(body) % 4:
+        raise FormatError(f"{len(body)} bytes are not whole words")
+    return [w for (w,) in struct.iter_unpack(">I", body)]
+
+
+@dataclass(frozen=True)
+class ControlPacket:
+    """A NETBLT packet the board received that is not DATA, with its IPv4 source."""
+
+    address: int
+    port: int
+    packet: bytes
+
+
+def encode_events(events: list[int], packets: list[ControlPacket]) -> bytes:
+    """An EVENTS push's body: the EVENT words, then each control packet's record."""
+    out = [struct.pack(f">{len(events)}I", *events)]
+    for p in packets:
+        out += [CONTROL_RECORD.struct.pack(len(p.packet), p.address, p.port), p.packet,
+                bytes(-len(p.packet) % 4)]
+    return b"".join(out)
+
+
+def decode_events(body: bytes | memoryview) -> tuple[list[int], list[ControlPacket]]:
+    """An EVENTS push's EVENT words and control packets, in order within each kind."""
+    view = memoryview(body)
+    events, packets, at = [], [], 0
+    record = CONTROL_RECORD.struct
+    while at < len(view):
+        if len(view) - at < 4:
+            raise FormatError(f"a record cut short at byte {at}")
+        (first,) = struct.unpack_from(">I", view, at)
+        if first & EVENT_BIT:
+            events.append(first)
+            at += 4
+            continue
+        if len(view) - at < record.size:
+            raise FormatError(f"a control record cut short at byte {at}")
+        length, address, port = record.unpack_from(view, at)
+        end = at + record.size + (length + 3 & ~3)
+        if length > 0xFFFF or end > len(view):
+            raise FormatError(f"a control record of {length} bytes runs past the push")
+        packets.append(ControlPacket(address, port & 0xFFFF, bytes(view[at + record.size:at + record.size + length])))
+        at = end
+    return events, packets
+
+
+def max_words(mtu: int) -> int:
+    """Words of slot memory one UPLOAD or DOWNLOAD moves at this MTU."""
+    return (mtu - IP_UDP_HEADERS - HEADER.end) // 4
+
+
+Requests = list[tuple[Type, bytes, int]]
+"""(type, body, value) of each request, as LinkClient.submit takes them."""
+
+
+def upload_requests(word_address: int, data: bytes, mtu: int) -> Requests:
+    """UPLOADs of ``data`` (padded to whole words) into transmit slot memory from
+    ``word_address`` on, each as large as the MTU allows."""
+    step = 4 * max_words(mtu)
+    data += bytes(-len(data) % 4)
+    return [(Type.UPLOAD, data[at:at + step], word_address + at // 4) for at in range(0, len(data), step)]
+
+
+def download_requests(word_address: int, size: int, mtu: int) -> Requests:
+    """DOWNLOADs of ``size`` bytes of receive slot memory from ``word_address`` on, each
+    reply as large as the MTU allows; their bodies joined, cut to ``size``, are the data."""
+    step, count = max_words(mtu), -(-size // 4)
+    return [(Type.DOWNLOAD, min(step, count - at).to_bytes(4, "big"), word_address + at)
+            for at in range(0, count, step)]

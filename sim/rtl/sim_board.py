@@ -1,0 +1,122 @@
+"""``netblt sim-board``: a board that real programs reach over loopback, in simulation.
+
+The board's whole design (hw/node.py: engine, host link, LiteEth) runs under Verilator
+with its Ethernet port bridged to UDP sockets on 127.0.0.1 (sim/rtl/sim_board_tb.py), so
+``netblt board status``, the host-link driver and NETBLT peers talk to it exactly as to
+a board on a cable, only much slower: simulated time is what the board's timers see.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+
+if TYPE_CHECKING:
+    from ...gateware.config import EngineConfig
+    from ...hw.boards import Board
+    from ...hw.node import NetbltNode
+
+MODULE = "netblt.sim.rtl.sim_board_tb"
+
+
+@dataclass
+class Design:
+    """The node to simulate, its build's name (the tests and benchmarks share the builds),
+    its configuration, the generated cores its Verilog instantiates, and with its slots
+    in DRAM the model core's description (hw/litedram_core.py)."""
+
+    node: NetbltNode
+    name: str
+    config: EngineConfig
+    sources: list[Path]
+    dram: dict | None = None
+
+
+def design(board: Board | None, slots: str = "block") -> Design:
+    """The node for ``board`` (None: the design the tests simulate) with its slots in
+    block RAM or, for a board, in its DRAM; its cores are generated into build/ here. A
+    board whose engine runs at another clock than its own (the Ethernet benchmark's
+    ``--clock-mhz``) builds apart."""
+    from ...gateware.config import EngineConfig
+    from ...hw import litedram_core
+    from ...hw.boards import BOARDS
+    from ...hw.node import NetbltNode
+    from .dram_tops import in_dram
+
+    from . import hdl
+
+    if board is None:
+        config = EngineConfig(data_width=32)
+        return Design(NetbltNode(config), "node", config, [_ethernet(config)])
+    if slots == "block":
+        config = board.config
+        node = NetbltNode(config, board=board.number, intake_words=board.link_intake_words)
+        name = f"node_{board.name}{hdl.clock_suffix(config.clock_hz, BOARDS[board.name].config.clock_hz)}"
+        return Design(node, name, config, [_ethernet(config)])
+    core = hdl.BUILD / "litedram" / f"{board.chip}_model.v"
+    description = litedram_core.generate(board.chip, core)
+    built = board.built("dram")
+    config = in_dram(built.config, description)
+    node = NetbltNode(config, board=board.number, intake_words=built.link_intake_words)
+    return Design(node, f"node_{board.name}_dram", config, [_ethernet(config), core], description)
+
+
+def _ethernet(config: EngineConfig) -> Path:
+    """The LiteEth core the simulated node instantiates, generated for its clock."""
+    from ...hw import liteeth_core
+
+    from . import hdl
+
+    return liteeth_core.simulation_core(hdl.BUILD / "liteeth", config.clock_hz)
+
+
+def serve(board: str | None, slots: str, settings: dict) -> int:
+    """Build ``board``'s design (None: the tests' design) with its slots in ``slots`` ("block"
+    or "dram"), minutes the first time, and run it until SIGINT or SIGTERM, bridged to
+    loopback as ``settings`` (sim_board_tb.py's) say."""
+    # Amaranth, LiteX and Verilator's runner load only for this command.
+    from ...hw.boards import BOARDS
+
+    from . import hdl
+
+    if board is not None and board not in BOARDS:
+        print(f"netblt sim-board: error: no board {board!r}; there are {', '.join(sorted(BOARDS))}",
+              file=sys.stderr)
+        return 2
+    chosen = design(BOARDS[board] if board else None, slots)
+    config = chosen.config
+    log = hdl.BUILD / f"{chosen.name}-build.log"
+    print(f"netblt sim-board: building the {board or 'simulation'} design with Verilator (minutes the "
+          f"first time; log in {log})", file=sys.stderr, flush=True)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        runner = hdl.build(chosen.node, chosen.name, chosen.sources, log)
+    except RuntimeError:
+        print(f"netblt sim-board: error: the Verilator build failed; see {log}", file=sys.stderr)
+        return 1
+    settings = settings | {"clock_hz": config.clock_hz, "parent": os.getpid()}
+    env = {"NETBLT_SIM_BOARD": json.dumps(settings), "NETBLT_TB_CLOCK_HZ": str(config.clock_hz),
+           "NETBLT_TB_SLOT_BYTES": str(config.slot_bytes), "COCOTB_LOG_LEVEL": "WARNING", "GPI_LOG_LEVEL": "WARNING",
+           "PYTHONWARNINGS": "ignore", "NETBLT_TB_DRAM_DESCRIPTION": json.dumps(chosen.dram)}
+    # SIGINT or SIGTERM here asks the simulation (through a file it watches) to stop and
+    # print its summary; this process waits for it.
+    with tempfile.TemporaryDirectory() as directory:
+        stop = Path(directory) / "stop"
+        env["NETBLT_SIM_BOARD_STOP"] = str(stop)
+        previous = {number: signal.signal(number, lambda *_: stop.touch()) for number in (signal.SIGINT,
+                                                                                           signal.SIGTERM)}
+        try:
+            hdl.run(runner, chosen.name, MODULE, Path(__file__).parent, testcase="serve", env=env)
+        except RuntimeError:
+            return 1  # the simulation said why
+        finally:
+            for number, handler in previous.items():
+                signal.signal(number, handler)
+    return 0

@@ -1,0 +1,128 @@
+"""A UDP relay between two real endpoints that applies a :class:`Path` in each direction.
+
+The sender talks to ``--listen``; the relay forwards to ``--forward`` from a socket of
+its own and carries the replies back to whoever last sent from the listening side.
+The kernel here has no netem qdisc, so the WAN is emulated in user space.
+"""
+
+from __future__ import annotations
+
+import argparse
+import heapq
+import itertools
+import selectors
+import signal
+import socket
+import sys
+import time
+from dataclasses import dataclass
+
+from ...driver.transport import GSO_MAX_BYTES, GSO_MAX_SEGMENTS, Address, Transport
+
+from .netem import Path, PathConfig, describe
+
+BATCH = 64
+"""Reads from one socket (each up to 64 datagrams the kernel coalesced) before looking at
+the clock again."""
+
+
+@dataclass
+class RelayStats:
+    forward: Path
+    backward: Path
+
+
+class Relay:
+    """Datagrams are read and sent in batches (segmentation offload, as the software data
+    path does); each one still meets the path model on its own."""
+
+    def __init__(self, listen: Address, forward: Address, config: PathConfig,
+                 backward: PathConfig | None = None, seed: int = 1) -> None:
+        self.front = Transport("udp", listen)
+        self.back = Transport("udp", ("", 0), family=_family(forward[0]))
+        for transport in (self.front, self.back):
+            transport.sock.setblocking(False)
+        self.address = self.front.sock.getsockname()[:2]
+        self.target = forward
+        self.client: Address | None = None
+        self.stats = RelayStats(Path(config, seed), Path(backward or config, seed + 1))
+        self._queue: list[tuple[float, int, Transport, bytes, Address]] = []
+        self._order = itertools.count()
+        self._buf = bytearray(1 << 16)
+
+    def run(self, duration: float = 0.0) -> None:
+        """Relay for ``duration`` seconds (0: until interrupted)."""
+        selector = selectors.DefaultSelector()
+        selector.register(self.front.sock, selectors.EVENT_READ, self.front)
+        selector.register(self.back.sock, selectors.EVENT_READ, self.back)
+        end = time.monotonic() + duration if duration else float("inf")
+        try:
+            while time.monotonic() < end:
+                now = time.monotonic()
+                self._deliver(now)
+                wait = min(0.05, self._queue[0][0] - now) if self._queue else 0.05
+                for key, _ in selector.select(max(0.0, wait)):
+                    self._read(key.data, time.monotonic())
+        finally:
+            selector.close()
+            self.front.close()
+            self.back.close()
+
+    def _read(self, transport: Transport, now: float) -> None:
+        due: list[tuple[Transport, bytes, Address]] = []
+        for _ in range(BATCH):
+            try:
+                view, segment, source = transport.receive(self._buf)
+            except OSError:
+                transport.errors()  # the far end went away: what it was sent is lost, as on a real path
+                continue
+            if source is None:
+                break
+            if transport is self.front:
+                self.client = source
+                path, out, dest = self.stats.forward, self.back, self.target
+            elif self.client is not None:
+                path, out, dest = self.stats.backward, self.front, self.client
+            else:
+                continue
+            segment = segment or len(view)
+            for at in range(0, len(view), segment) if segment else (0,):
+                for when, copy in path.send(bytes(view[at:at + segment]), now):
+                    if when <= now and not self._queue:
+                        due.append((out, copy, dest))
+                    else:
+                        heapq.heappush(self._queue, (when, next(self._order), out, copy, dest))
+        _send(due)
+        self._deliver(time.monotonic())
+
+    def _deliver(self, now: float) -> None:
+        due = []
+        while self._queue and self._queue[0][0] <= now:
+            _, _, out, datagram, dest = heapq.heappop(self._queue)
+            due.append((out, datagram, dest))
+        _send(due)
+
+
+def _send(due: list[tuple[Transport, bytes, Address]]) -> None:
+    """Send in order, runs of equal-sized datagrams to one place in one system call each."""
+    start = 0
+    while start < len(due):
+        out, first, dest = due[start]
+        end, total = start + 1, len(first)
+        while first and end < len(due) and end - start < GSO_MAX_SEGMENTS:
+            then, datagram, to = due[end]
+            if then is not out or to != dest or len(datagram) > len(first) or total + len(datagram) > GSO_MAX_BYTES:
+                break
+            total += len(datagram)
+            end += 1
+            if len(datagram) < len(first):
+                break  # a shorter one ends a run
+        try:
+            out.send_segments(memoryview(b"".join(d for _, d, _ in due[start:end])), len(first) or 1, dest)
+        except OSError:
+            out.errors()  # the far end went away: the datagrams are lost, as on a real path
+        start = end
+
+
+def _family(host: str) -> socket.AddressFamily:
+    return socket.AF_INET6 if ":" in host else socket.AF_INET
