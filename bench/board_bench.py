@@ -40,12 +40,12 @@ from scapy.layers.inet import UDP
 from scapy.layers.l2 import Ether  # noqa: F401 (reads the pcap's frames as Ethernet)
 from scapy.utils import rdpcap
 
-from ..formats import host_link as F
 from ..driver.link import BoardLink
 from ..driver.transport import GSO_MAX_BYTES, GSO_MAX_SEGMENTS, segmented
+from ..formats import host_link as F
 from ..formats.registers import ADDRESS, EVENT_WORD, RECEIVED_FLAGS, Event
-from ..protocol import codec, packets
 from ..hw.liteeth_core import MAC_ADDRESS
+from ..protocol import codec, packets
 from .wire_pacing import check_transfer, sent
 
 NETBLT = [sys.executable, "-m", "netblt.host.cli"]

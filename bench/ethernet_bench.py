@@ -27,11 +27,10 @@ from rich.table import Table
 
 from ..formats import host_link as F
 from ..gateware.config import EngineConfig
-from ..hw import build, liteeth_core
 from ..host.units import positive
+from ..hw import build, liteeth_core
 from ..hw.boards import BOARDS, Board
 from ..hw.node import NetbltNode
-
 from ..sim.rtl import hdl
 from ..sim.rtl.sim_board import design
 

@@ -24,17 +24,16 @@ from amaranth.back import verilog
 from rich.console import Console
 from rich.table import Table
 
+from ..formats.rfc998 import DATA_HEADER_SIZE, aligned
 from ..gateware.config import EngineConfig
 from ..gateware.engine import Engine
 from ..gateware.receive_path import Receiver
 from ..gateware.transmit_path import Transmitter
-from ..formats.rfc998 import DATA_HEADER_SIZE, aligned
 from ..host.units import positive
 from ..hw import litedram_core
 from ..hw.boards import BOARDS
 from ..hw.build import tools_environment
 from ..hw.nextpnr import Report, read_report
-
 from ..sim.rtl import hdl
 from ..sim.rtl.dram_tops import dram_receiver, dram_transmitter
 from .wire import wire_cycles

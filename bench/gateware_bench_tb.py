@@ -16,15 +16,15 @@ from cocotb.utils import get_sim_time
 
 from ..formats import host_link as F
 from ..formats.registers import PacingMode
+from ..formats.rfc998 import DATA_HEADER_SIZE
 from ..gateware.parser import RX_SETTINGS
 from ..gateware.pattern import PATTERN_COMMAND, pattern_bytes
 from ..gateware.reassembly import RX_COMMAND
 from ..gateware.segmenter import TX_COMMAND, TX_SETTINGS
 from ..gateware.streams import ip_payload
 from ..gateware.transmit_path import PACING
-from ..protocol import codec, packets
-from ..formats.rfc998 import DATA_HEADER_SIZE
 from ..hw.litedram_ports import COUNT_BITS
+from ..protocol import codec, packets
 from ..sim.rtl.beats import Source, pack, take, to_beats
 from ..sim.rtl.testbench import CLOCK_PS, CONFIG, DRAM, dram_commands, record, start
 from .wire import GIGABIT_NS_PER_BYTE, IPV4_HEADER, wire_bytes, wire_cycles

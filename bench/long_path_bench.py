@@ -39,12 +39,12 @@ from rich.console import Console
 from rich.table import Table
 from scapy.utils import RawPcapReader
 
-from ..formats import host_link as F
 from ..driver.board import DATA_SHARE, WIRE_BPS
-from ..protocol import codec, packets
+from ..formats import host_link as F
 from ..host.units import parse_duration, parse_probability, parse_rate, parse_size, positive
 from ..hw.boards import BOARDS
 from ..hw.liteeth_core import MAC_ADDRESS
+from ..protocol import codec, packets
 from .board_bench import NETBLT, free_port, report
 from .wire import FCS, PREAMBLE_AND_GAP
 

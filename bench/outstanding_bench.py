@@ -20,9 +20,8 @@ from rich.table import Table
 
 from ..driver.board import DATA_SHARE, WIRE_BPS
 from ..host.cli import PACKET_SIZE
-from ..protocol.params import Params, burst_for_rate, burst_rate_bps
 from ..hw.boards import BOARDS
-
+from ..protocol.params import Params, burst_for_rate, burst_rate_bps
 from ..sim.wan.netem import PathConfig
 from ..sim.wan.virtual import simulate
 

@@ -21,7 +21,6 @@ from rich.table import Table
 
 from ..protocol.params import Params, burst_for_rate
 from ..protocol.rate import RateSelector
-
 from ..sim.wan.netem import PathConfig
 from ..sim.wan.virtual import simulate
 

@@ -22,19 +22,17 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
+from ..formats import host_link as F
+from ..formats.dram_csr import DramPhy
 from ..formats.drops import Drop
-from ..formats.registers import PacingMode
 from ..formats.registers import (
     ADDRESS, COMMAND_WORD, CONNECTION_FLAGS, DRAM_LEVELS_WORD, ENGINE_STATE, EVENT_WORD, GEOMETRY_WORD,
-    RECEIVED_FLAGS, Command, Event,
+    RECEIVED_FLAGS, Command, Event, PacingMode,
 )
 from ..protocol import events as ev
 from ..protocol.packets import Packet
 from ..protocol.params import Params, burst_for_rate
-
-from ..formats import host_link as F
 from .control_codec import ControlCodec
-from ..formats.dram_csr import DramPhy
 from .dram_levelling import Injector, LevellingFailed, level
 from .link import BoardInUse, BoardLink, LinkError, Part, Request
 from .transport import Address, Kind
@@ -109,7 +107,13 @@ class Geometry:
 
     @classmethod
     def read(cls, values: dict[str, int]) -> Geometry:
+        """Raises LinkError for registers that describe no engine (a board built from other
+        sources, or not a netblt engine), which no transfer could use."""
         g = GEOMETRY_WORD.unpack(values["GEOMETRY"])
+        if not (values["CLOCK_HZ"] and g["tx_slots"] and g["rx_slots"] and values["SLOT_BYTES"] and g["data_width"]):
+            raise LinkError(f"the board describes no engine: {g['tx_slots']} transmit and {g['rx_slots']} receive "
+                            f"slots of {values['SLOT_BYTES']} bytes, {g['data_width']}-bit data, "
+                            f"a {values['CLOCK_HZ']} Hz clock")
         return cls(tx_slots=g["tx_slots"], rx_slots=g["rx_slots"], slot_bytes=values["SLOT_BYTES"],
                    max_packets=1 << g["log2_max_packets"], beat_bytes=g["data_width"] // 8,
                    clock_hz=values["CLOCK_HZ"], address=str(ipaddress.IPv4Address(values["IP_ADDRESS"])))

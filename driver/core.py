@@ -13,10 +13,9 @@ from collections import Counter
 from ..protocol import events as ev
 from ..protocol.packets import Packet
 from ..protocol.params import Params
-
+from .burst_pacer import BurstPacer
 from .control_codec import ControlCodec
 from .framing import is_data, pack
-from .burst_pacer import BurstPacer
 from .receive_buffers import ReceiveBuffers
 from .txqueue import TransmitQueue
 

@@ -26,10 +26,9 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 
-from ..protocol.endpoint import DataPathError
-from ..formats.registers import ENGINE_REGISTERS, LINK_REGISTERS, REGISTER_MAP
-
 from ..formats import host_link as F
+from ..formats.registers import ENGINE_REGISTERS, LINK_REGISTERS, REGISTER_MAP
+from ..protocol.endpoint import DataPathError
 from .transport import GSO_MAX_BYTES, GSO_MAX_SEGMENTS, segmented, show
 
 ID_MODULUS = 1 << 16

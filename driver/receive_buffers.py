@@ -14,7 +14,6 @@ from collections import Counter
 from dataclasses import dataclass
 
 from ..protocol import events as ev
-
 from .framing import HEADER_SIZE, DataHeader, FrameError, fastpath, is_data, parse_header
 
 @dataclass

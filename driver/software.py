@@ -14,7 +14,6 @@ import time
 from ..protocol import events as ev
 from ..protocol.packets import Packet
 from ..protocol.params import Params
-
 from .core import DataPathCore
 from .framing import HEADER_SIZE
 from .transport import GSO_MAX_BYTES, GSO_MAX_SEGMENTS, Address, Transport

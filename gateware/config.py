@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..formats import rfc998 as L
-
 from ..formats.registers import COMMAND_WORD, EVENT_WORD
 
 MAX_SLOTS = 1 << min(COMMAND_WORD.width("slot"), EVENT_WORD.width("slot"))

@@ -11,18 +11,18 @@ from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import data, fifo, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from .config import EngineConfig
 from ..formats.drops import Drop
-from .packet_fifo import CONTROL_META
-from .parser import RX_SETTINGS
-from .pattern import PATTERN_COMMAND
-from .readout import CounterBank, register_select
-from .receive_store import READ_AHEAD
-from .reassembly import MISSING, MISSING_QUERY, RX_COMMAND, RX_EVENT, SLOT_STATUS
 from ..formats.registers import (
     ADDRESS, COMMAND_WORD, CONNECTION_FLAGS, ENGINE_REGISTERS, ENGINE_STATE, EVENT_WORD, GEOMETRY_WORD,
     RECEIVED_FLAGS, Command, Event,
 )
+from .config import EngineConfig
+from .packet_fifo import CONTROL_META
+from .parser import RX_SETTINGS
+from .pattern import PATTERN_COMMAND
+from .readout import CounterBank, register_select
+from .reassembly import MISSING, MISSING_QUERY, RX_COMMAND, RX_EVENT, SLOT_STATUS
+from .receive_store import READ_AHEAD
 from .register_bus import DramCsrBus, RegisterBus, word_layout, word_value
 from .segmenter import TX_COMMAND, TX_SETTINGS
 from .transmit_path import PACING, UPLOAD_ROOM

@@ -16,8 +16,8 @@ from .config import EngineConfig
 from .control_status import ControlStatus
 from .dram_slots import dram_members
 from .outbound import Outbound
-from .receive_store import READ_AHEAD
 from .receive_path import Receiver
+from .receive_store import READ_AHEAD
 from .register_bus import DramCsrBus, RegisterBus
 from .streams import ip_stream
 from .transmit_path import UPLOAD_ROOM, Transmitter

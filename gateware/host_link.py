@@ -12,14 +12,13 @@ from amaranth.lib import memory, wiring
 from amaranth.lib.wiring import In, Out
 
 from ..formats.host_link import LINK_PORT
-
 from .link_executor import DOWNLOAD_QUEUE, BoardIdentity, LinkExecutor
-from .receive_store import READ_AHEAD
-from .transmit_path import UPLOAD_ROOM
 from .link_intake import LinkIntake
 from .link_sender import STORE_WORDS, LinkSender
+from .receive_store import READ_AHEAD
 from .register_bus import RegisterBus
 from .streams import ip_stream
+from .transmit_path import UPLOAD_ROOM
 
 INTAKE_WORDS = 4096
 """Words of requests waiting: one 9000-byte jumbo upload and more, or eleven 1500-byte

@@ -22,16 +22,15 @@ from amaranth.lib import fifo, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from ..formats import host_link as F
-
+from ..formats.registers import ADDRESS, ENGINE_REGISTERS, LINK_BASE, LINK_REGISTERS, REGISTER_MAP
 from .headers import header_bytes, header_fields, lanes, to_beats
 from .link_intake import big_endian
 from .link_sender import SEND_COMMAND, STORE_ADDRESS_WIDTH
 from .packet_fifo import CONTROL_META
 from .readout import CounterBank, register_select
 from .receive_store import READ_AHEAD
-from .transmit_path import UPLOAD_ROOM
-from ..formats.registers import ADDRESS, ENGINE_REGISTERS, LINK_BASE, LINK_REGISTERS, REGISTER_MAP
 from .register_bus import RegisterBus
+from .transmit_path import UPLOAD_ROOM
 
 AREA_WORDS = 128
 """One stored reply with its link header: up to 62 operations, or a status snapshot."""

@@ -17,7 +17,6 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from ..formats import host_link as F
-
 from ..formats.rfc998 import UDP
 from .headers import fold, halfwords, lanes
 from .packet_fifo import CONTROL_META, PacketFifo

@@ -13,7 +13,6 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from ..formats import rfc998 as L
-
 from .config import EngineConfig
 from .headers import UDP, header_bytes, to_beats
 from .packet_fifo import PacketFifo

@@ -16,9 +16,8 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from ..formats import rfc998 as L
-
-from .config import EngineConfig
 from ..formats.drops import Drop
+from .config import EngineConfig
 from .headers import DATA_LAYOUTS, UDP, fold, halfwords, header_fields, lanes, layouts_size
 from .segmenter import UDP_PROTOCOL
 from .streams import CONNECTION, ip_stream, rx_data

@@ -21,8 +21,8 @@ from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from .config import EngineConfig
 from ..formats.drops import Drop
+from .config import EngineConfig
 from .streams import rx_data
 
 RX_COMMAND = data.StructLayout({"post": 1, "slot": 4, "buffer": 32})

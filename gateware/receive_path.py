@@ -6,14 +6,14 @@ from amaranth.hdl import Module, Mux
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from .config import EngineConfig
 from ..formats.drops import Drop
+from .config import EngineConfig
+from .dram_slots import dram_members
 from .packet_fifo import CONTROL_META, PacketFifo
 from .parser import RX_SETTINGS, Parser, control_beat
 from .pattern import PATTERN_COMMAND, PatternChecker
-from .dram_slots import dram_members
-from .receive_store import READ_AHEAD, receive_store
 from .reassembly import MISSING, MISSING_QUERY, RX_COMMAND, RX_EVENT, SLOT_STATUS, Reassembly
+from .receive_store import READ_AHEAD, receive_store
 from .streams import ip_stream
 
 

@@ -15,7 +15,6 @@ from amaranth.lib import data, fifo, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from ..formats import rfc998 as L
-
 from .checksum_table import ChecksumLookup
 from .config import EngineConfig
 from .headers import DATA_LAYOUTS, UDP, fold, halfwords, header_bytes, lanes, layouts_size, to_beats

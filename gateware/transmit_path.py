@@ -8,11 +8,11 @@ from amaranth.lib.wiring import In, Out
 
 from .checksum_table import ChecksumTable
 from .config import EngineConfig
+from .dram_slots import dram_members
 from .pacer import Pacer
 from .pattern import PATTERN_COMMAND, PatternSource
 from .segmenter import TX_COMMAND, TX_SETTINGS, Segmenter
 from .streams import ip_stream
-from .dram_slots import dram_members
 from .transmit_store import store_write, transmit_store
 
 PACING = data.StructLayout({"mode": 2, "burst_size": 16, "interval": 32})

@@ -15,8 +15,7 @@ import time
 from pathlib import Path
 
 from ..driver.transport import Transport, TransportError, parse_address, show
-from ..sim.wan.netem import Path as WanPath
-from ..sim.wan.netem import PathConfig, describe
+from ..sim.wan.netem import Path as WanPath, PathConfig, describe
 from ..sim.wan.relay import Relay
 from ..sim.wan.tun_path import ADDRESSES, TunPath
 from .units import parse_duration, parse_port, parse_probability, parse_rate, parse_size

@@ -24,14 +24,13 @@ from typing import TYPE_CHECKING, Protocol
 
 from ..driver.software import SoftwareDataPath
 from ..driver.transport import DEFAULT_PORT, Address, Kind, Transport, host_address, show
-
-from . import announce
 from ..protocol import events as ev
-from .auth import Secret
-from ..protocol.endpoint import Admission, DataPathError, Endpoint
 from ..protocol.connection import Connection, State
-from .files import Expectation, FileError, FileSink, FileSource, StdoutSink, StreamSource, name_problem
+from ..protocol.endpoint import Admission, DataPathError, Endpoint
 from ..protocol.params import Params, Timing
+from . import announce
+from .auth import Secret
+from .files import Expectation, FileError, FileSink, FileSource, StdoutSink, StreamSource, name_problem
 
 SILENCE_WARNING = 5.0
 """Seconds of silence from the peer before the user hears about it."""

@@ -29,7 +29,6 @@ from amaranth.lib import wiring
 
 from ..gateware.config import DramGeometry
 from ..gateware.engine import Engine
-
 from . import litedram_core
 from .boards import BOARDS, Board, dram_pins
 from .build import ROOT, ROUTER2, build_folder, summary, toolchain_stopped, tools_environment

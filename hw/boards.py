@@ -25,7 +25,6 @@ from ..formats.host_link import LINK_PORT
 from ..formats.registers import BOARD_NAMES
 from ..gateware.config import DramGeometry, EngineConfig
 from ..gateware.host_link import INTAKE_WORDS
-
 from .clocking import SystemClock
 from .litedram import BoardDram
 from .litedram_core import CHIPS

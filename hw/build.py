@@ -21,7 +21,6 @@ import sys
 from pathlib import Path
 
 from ..formats.host_link import LINK_PORT
-
 from . import litedram_core, liteeth_core
 from .boards import BOARDS, Board, BoardTop
 from .nextpnr import Report, read_report

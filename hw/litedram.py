@@ -19,7 +19,6 @@ from amaranth.lib.wiring import In, Out
 from ..gateware.config import DramGeometry
 from ..gateware.dram_dma import NativePort
 from ..gateware.register_bus import DramCsrBus
-
 from .litedram_ports import COMMANDS, COUNT_BITS, PORTS, BoardPhy
 
 TRANSMIT_PORT, RECEIVE_PORT = 0, 1

@@ -62,7 +62,6 @@ from migen.genlib.cdc import MultiReg
 from ..formats.dram_csr import DFII_COMMAND, DFII_CONTROL, csr_map
 from ..formats.registers import DRAM_CSR_ADDRESS_BITS, DRAM_PHY_WORD
 from ..gateware.register_bus import DramCsrBus
-
 from .litedram_ports import BOARD_PHYS, COMMANDS, COUNT_BITS, PORTS, BoardPhy
 from .litex_core import DEVICE, run_generator, write_if_changed, write_verilog
 

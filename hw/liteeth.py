@@ -17,7 +17,6 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from ..gateware.streams import ip_stream
-
 from .liteeth_core import DATA_WIDTH, PROTOCOLS, STREAM_WIRES
 
 LANES = DATA_WIDTH // 8

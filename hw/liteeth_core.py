@@ -37,10 +37,9 @@ from liteeth.phy.ecp5rgmii import LiteEthPHYRGMII
 from liteeth.phy.gmii import LiteEthPHYGMIIRX, LiteEthPHYGMIITX
 from migen import ClockDomain, ClockDomainsRenamer, Mux
 
+from ..formats import rfc998 as L
 from ..gateware.config import EngineConfig
 from ..gateware.segmenter import UDP_PROTOCOL
-from ..formats import rfc998 as L
-
 from .litex_core import DEVICE, run_generator, write_verilog
 
 PROTOCOLS = (L.IP_PROTOCOL, UDP_PROTOCOL)

@@ -21,7 +21,6 @@ from ..gateware.host_link import INTAKE_WORDS, HostLink
 from ..gateware.link_executor import DOWNLOAD_QUEUE, STAGED_DOWNLOAD_QUEUE, BoardIdentity
 from ..gateware.stream_buffer import StreamBuffer
 from ..gateware.streams import ip_payload
-
 from .litedram import RECEIVE_PORT, TRANSMIT_PORT, BoardDram, LiteDram
 from .liteeth import GMII, LiteEthCore
 from .liteeth_core import DATA_WIDTH, GATEWAY, IP_ADDRESS, MAC_ADDRESS, NETMASK, parse_mac

@@ -9,8 +9,8 @@ from __future__ import annotations
 import struct
 
 from ..formats import rfc998 as L
-from ..formats.layout import Layout
 from ..formats.checksum import internet_checksum
+from ..formats.layout import Layout
 from .packets import (
     Abort, Control, Data, Done, Frame, Go, KeepAlive, Message, NullAck, Ok, Open, Packet, Quit, QuitAck, Refused,
     Resend, Response, Setup,

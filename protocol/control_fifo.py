@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ..formats.rfc998 import HEADER
-from .packets import Control, Go, Message, Ok, Resend
 from .codec import encode_message
+from .packets import Control, Go, Message, Ok, Resend
 
 SEQ_MODULUS = 1 << 16
 

@@ -22,8 +22,8 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import ARP, Ether
 from scapy.utils import PcapWriter, checksum
 
-from ...formats import host_link as F
 from ...driver.link import LinkClient
+from ...formats import host_link as F
 from ...hw.liteeth_core import IP_ADDRESS, MAC_ADDRESS
 from . import hdl
 from .testbench import start

@@ -48,9 +48,8 @@ def design(board: Board | None, slots: str = "block") -> Design:
     from ...hw import litedram_core
     from ...hw.boards import BOARDS
     from ...hw.node import NetbltNode
-    from .dram_tops import in_dram
-
     from . import hdl
+    from .dram_tops import in_dram
 
     if board is None:
         config = EngineConfig(data_width=32)
@@ -71,7 +70,6 @@ def design(board: Board | None, slots: str = "block") -> Design:
 def _ethernet(config: EngineConfig) -> Path:
     """The LiteEth core the simulated node instantiates, generated for its clock."""
     from ...hw import liteeth_core
-
     from . import hdl
 
     return liteeth_core.simulation_core(hdl.BUILD / "liteeth", config.clock_hz)
@@ -83,7 +81,6 @@ def serve(board: str | None, slots: str, settings: dict) -> int:
     loopback as ``settings`` (sim_board_tb.py's) say."""
     # Amaranth, LiteX and Verilator's runner load only for this command.
     from ...hw.boards import BOARDS
-
     from . import hdl
 
     if board is not None and board not in BOARDS:

@@ -38,14 +38,12 @@ from cocotb.utils import get_sim_time
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import ARP, Ether
 
-from ...formats import host_link as F
 from ...driver.transport import Transport, TransportError
-from ...formats import rfc998 as L
+from ...formats import host_link as F, rfc998 as L
 from ...formats.rfc998 import IP_PROTOCOL
 from ...hw.liteeth_core import IP_ADDRESS, MAC_ADDRESS
+from ..wan.netem import Path as WanPath, PathConfig, describe
 from .ethernet_wire import HOST_MAC, Wire, udp_payload
-from ..wan.netem import Path as WanPath
-from ..wan.netem import PathConfig, describe
 
 POLL_CYCLES = 250
 """System-clock cycles between looks at the sockets (5 us at 50 MHz)."""

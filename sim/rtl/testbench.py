@@ -13,7 +13,6 @@ from cocotb.triggers import ClockCycles, RisingEdge, with_timeout
 
 from ...gateware.config import DramGeometry, EngineConfig
 from ...hw.litedram import COMMAND_COUNTS
-
 from .beats import pack, unpack
 
 DRAM = json.loads(os.environ.get("NETBLT_TB_DRAM_DESCRIPTION") or "null")

