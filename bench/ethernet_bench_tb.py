@@ -24,7 +24,7 @@ from ..gateware.control_status import FLAG_UDP
 from ..gateware.pattern import pattern_bytes
 from ..hw.liteeth_core import IP_ADDRESS, MAC_ADDRESS
 from ..protocol import codec, packets
-from ..sim.rtl.ethernet_wire import HOST_IP, HOST_MAC, LinkPort, Wire
+from ..sim.rtl.ethernet_wire import HOST_IP, HOST_MAC, LinkPort, GmiiWire
 from ..sim.rtl.register_host import RegisterHost
 from ..sim.rtl.testbench import CONFIG, record
 from .wire import UDP_HEADER, wire_bytes
@@ -35,7 +35,7 @@ CASES = [(int(size), udp == "udp") for size, udp in
 LOCAL_PORT, PEER_PORT, UDP_PORT = 2998, 40001, 2999
 
 
-async def connect(dut, wire: Wire, size: int, udp: bool) -> RegisterHost:
+async def connect(dut, wire: GmiiWire, size: int, udp: bool) -> RegisterHost:
     host = RegisterHost(dut, LinkPort(wire))
     await host.configure(PACKET_SIZE=size, LOCAL_PORT=LOCAL_PORT, PEER_PORT=PEER_PORT,
                          PEER_ADDRESS=int(ipaddress.IPv4Address(HOST_IP)), UDP_LOCAL_PORT=UDP_PORT,
@@ -78,7 +78,7 @@ async def bench_transmit(dut):
     """Unpaced: every transmit slot uploaded, a SEND of each in one host-link request, then the
     frames timed at the wire. (A SEND replaces what its slot was sending, so each slot
     goes once: timing in simulation is exact, and a few dozen frames measure it.)"""
-    wire = await Wire.create(dut, "bench_transmit")
+    wire = await GmiiWire.create(dut, "bench_transmit")
     rows = []
     for size, udp in CASES:
         host = await connect(dut, wire, size, udp)
@@ -109,7 +109,7 @@ async def bench_transmit(dut):
 @cocotb.test()
 async def bench_receive(dut):
     """DATA frames back to back at the minimum gap into posted slots; every one counted."""
-    wire = await Wire.create(dut, "bench_receive")
+    wire = await GmiiWire.create(dut, "bench_receive")
     rows = []
     for size, udp in CASES:
         host = await connect(dut, wire, size, udp)
@@ -149,7 +149,7 @@ async def bench_link(dut):
     timed from the first request to the last reply's end on the wire; at 1500 bytes an
     upload while the engine sends a slot unpaced; and how soon an event reaches the host
     as a push."""
-    wire = await Wire.create(dut, "bench_link")
+    wire = await GmiiWire.create(dut, "bench_link")
     host = await connect(dut, wire, 1456, False)
     port = host.port
     # Four jumbo requests take 290 us on the wire: the tests' 100 us retry would send
@@ -197,7 +197,7 @@ async def bench_arp(dut):
     periods (run NETBLT_BENCH_ARP_TIMESCALE times faster than the real second): how
     often the board asks ARP again and how long its DATA waits each time; then a buffer
     after two quiet periods, which should find the cache cleared."""
-    wire = await Wire.create(dut, "bench_arp")
+    wire = await GmiiWire.create(dut, "bench_arp")
     host = await connect(dut, wire, 1456, False)
     length = CONFIG.slot_bytes // 1456 * 1456
     await upload_slots(host.port, length)

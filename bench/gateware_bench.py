@@ -33,7 +33,7 @@ from ..host.units import positive
 from ..hw import litedram_core
 from ..hw.boards import BOARDS
 from ..hw.build import tools_environment
-from ..hw.nextpnr import Report, read_report
+from ..hw.nextpnr import NextpnrReport, read_report
 from ..sim.rtl import hdl
 from ..sim.rtl.dram_tops import dram_receiver, dram_transmitter
 from .wire import wire_cycles
@@ -94,7 +94,7 @@ def simulate(results: Path, sizes: str, bursts: int) -> dict:
     return out
 
 
-def synthesise() -> tuple[dict[str, int], Report]:
+def synthesise() -> tuple[dict[str, int], NextpnrReport]:
     """The default engine through Yosys synth_ecp5 (cell counts), then nextpnr out of
     context on the Colorlight's part (Fmax at the default clock)."""
     config = EngineConfig()
@@ -123,7 +123,7 @@ def synthesise() -> tuple[dict[str, int], Report]:
     return utilisation, read_report(directory / "report.json")
 
 
-def report(results: dict, synthesis: tuple[dict[str, int], Report] | None, console: Console) -> None:
+def report(results: dict, synthesis: tuple[dict[str, int], NextpnrReport] | None, console: Console) -> None:
     config = EngineConfig()
     for store in STORES:
         clock_hz = results[store]["clock_hz"]

@@ -25,7 +25,7 @@ from ..gateware.streams import ip_payload
 from ..gateware.transmit_path import PACING
 from ..hw.litedram_ports import COUNT_BITS
 from ..protocol import codec, packets
-from ..sim.rtl.beats import Source, pack, take, to_beats
+from ..sim.rtl.beats import BeatSource, pack, take, to_beats
 from ..sim.rtl.testbench import CLOCK_PS, CONFIG, DRAM, dram_commands, record, start
 from .wire import GIGABIT_NS_PER_BYTE, IPV4_HEADER, wire_bytes, wire_cycles
 
@@ -91,12 +91,12 @@ async def transmitter_setup(dut, packet_size: int, data_checksum: int = 0):
                                             "data_checksum": data_checksum})
     dut.upload__en.value = 0
     dut.pacing.value = pack(PACING, {"mode": PacingMode.OFF})
-    commands = Source(dut, "command", TX_COMMAND)
-    fills = Source(dut, "fill", PATTERN_COMMAND)
+    commands = BeatSource(dut, "command", TX_COMMAND)
+    fills = BeatSource(dut, "fill", PATTERN_COMMAND)
     return commands, fills
 
 
-async def fill(dut, fills: Source, slot: int, buffer: int, length: int) -> None:
+async def fill(dut, fills: BeatSource, slot: int, buffer: int, length: int) -> None:
     await fills.send([{"slot": slot, "buffer": buffer, "length": length}])
     while True:
         await RisingEdge(dut.clk)
@@ -231,7 +231,7 @@ async def bench_receive(dut):
             dut.settings.value = pack(RX_SETTINGS, {"local_port": 2, "peer_port": 1, "peer_address": 7})
             dut.packet_size.value = size
             dut.status_slot.value = 0
-            await Source(dut, "command", RX_COMMAND).send([{"post": 1, "slot": 0, "buffer": 1}])
+            await BeatSource(dut, "command", RX_COMMAND).send([{"post": 1, "slot": 0, "buffer": 1}])
             await ClockCycles(dut.clk, CONFIG.bitmap_words + 4)
             count = min(CONFIG.max_packets, CONFIG.slot_bytes // size, 200)
             data = pattern_bytes(1, count * size)
@@ -251,7 +251,7 @@ async def bench_receive(dut):
                     cycle += 1
 
             watcher = cocotb.start_soon(watch())
-            source = Source(dut, "input", ip_payload(CONFIG.data_width))
+            source = BeatSource(dut, "input", ip_payload(CONFIG.data_width))
             begin = cycle_now()
             for n, raw in enumerate(frames):
                 if spacing == "wire":  # packet n starts when the wire would deliver it
@@ -277,7 +277,7 @@ async def bench_download(dut):
         await start(dut)
         dut.settings.value = pack(RX_SETTINGS, {"local_port": 2, "peer_port": 1, "peer_address": 7})
         dut.packet_size.value = size = 1448
-        await Source(dut, "command", RX_COMMAND).send([{"post": 1, "slot": 1, "buffer": 1}])
+        await BeatSource(dut, "command", RX_COMMAND).send([{"post": 1, "slot": 1, "buffer": 1}])
         await ClockCycles(dut.clk, CONFIG.bitmap_words + 4)
         count = CONFIG.slot_bytes // size
         data = pattern_bytes(1, count * size)
@@ -286,7 +286,7 @@ async def bench_download(dut):
         accepted = []
 
         async def arrive():
-            source, begin = Source(dut, "input", ip_payload(CONFIG.data_width)), cycle_now()
+            source, begin = BeatSource(dut, "input", ip_payload(CONFIG.data_width)), cycle_now()
             for n, raw in enumerate(frames):
                 due = begin + round(n * wire_cycles(len(raw), CONFIG.clock_hz))
                 while cycle_now() < due:

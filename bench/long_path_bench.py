@@ -57,7 +57,7 @@ PROGRESS_EVERY = 60.0
 
 
 @dataclass
-class Wire:
+class WireTimes:
     """What the pcap shows of one transfer, in simulated seconds."""
 
     open_at: float = 0.0
@@ -104,10 +104,10 @@ def udp(frame: bytes) -> tuple[int, int, bytes] | None:
     return sport, dport, frame[14 + ihl + 8:14 + ihl + length]
 
 
-def read_wire(pcap: Path, board_port: int, board_mac: str = MAC_ADDRESS) -> Wire:
+def read_wire(pcap: Path, board_port: int, board_mac: str = MAC_ADDRESS) -> WireTimes:
     """The transfer between the board's NETBLT port and its peer, from ``pcap``."""
     mac = bytes.fromhex(board_mac.replace(":", ""))
-    wire, sent, oked, buffer_bytes = Wire(), set(), set(), Counter()
+    wire, sent, oked, buffer_bytes = WireTimes(), set(), set(), Counter()
     outstanding = 0
     reader = RawPcapReader(str(pcap))
     scale = 1e-9 if reader.nano else 1e-6
@@ -228,7 +228,7 @@ def stop(board: subprocess.Popen) -> str:
     return board.communicate(timeout=300)[0]
 
 
-def print_results(console: Console, args: argparse.Namespace, wire: Wire, sender: dict, slower: float,
+def print_results(console: Console, args: argparse.Namespace, wire: WireTimes, sender: dict, slower: float,
                   summary: str) -> None:
     table = Table(title=f"{args.size / 2**20:g} MiB from a {args.board} board's DRAM over a "
                         f"{args.rtt * 1000:.0f} ms round trip, {args.loss:.2%} loss each way (simulated time)")

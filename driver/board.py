@@ -156,7 +156,7 @@ class BoardDataPath:
                  notice: Callable[[str], None] = lambda text: None) -> None:
         self.link, self.kind, self.notice = link, kind, notice
         # The peer's NETBLT port is its UDP port, or natively on IP a header field only.
-        address = (_ipv4(peer[0]), peer[1] if kind == "udp" else 0) if peer else None
+        address = (_checked_ipv4(peer[0]), peer[1] if kind == "udp" else 0) if peer else None
         self.control = ControlCodec(local_port, peer[1] if peer else 0, address)
         self.dropped: Counter[str] = Counter()
         self.events: list[ev.Event] = []
@@ -652,7 +652,7 @@ def _read(name: str) -> F.Operation:
     return F.Operation(F.Opcode.READ, ADDRESS[name])
 
 
-def _ipv4(host: str) -> str:
+def _checked_ipv4(host: str) -> str:
     try:
         return str(ipaddress.IPv4Address(host))
     except ValueError:

@@ -258,8 +258,8 @@ class LinkClient:
             return
         if header.status != F.Status.OK:
             owner = F.words(body[:12]) if len(body) >= 12 else [0, 0, 0]
-            raise BoardInUse(f"the board is in use by {_ipv4(owner[0])}:{owner[1]} (last heard {owner[2] / 1000:g} s "
-                            f"ago); it can be taken once that host has been silent long enough")
+            raise BoardInUse(f"the board is in use by {_dotted_quad(owner[0])}:{owner[1]} (last heard "
+                             f"{owner[2] / 1000:g} s ago); it can be taken once that host has been silent long enough")
         self.opening.reply = (header, body)
         self.sent_at = None
 
@@ -316,7 +316,7 @@ def decode_snapshot(body: bytes | memoryview) -> dict[str, int]:
     return dict(zip(names, values[1:]))
 
 
-def _ipv4(value: int) -> str:
+def _dotted_quad(value: int) -> str:
     return socket.inet_ntoa(value.to_bytes(4, "big"))
 
 

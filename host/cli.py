@@ -22,7 +22,7 @@ from ..protocol.params import MAX_PACKETS_PER_BUFFER, ParamError, Params, Timing
 from .auth import Secret, SecretError
 from .files import FileError
 from .sim_commands import add_netem_arguments, add_sim_board_arguments, run_netem, run_sim_board
-from .transfer import Gate, Interrupted, Options, Output, Report, TransferError, UsageError, plan, send, serve
+from .transfer import Gate, Interrupted, Options, Output, TransferReport, TransferError, UsageError, plan, send, serve
 from .units import parse_port, parse_rate, parse_size, positive
 
 # What a sender proposes by default: a modern gigabit LAN, not 1987's.
@@ -195,7 +195,7 @@ class Terminal:
             self.bar.stop()
             self.bar = None
 
-    def report(self, report: Report) -> None:
+    def report(self, report: TransferReport) -> None:
         self.stop()
         if self.args.json:
             print(json.dumps(report.as_json()), file=self.out.file, flush=True)
@@ -207,7 +207,7 @@ class Terminal:
             self.status(report.note)
 
 
-def print_report(report: Report, console: Console, *, verbose: bool = False) -> None:
+def print_report(report: TransferReport, console: Console, *, verbose: bool = False) -> None:
     if not report.established:
         return  # nothing moved: the failure line says it all
     title = f"netblt {report.role} {report.name}: {'OK' if report.ok else 'FAILED'} - {report.reason}"

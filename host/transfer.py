@@ -3,7 +3,7 @@
 :func:`send` sends files, directories and streams to a waiting receiver, one
 connection per file (WRITE mode); :func:`serve` receives them, one connection at a
 time on one socket, refusing a second sender while busy. Each finished connection
-gives a :class:`Report` with RFC 1030's columns.
+gives a :class:`TransferReport` with RFC 1030's columns.
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ class Feedback(Protocol):
 
     def status(self, text: str) -> None: ...
     def progress(self, done: int, total: int | None) -> None: ...
-    def report(self, report: Report) -> None: ...
+    def report(self, report: TransferReport) -> None: ...
 
 
 class Quiet:
@@ -69,7 +69,7 @@ class Quiet:
     def progress(self, done: int, total: int | None) -> None:
         pass
 
-    def report(self, report: Report) -> None:
+    def report(self, report: TransferReport) -> None:
         pass
 
 
@@ -87,7 +87,7 @@ class Options:
 
 
 @dataclass
-class Report:
+class TransferReport:
     ok: bool
     reason: str
     role: str
@@ -212,13 +212,13 @@ def run(endpoint: Endpoint, dp: RealTimeDataPath, feedback: Feedback, total: Cal
     return None
 
 
-def _report(endpoint: Endpoint, dp: RealTimeDataPath, role: str, **fields) -> Report:
+def _report(endpoint: Endpoint, dp: RealTimeDataPath, role: str, **fields) -> TransferReport:
     progress, conn = endpoint.progress, endpoint.conn
     result = progress.result
     p = progress.params
     started = progress.established_at
     now = time.monotonic()
-    report = Report(ok=bool(result and result.ok), reason=result.reason if result else "not finished",
+    report = TransferReport(ok=bool(result and result.ok), reason=result.reason if result else "not finished",
                     role=role, established=started is not None, bytes=progress.bytes_done,
                     resumed_bytes=progress.resumed_bytes, peer=show(conn.peer) if conn.peer else "",
                     dropped=dp.drop_counts(), duplicates=dp.duplicates, data_path=dp.name,
@@ -320,10 +320,10 @@ def _sender_name_problem(name: str) -> str | None:
 
 
 def send(items: list[Outgoing], peer: Address, options: Options, feedback: Feedback = Quiet(),
-         stdin: int = 0) -> tuple[list[Report], Interrupted | None]:
+         stdin: int = 0) -> tuple[list[TransferReport], Interrupted | None]:
     """Send each item in turn; stops at the first that fails or at a signal."""
     session = secrets.token_hex(8) if len(items) > 1 else ""
-    reports: list[Report] = []
+    reports: list[TransferReport] = []
     for index, item in enumerate(items, 1):
         report, stop = _send_one(item, index, len(items), session, peer, options, feedback, stdin)
         reports.append(report)
@@ -334,7 +334,7 @@ def send(items: list[Outgoing], peer: Address, options: Options, feedback: Feedb
 
 
 def _send_one(item: Outgoing, index: int, count: int, session: str, peer: Address, options: Options,
-              feedback: Feedback, stdin: int) -> tuple[Report, Interrupted | None]:
+              feedback: Feedback, stdin: int) -> tuple[TransferReport, Interrupted | None]:
     uid = random.getrandbits(32)
     shown = str(item.path) if item.path else "-"
     seal = (lambda digest: options.secret.seal(uid, digest)) if options.secret else None
@@ -495,7 +495,7 @@ class Reception:
 
 def serve(listen: Address, output: Output, options: Options, feedback: Feedback = Quiet(), *,
           keep_serving: bool = False, force: bool = False, gate: Gate | None = None,
-          listening: Callable[[str], None] | None = None) -> tuple[list[Report], Interrupted | None]:
+          listening: Callable[[str], None] | None = None) -> tuple[list[TransferReport], Interrupted | None]:
     """Receive files until one sender's files are all in (or, with ``keep_serving``, until
     a signal). A failed transfer ends a one-off receiver; a serving one carries on."""
     gate = gate or Gate(secret=options.secret)
@@ -511,9 +511,9 @@ def serve(listen: Address, output: Output, options: Options, feedback: Feedback 
 
 
 def _serve(dp: RealTimeDataPath, params: Params, output: Output, options: Options, feedback: Feedback,
-           keep_serving: bool, force: bool, gate: Gate) -> tuple[list[Report], Interrupted | None]:
+           keep_serving: bool, force: bool, gate: Gate) -> tuple[list[TransferReport], Interrupted | None]:
     finished: deque[tuple[Address, int]] = deque(maxlen=RECENT_UIDS)
-    reports: list[Report] = []
+    reports: list[TransferReport] = []
     session: str | None = None
     while True:
         conn = Connection(active=False, sender=False, params=params, timing=options.timing,
@@ -524,7 +524,7 @@ def _serve(dp: RealTimeDataPath, params: Params, output: Output, options: Option
         stop = run(endpoint, dp, feedback, lambda: reception.announced.size if reception.announced else None,
                    listen_until=waited)
         if not endpoint.finished and stop is None:  # the session's next file never came
-            report = Report(False, f"the sender's next file did not come within {options.params.death_timer} s",
+            report = TransferReport(False, f"the sender's next file did not come within {options.params.death_timer} s",
                             "receiver")
             reports.append(report)
             feedback.report(report)
@@ -545,7 +545,7 @@ def _serve(dp: RealTimeDataPath, params: Params, output: Output, options: Option
         dp.reset()
 
 
-def _received(endpoint: Endpoint, dp: RealTimeDataPath, reception: Reception) -> Report:
+def _received(endpoint: Endpoint, dp: RealTimeDataPath, reception: Reception) -> TransferReport:
     """The report of one receiving connection, after verifying and placing its file."""
     sink, announced = reception.sink, reception.announced
     report = _report(endpoint, dp, "receiver", name=announced.name if announced else "",

@@ -23,7 +23,7 @@ from pathlib import Path
 from ..formats.host_link import LINK_PORT
 from . import litedram_core, liteeth_core
 from .boards import BOARDS, Board, BoardTop
-from .nextpnr import Report, read_report
+from .nextpnr import NextpnrReport, read_report
 
 ROOT = Path(__file__).resolve().parent.parent
 CONSTRAINTS = ROOT / "constraints"
@@ -49,7 +49,7 @@ The block-RAM builds keep the default router, with which their seeds were chosen
 
 
 def build(board: Board, mac: str, ip: str, link_port: int, build_dir: Path, netmask: str = liteeth_core.NETMASK,
-          gateway: str = liteeth_core.GATEWAY, slots: str = "block") -> tuple[Report, int]:
+          gateway: str = liteeth_core.GATEWAY, slots: str = "block") -> tuple[NextpnrReport, int]:
     """The bitstream, its report and the placement seed that made it.
 
     Synthesis runs once; place and route tries the board's seeds for ``slots`` in turn and
@@ -105,7 +105,7 @@ def build_folder(parser: argparse.ArgumentParser, path: Path) -> Path:
     return path
 
 
-def summary(board: Board, report: Report, seed: int) -> str:
+def summary(board: Board, report: NextpnrReport, seed: int) -> str:
     lines = [f"{board.name}: {board.platform.device}-{board.platform.speed}{board.platform.package}, "
              f"nextpnr seed {seed}"]
     for clock in report.clocks:

@@ -284,7 +284,7 @@ def board_pads(name: str, pads: dict[str, str], module, data_bits: int) -> tuple
     return (name, 0, *(Subsignal(pad, Pins(widths.get(pad, 1))) for pad in pads))
 
 
-class Core(LiteXModule):
+class LiteDramSoc(LiteXModule):
     def __init__(self, platform, chip: Chip, phy: str) -> None:
         self.cd_engine = ClockDomain()
         # Each reset comes in synchronous to its clock (the Amaranth side's domains).
@@ -399,7 +399,7 @@ def generate(chip: str, output: Path, phy: str = "model") -> dict:
 
 def write_core(chip: Chip, output: Path, phy: str) -> Path:
     platform = LatticePlatform(DEVICE, COMMON_PINS, toolchain="trellis")
-    core = Core(platform, chip, phy)
+    core = LiteDramSoc(platform, chip, phy)
     data_files = write_verilog(platform, core, "litedram_core", output)
     assert not data_files, "the core must be one self-contained file"  # the testbenches compile the .v alone
     write_if_changed(output.with_suffix(".json"), json.dumps(core.description, indent=1) + "\n")

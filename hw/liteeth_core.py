@@ -113,7 +113,7 @@ class Router(LiteXModule):
                       table.request.ip_address.eq(Mux(nearby | (gateway == 0), destination, gateway))]
 
 
-class Core(LiteXModule):
+class LiteEthSoc(LiteXModule):
     def __init__(self, platform, phy: str, mac_address: int, ip_address: str, clock_hz: float,
                  arp_timescale: float = 1, ping: bool = True) -> None:
         self.crg = CRG(platform.request("sys_clock"), platform.request("sys_reset"))
@@ -183,7 +183,7 @@ def write_core(phy: str, mac_address: int, ip_address: str, clock_hz: float, out
                arp_timescale: float = 1, ping: bool = True) -> Path:
     pins = COMMON_PINS + (RGMII_PINS if phy == "rgmii" else GMII_PINS) + [port_pins(p) for p in PROTOCOLS]
     platform = LatticePlatform(DEVICE, pins, toolchain="trellis")
-    write_verilog(platform, Core(platform, phy, mac_address, ip_address, clock_hz, arp_timescale, ping),
+    write_verilog(platform, LiteEthSoc(platform, phy, mac_address, ip_address, clock_hz, arp_timescale, ping),
                   "liteeth_core", output)
     return output
 

@@ -24,13 +24,13 @@ class ClockTiming:
 
 
 @dataclass(frozen=True)
-class Report:
+class NextpnrReport:
     clocks: list[ClockTiming]
     cells: dict[str, tuple[int, int]]
     """Cell type: (used, available on the part); only the types used."""
 
 
-def read_report(path: Path) -> Report:
+def read_report(path: Path) -> NextpnrReport:
     try:
         raw = json.loads(path.read_text())
         clocks = [ClockTiming(name, float(entry["achieved"]), float(entry["constraint"]))
@@ -39,4 +39,4 @@ def read_report(path: Path) -> Report:
                  for name, entry in raw["utilization"].items() if entry["used"]}
     except (OSError, ValueError, KeyError, TypeError) as error:
         raise ValueError(f"{path}: not a nextpnr report ({error})") from error
-    return Report(clocks, cells)
+    return NextpnrReport(clocks, cells)

@@ -44,7 +44,7 @@ def unpack(layout: data.Layout, word: int) -> dict[str, Any]:
     return out
 
 
-class Source:
+class BeatSource:
     """Drives ``<name>__valid/payload`` from a queue of beats, optionally with gaps."""
 
     def __init__(self, dut, name: str, layout: data.Layout, *, idle: float = 0.0,
@@ -72,7 +72,7 @@ class Source:
         self.valid.value = 0
 
 
-class Sink:
+class BeatSink:
     """Collects ``<name>`` beats; ``stall`` is the chance of holding ready low a cycle.
 
     With no layout the payloads are plain ints.

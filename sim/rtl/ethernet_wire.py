@@ -33,7 +33,7 @@ HOST_IP = "192.168.1.2"
 HOST_LINK_PORT = 40990
 
 
-class Wire:
+class GmiiWire:
     """The testbench's end of the GMII link: frames each way, in a pcap, and ARP
     requests for the host's address answered as a host's stack would."""
 
@@ -54,7 +54,7 @@ class Wire:
         cocotb.start_soon(self._collect())
 
     @classmethod
-    async def create(cls, dut, test: str | None, pcap: Path | None = None) -> Wire:
+    async def create(cls, dut, test: str | None, pcap: Path | None = None) -> GmiiWire:
         """The wire, after a reset; its frames go to ``pcap``, or to build/gateware/pcap/``test``.pcap."""
         if pcap is None and test is not None:
             (hdl.BUILD / "pcap").mkdir(parents=True, exist_ok=True)
@@ -115,7 +115,7 @@ class LinkPort:
     ``reorder`` held back behind the next. Registers by REGISTERS requests; pushed events
     and control packets are kept for the caller."""
 
-    def __init__(self, wire: Wire, *, loss: float = 0.0, duplicate: float = 0.0, reorder: float = 0.0,
+    def __init__(self, wire: GmiiWire, *, loss: float = 0.0, duplicate: float = 0.0, reorder: float = 0.0,
                  seed: int = 1, port: int = HOST_LINK_PORT) -> None:
         self.wire, self.loss, self.duplicate, self.reorder, self.port = wire, loss, duplicate, reorder, port
         self.random = random.Random(seed)

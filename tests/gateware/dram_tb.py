@@ -13,7 +13,7 @@ import cocotb
 from cocotb.triggers import RisingEdge, with_timeout
 
 from netblt.gateware.dram_dma import NativePort
-from netblt.sim.rtl.beats import Sink, Source
+from netblt.sim.rtl.beats import BeatSink, BeatSource
 from netblt.sim.rtl.testbench import DRAM, dram_commands, start
 
 DESCRIPTION = DRAM
@@ -26,11 +26,11 @@ class Port:
     def __init__(self, dut, index: int, rng: random.Random) -> None:
         port = NativePort(DESCRIPTION["address_bits"], DESCRIPTION["data_bits"])
         name = f"ports__{index}"
-        self.command = Source(dut, f"{name}__cmd", port.command, idle=0.2, rng=rng)
+        self.command = BeatSource(dut, f"{name}__cmd", port.command, idle=0.2, rng=rng)
         # LiteDRAM takes a write's data the cycle it issues the write, whether valid or not:
         # a user must hold the data ready before its command (NativePort), so no gaps here.
-        self.data = Source(dut, f"{name}__wdata", port.write, rng=rng)
-        self.read_data = Sink(dut, f"{name}__rdata", None, stall=0.2, rng=rng)
+        self.data = BeatSource(dut, f"{name}__wdata", port.write, rng=rng)
+        self.read_data = BeatSink(dut, f"{name}__rdata", None, stall=0.2, rng=rng)
         cocotb.start_soon(self.read_data.run())
 
     async def write(self, writes: list[tuple[int, int, int]]) -> None:

@@ -17,7 +17,7 @@ from netblt.formats.registers import CONNECTION_FLAGS, ENGINE_STATE, GEOMETRY_WO
 from netblt.gateware.streams import ip_payload
 from netblt.gateware.pattern import pattern_bytes
 from netblt.protocol import codec, packets
-from netblt.sim.rtl.beats import Sink, Source, beat_bytes
+from netblt.sim.rtl.beats import BeatSink, BeatSource, beat_bytes
 from netblt.sim.rtl.register_host import RegisterHost
 from netblt.sim.rtl.testbench import start
 
@@ -32,8 +32,8 @@ class Path:
 
     def __init__(self, dut, rng: random.Random) -> None:
         layout = ip_payload(CONFIG.data_width)
-        self.sink = Sink(dut, "net_tx", layout)
-        self.source = Source(dut, "net_rx", layout)
+        self.sink = BeatSink(dut, "net_tx", layout)
+        self.source = BeatSource(dut, "net_rx", layout)
         self.rng = rng
         self.loss = self.duplication = self.corruption = self.reorder = 0.0
         self.queue: deque[list[dict]] = deque()

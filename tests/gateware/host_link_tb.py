@@ -28,7 +28,7 @@ from netblt.gateware.segmenter import UDP_PROTOCOL
 from netblt.gateware.streams import ip_payload
 from netblt.gateware.transmit_path import UPLOAD_ROOM
 from netblt.formats import rfc998 as L
-from netblt.sim.rtl.beats import Sink, Source, beat_bytes, to_beats, unpack
+from netblt.sim.rtl.beats import BeatSink, BeatSource, beat_bytes, to_beats, unpack
 from netblt.sim.rtl.testbench import start
 
 from link_intake_tb import BOARD, BOARD_INT, HOST, HOST_INT, HOST_PORT
@@ -140,10 +140,10 @@ class Network:
         self.dut = dut
         self.random = random.Random(seed)
         self.loss, self.duplicate = loss, duplicate
-        self.source = Source(dut, "net_rx", ip_payload(32))
-        self.sink = Sink(dut, "net_tx", ip_payload(32))
-        self.engine_rx = Sink(dut, "engine_rx", ip_payload(32))
-        self.engine_tx = Source(dut, "engine_tx", ip_payload(32))
+        self.source = BeatSource(dut, "net_rx", ip_payload(32))
+        self.sink = BeatSink(dut, "net_tx", ip_payload(32))
+        self.engine_rx = BeatSink(dut, "engine_rx", ip_payload(32))
+        self.engine_tx = BeatSource(dut, "engine_tx", ip_payload(32))
         self.taken = 0
         self.gaps = 0
         """Cycles a datagram stopped part-way on ``net_tx``: LiteEth would cut its frame short."""

@@ -14,7 +14,7 @@ from netblt.gateware.packet_fifo import CONTROL_META
 from netblt.gateware.segmenter import UDP_PROTOCOL
 from netblt.gateware.streams import ip_payload
 from netblt.formats import rfc998 as L
-from netblt.sim.rtl.beats import Sink, Source, beat_bytes, to_beats
+from netblt.sim.rtl.beats import BeatSink, BeatSource, beat_bytes, to_beats
 from netblt.sim.rtl.testbench import start
 
 BOARD, HOST = "192.168.1.50", "192.168.1.2"
@@ -40,10 +40,10 @@ class Intake:
     def __init__(self, dut, *, idle: float = 0.0, stall: float = 0.0, seed: int = 1) -> None:
         rng = random.Random(seed)
         self.dut = dut
-        self.net = Source(dut, "net_rx", ip_payload(32), idle=idle, rng=rng)
-        self.engine = Sink(dut, "engine_rx", ip_payload(32), stall=stall, rng=rng)
-        self.payload = Sink(dut, "payload", None, stall=stall, rng=rng)
-        self.meta = Sink(dut, "meta", CONTROL_META, stall=stall, rng=rng)
+        self.net = BeatSource(dut, "net_rx", ip_payload(32), idle=idle, rng=rng)
+        self.engine = BeatSink(dut, "engine_rx", ip_payload(32), stall=stall, rng=rng)
+        self.payload = BeatSink(dut, "payload", None, stall=stall, rng=rng)
+        self.meta = BeatSink(dut, "meta", CONTROL_META, stall=stall, rng=rng)
         self.dropped = 0
 
     @classmethod

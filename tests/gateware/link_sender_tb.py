@@ -12,7 +12,7 @@ from scapy.utils import checksum
 from netblt.formats import host_link as F
 from netblt.gateware.link_sender import SEND_COMMAND
 from netblt.gateware.streams import ip_payload
-from netblt.sim.rtl.beats import Sink, Source, beat_bytes
+from netblt.sim.rtl.beats import BeatSink, BeatSource, beat_bytes
 from netblt.sim.rtl.testbench import start
 
 from link_intake_tb import BOARD, HOST, HOST_INT, HOST_PORT
@@ -44,9 +44,9 @@ async def run(dut, *, idle: float, stall: float, seed: int) -> None:
     await start(dut)
     rng = random.Random(seed)
     dut.write__en.value = 0
-    commands = Source(dut, "command", SEND_COMMAND)
-    body = Source(dut, "body", None, idle=idle, rng=rng)
-    out = Sink(dut, "out", ip_payload(32), stall=stall, rng=rng)
+    commands = BeatSource(dut, "command", SEND_COMMAND)
+    body = BeatSource(dut, "body", None, idle=idle, rng=rng)
+    out = BeatSink(dut, "out", ip_payload(32), stall=stall, rng=rng)
     cocotb.start_soon(out.run())
     expected = []
     for n in range(12):

@@ -15,7 +15,7 @@ from cocotb.triggers import ClockCycles, RisingEdge, with_timeout
 from dram_harness import STORE_CONFIG
 from dram_tb import count_refreshes
 
-from netblt.sim.rtl.beats import Source, take
+from netblt.sim.rtl.beats import BeatSource, take
 from netblt.sim.rtl.testbench import DRAM, start
 
 DESCRIPTION = DRAM
@@ -25,7 +25,7 @@ SLOT_WORDS = STORE_CONFIG.slot_words
 class Store:
     def __init__(self, dut, rng: random.Random) -> None:
         self.dut, self.rng = dut, rng
-        self.opens = Source(dut, "open", None, idle=0.3, rng=rng)
+        self.opens = BeatSource(dut, "open", None, idle=0.3, rng=rng)
         self.model: dict[int, int | None] = {}  # byte -> value; None: may hold anything
         dut.write__en.value = dut.close__valid.value = dut.seek__valid.value = dut.read__ready.value = 0
 

@@ -18,7 +18,7 @@ from netblt.gateware.packet_fifo import CONTROL_META
 from netblt.protocol import codec, packets
 from netblt.formats.checksum import internet_checksum
 from netblt.formats import rfc998 as L
-from netblt.sim.rtl.beats import Sink, Source, take, to_beats, unpack
+from netblt.sim.rtl.beats import BeatSink, BeatSource, take, to_beats, unpack
 from netblt.sim.rtl.testbench import CONFIG, DRAM, apply, start
 
 W = CONFIG.beat_bytes
@@ -33,14 +33,14 @@ class Rx:
 
     def __init__(self, dut, **settings) -> None:
         self.dut = dut
-        self.input = Source(dut, "input", ip_payload(CONFIG.data_width))
-        self.commands = Source(dut, "command", RX_COMMAND)
-        self.queries = Source(dut, "query", MISSING_QUERY)
-        self.checks = Source(dut, "check", PATTERN_COMMAND)
-        self.events = Sink(dut, "event", RX_EVENT)
-        self.missing = Sink(dut, "missing", MISSING)
-        self.control = Sink(dut, "control", None)
-        self.meta = Sink(dut, "control_meta", CONTROL_META)
+        self.input = BeatSource(dut, "input", ip_payload(CONFIG.data_width))
+        self.commands = BeatSource(dut, "command", RX_COMMAND)
+        self.queries = BeatSource(dut, "query", MISSING_QUERY)
+        self.checks = BeatSource(dut, "check", PATTERN_COMMAND)
+        self.events = BeatSink(dut, "event", RX_EVENT)
+        self.missing = BeatSink(dut, "missing", MISSING)
+        self.control = BeatSink(dut, "control", None)
+        self.meta = BeatSink(dut, "control_meta", CONTROL_META)
         self.settings = {"local_port": LOCAL, "peer_port": PEER, "peer_address": PEER_ADDRESS,
                          "udp_local_port": 2998, "udp_peer_port": 2999, **settings}
         apply(dut.settings, RX_SETTINGS, self.settings)

@@ -23,14 +23,14 @@ from netblt.gateware.pattern import pattern_bytes
 from netblt.formats.registers import CONNECTION_FLAGS, ADDRESS, RECEIVED_FLAGS, REGISTER_MAP, Command, Event
 from netblt.protocol import codec, packets
 from netblt.hw.liteeth_core import IP_ADDRESS, MAC_ADDRESS
-from netblt.sim.rtl.ethernet_wire import HOST_IP, HOST_LINK_PORT, HOST_MAC, LinkPort, Wire, ip_checksum_holds
+from netblt.sim.rtl.ethernet_wire import HOST_IP, HOST_LINK_PORT, HOST_MAC, LinkPort, GmiiWire, ip_checksum_holds
 from netblt.sim.rtl.register_host import RegisterHost
 from netblt.sim.rtl.testbench import CONFIG
 
 
 @cocotb.test()
 async def test_arp_request_is_answered(dut):
-    wire = await Wire.create(dut, "arp")
+    wire = await GmiiWire.create(dut, "arp")
     await wire.send(Ether(dst="ff:ff:ff:ff:ff:ff", src=HOST_MAC) / ARP(
         op=1, hwsrc=HOST_MAC, psrc=HOST_IP, pdst=IP_ADDRESS))
     reply = await wire.receive()
@@ -42,7 +42,7 @@ async def test_arp_request_is_answered(dut):
 
 @cocotb.test()
 async def test_ping_is_answered(dut):
-    wire = await Wire.create(dut, "ping")
+    wire = await GmiiWire.create(dut, "ping")
     payload = bytes(range(56))
     await wire.send(Ether(dst=MAC_ADDRESS, src=HOST_MAC) / IP(src=HOST_IP, dst=IP_ADDRESS)
                     / ICMP(type=8, id=0x1234, seq=7) / payload)
@@ -60,7 +60,7 @@ UDP_LOCAL_PORT, UDP_PEER_PORT = 2998, 2999
 PACKET = 1024
 
 
-async def connect(dut, wire: Wire, *, udp: bool) -> RegisterHost:
+async def connect(dut, wire: GmiiWire, *, udp: bool) -> RegisterHost:
     """The engine's connection registers, as the host driver sets them, peer = the wire."""
     host = RegisterHost(dut, LinkPort(wire))
     await host.configure(PACKET_SIZE=PACKET, LOCAL_PORT=LOCAL_PORT, PEER_PORT=PEER_PORT,
@@ -74,7 +74,7 @@ async def connect(dut, wire: Wire, *, udp: bool) -> RegisterHost:
 async def test_sent_buffer_arrives_as_valid_frames(dut):
     """A pattern buffer leaves as Ethernet/IPv4 frames (native, then in UDP) that scapy
     and the host codec both accept, with every byte of the buffer in order."""
-    wire = await Wire.create(dut, "send")
+    wire = await GmiiWire.create(dut, "send")
     for udp, buffer in ((False, 41), (True, 42)):
         host = await connect(dut, wire, udp=udp)
         length = 3 * PACKET + 100
@@ -105,7 +105,7 @@ async def test_sent_buffer_arrives_as_valid_frames(dut):
 ROUTER_IP, ROUTER_MAC, FAR_PEER = "192.168.1.1", "02:00:00:00:00:01", "10.9.8.7"
 
 
-class RoutedWire(Wire):
+class RoutedWire(GmiiWire):
     """A LAN with a router on it: ARP requests for the router are answered."""
 
     async def arrived(self, packet: Ether) -> None:
@@ -137,7 +137,7 @@ async def test_a_peer_beyond_the_subnet_is_reached_through_the_gateway(dut):
 @cocotb.test()
 async def test_frames_are_reassembled_into_their_slot(dut):
     """DATA frames from the wire, out of order with a duplicate, fill the posted slot."""
-    wire = await Wire.create(dut, "receive")
+    wire = await GmiiWire.create(dut, "receive")
     for udp, (slot, buffer) in ((False, (0, 7)), (True, (1, 8))):
         host = await connect(dut, wire, udp=udp)
         length = 3 * PACKET + 100
@@ -165,7 +165,7 @@ async def test_frames_are_reassembled_into_their_slot(dut):
 @cocotb.test()
 async def test_short_control_packet_reaches_the_host(dut):
     """A control packet short enough for Ethernet padding reaches the host's FIFO whole."""
-    wire = await Wire.create(dut, "control")
+    wire = await GmiiWire.create(dut, "control")
     host = await connect(dut, wire, udp=False)
     message = codec.encode(packets.Control((packets.Go(5, 2),)), PEER_PORT, LOCAL_PORT)
     frame = Ether(dst=MAC_ADDRESS, src=HOST_MAC) / IP(src=HOST_IP, dst=IP_ADDRESS, proto=30) / message
@@ -181,7 +181,7 @@ async def test_short_control_packet_reaches_the_host(dut):
 async def test_frame_with_bad_fcs_is_dropped(dut):
     """Without data checksums only the FCS guards the data: a frame LiteEth flags is
     counted and dropped, and the same frame sent intact is accepted."""
-    wire = await Wire.create(dut, "bad_fcs")
+    wire = await GmiiWire.create(dut, "bad_fcs")
     host = await connect(dut, wire, udp=False)
     await host.write("FLAGS", 0)
     await host.command(Command.POST, 0, 3)
@@ -203,7 +203,7 @@ async def test_frame_with_bad_fcs_is_dropped(dut):
 async def test_link_request_runs_whole(dut):
     """One request of many operations: writes land, reads return, an unknown opcode comes
     back not done, and the largest request fits."""
-    wire = await Wire.create(dut, "link_request")
+    wire = await GmiiWire.create(dut, "link_request")
     port = LinkPort(wire)
     ops = [F.Operation(F.Opcode.WRITE, ADDRESS["PEER_PORT"], 1234),
            F.Operation(F.Opcode.WRITE, ADDRESS["PEER_ADDRESS"], 0xC0A8_0102),
@@ -226,7 +226,7 @@ async def test_hostile_datagrams_change_nothing(dut):
     """Garbage, a datagram cut short, one damaged where only the UDP checksum can tell, a
     replayed ID with other content, a forgery from another host: counted, none executed,
     and the owner's session goes on."""
-    wire = await Wire.create(dut, "link_hostile")
+    wire = await GmiiWire.create(dut, "link_hostile")
     port = LinkPort(wire)
     await port.write(ADDRESS["PEER_PORT"], 7)
     first = port.client.session, 1  # the session and the ID of that write
@@ -252,7 +252,7 @@ async def test_hostile_datagrams_change_nothing(dut):
     assert counted == [7, 3, 1, 1, 2]  # garbage (version), cut short, damaged; the replay; the forgery
 
 
-async def whole_slots(dut, wire: Wire, loss: float, seed: int, duplicate: float = 0.0, reorder: float = 0.0,
+async def whole_slots(dut, wire: GmiiWire, loss: float, seed: int, duplicate: float = 0.0, reorder: float = 0.0,
                       mtu: int = 1500) -> None:
     """A whole transmit slot uploaded and sent to the wire, a whole receive slot filled
     from the wire and downloaded: byte-exact; each command once, each event once."""
@@ -293,31 +293,31 @@ async def whole_slots(dut, wire: Wire, loss: float, seed: int, duplicate: float 
 
 @cocotb.test()
 async def test_whole_slots_up_and_down(dut):
-    await whole_slots(dut, await Wire.create(dut, "link_slots"), 0.0, 1)
+    await whole_slots(dut, await GmiiWire.create(dut, "link_slots"), 0.0, 1)
 
 
 @cocotb.test()
 async def test_whole_slots_up_and_down_with_5_percent_loss_duplicates_and_reordering(dut):
-    await whole_slots(dut, await Wire.create(dut, "link_slots_5"), 0.05, 2, duplicate=0.1, reorder=0.1)
+    await whole_slots(dut, await GmiiWire.create(dut, "link_slots_5"), 0.05, 2, duplicate=0.1, reorder=0.1)
 
 
 @cocotb.test()
 async def test_whole_slots_up_and_down_with_20_percent_loss(dut):
-    await whole_slots(dut, await Wire.create(dut, "link_slots_20"), 0.2, 3)
+    await whole_slots(dut, await GmiiWire.create(dut, "link_slots_20"), 0.2, 3)
 
 
 @cocotb.test()
 async def test_whole_slots_up_and_down_in_jumbo_frames(dut):
     """9000-byte datagrams: an UPLOAD of 8956 bytes fits the intake whole, a DOWNLOAD
     reply of as many leaves as one frame."""
-    wire = await Wire.create(dut, "link_slots_jumbo")
+    wire = await GmiiWire.create(dut, "link_slots_jumbo")
     await whole_slots(dut, wire, 0.0, 4, mtu=9000)
 
 
 @cocotb.test()
 async def test_an_upload_runs_while_the_engine_sends(dut):
     """Slot 1 uploaded while slot 0's pattern leaves at line rate: both byte-exact."""
-    wire = await Wire.create(dut, "link_upload_while_sending")
+    wire = await GmiiWire.create(dut, "link_upload_while_sending")
     host = await connect(dut, wire, udp=False)
     port = host.port
     length = CONFIG.slot_bytes

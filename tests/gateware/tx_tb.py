@@ -17,7 +17,7 @@ from netblt.gateware.streams import ip_payload
 from netblt.gateware.transmit_path import PACING
 from netblt.protocol import codec, packets
 from netblt.formats import rfc998 as L
-from netblt.sim.rtl.beats import Sink, Source, beat_bytes
+from netblt.sim.rtl.beats import BeatSink, BeatSource, beat_bytes
 from netblt.sim.rtl.testbench import CONFIG, apply, start
 
 W = CONFIG.beat_bytes
@@ -32,9 +32,9 @@ class Tx:
 
     def __init__(self, dut, *, stall: float = 0.0, **settings) -> None:
         self.dut = dut
-        self.commands = Source(dut, "command", TX_COMMAND)
-        self.fills = Source(dut, "fill", PATTERN_COMMAND)
-        self.sink = Sink(dut, "out", ip_payload(CONFIG.data_width), stall=stall)
+        self.commands = BeatSource(dut, "command", TX_COMMAND)
+        self.fills = BeatSource(dut, "fill", PATTERN_COMMAND)
+        self.sink = BeatSink(dut, "out", ip_payload(CONFIG.data_width), stall=stall)
         self.settings = {"packet_size": 1024, "local_port": LOCAL, "peer_port": PEER,
                          "peer_address": PEER_ADDRESS, "udp_local_port": 2998,
                          "udp_peer_port": 2999, **settings}
