@@ -353,7 +353,7 @@ def _send_one(item: Outgoing, index: int, count: int, session: str, peer: Addres
             conn = Connection(active=True, sender=True, params=dp.fit(options.params, sending=True), timing=options.timing,
                               transfer_size=source.size, client_string=client_string, uid=uid, peer=dp.peer)
             check = (lambda answer: secret.check_response(uid, client_string, answer)) if secret else None
-            endpoint = Endpoint(conn, dp, source=source, check_peer=check)
+            endpoint = Endpoint(conn, dp, source=source, check_peer=check, cpu_clock=time.process_time)
             opening = f"connecting to {show(peer)}" + (f" (file {index} of {count})" if count > 1 else "")
             feedback.status(f"{opening}" + (f" through board {show(options.board)}" if options.board else "") + " ...")
             stop = run(endpoint, dp, feedback, lambda: source.size, opening)
@@ -519,7 +519,7 @@ def _serve(dp: RealTimeDataPath, params: Params, output: Output, options: Option
         conn = Connection(active=False, sender=False, params=params, timing=options.timing,
                           client_string=b"netblt-recv")
         reception = Reception(output, gate, feedback, force=force, session=session, finished=finished)
-        endpoint = Endpoint(conn, dp, sink=reception, admit=reception.admit)
+        endpoint = Endpoint(conn, dp, sink=reception, admit=reception.admit, cpu_clock=time.process_time)
         waited = time.monotonic() + options.params.death_timer if session else None
         stop = run(endpoint, dp, feedback, lambda: reception.announced.size if reception.announced else None,
                    listen_until=waited)

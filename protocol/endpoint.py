@@ -8,7 +8,6 @@ simulation drive an :class:`Endpoint`; neither knows the protocol.
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -143,15 +142,18 @@ class Progress:
 
 class Endpoint:
     """``admit`` answers an acceptable OPEN (default: admit it); ``check_peer`` judges the
-    peer's client string once established and says why to abort, if it must."""
+    peer's client string once established and says why to abort, if it must; ``cpu_clock``
+    gives the process's CPU seconds, read at the start and once established (``cpu_start``)."""
 
     def __init__(self, conn: Connection, datapath: DataPath, *, source: Source | None = None,
                  sink: Sink | None = None, admit: Callable[[ev.Admit], Admission] | None = None,
-                 check_peer: Callable[[bytes], str | None] | None = None) -> None:
+                 check_peer: Callable[[bytes], str | None] | None = None,
+                 cpu_clock: Callable[[], float] = lambda: 0.0) -> None:
         self.conn, self.dp = conn, datapath
         self.source, self.sink = source, sink
         self.admit, self.check_peer = admit, check_peer
         self.progress = Progress()
+        self.cpu_clock = cpu_clock
         self.cpu_start = 0.0
 
     @property
@@ -159,7 +161,7 @@ class Endpoint:
         return self.conn.finished
 
     def start(self, now: float) -> None:
-        self.cpu_start = time.process_time()
+        self.cpu_start = self.cpu_clock()
         if self.conn.active:
             self.run(self.conn.connect(now), now)
 
@@ -217,7 +219,7 @@ class Endpoint:
                 progress.resumed_bytes = answer.resumed_bytes
                 return conn.admit(now, held=answer.held, last=answer.last, client_string=answer.client_string)
             case ev.Established(params=params, peer_client_string=peer_string, peer=peer, transfer_size=size):
-                self.cpu_start = time.process_time()
+                self.cpu_start = self.cpu_clock()
                 progress.params = params
                 progress.established_at = now
                 if why := dp.unusable(params, size, conn.is_sender):

