@@ -1,7 +1,9 @@
 """The host link's datagrams (docs/host-link.md), defined once, as data.
 
 The host's client (driver/link.py) and the board's link block (gateware) both derive
-from these layouts: field offsets and widths are never typed anywhere else.
+from these layouts: field offsets and widths are never typed anywhere else. The
+datagram tables of docs/host-link.md are generated here too:
+``python -m netblt.formats.host_link`` prints them.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import enum
 import operator
 import struct
+import sys
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -202,3 +205,55 @@ def download_requests(word_address: int, size: int, mtu: int) -> Requests:
     step, count = max_words(mtu), -(-size // 4)
     return [(Type.DOWNLOAD, min(step, count - at).to_bytes(4, "big"), word_address + at)
             for at in range(0, count, step)]
+
+
+HEADER_DOCS = {
+    "version": str(VERSION),
+    "type": f"what the datagram is (below); a reply is its request's type + 0x{REPLY:02x}",
+    "status": "replies: " + ", ".join(status.name for status in Status),
+    "flags": f"OPEN: bit {FLAG_TAKE_OVER.bit_length() - 1} TAKE_OVER",
+    "id": "the request's packet ID (a reply's is its request's); EVENTS: the push's number",
+    "ack": "from the host: the highest EVENTS number it holds; from the board: the next request ID it expects",
+    "session": "the session the host opened; the board's replies carry the board's own (0: none)",
+    "value": "UPLOAD/DOWNLOAD: a word address in slot memory",
+}
+
+
+def _fields(layout) -> str:
+    """``opcode, register, 2 zero bytes, value``: a layout's fields in words."""
+    return ", ".join(f"{f.width} zero bytes" if f.name.startswith("pad") else f.name for f in layout.fields)
+
+
+TYPE_DOCS = {
+    Type.OPEN: ("host", "none", "three words: the owner's IPv4 address, its port, and milliseconds since the board "
+                                "last heard it (on NOT_OWNER: who holds the board)"),
+    Type.STATUS: ("anyone", "none", "a snapshot of every register that does not pop"),
+    Type.REGISTERS: ("owner", f"up to {MAX_OPERATIONS} operations of {OPERATION.end} bytes: {_fields(OPERATION)} "
+                              f"(opcode {', '.join(f'{o.value} {o.name}' for o in Opcode)})",
+                     f"the operations, DONE (0x{DONE:02x}) set in each opcode, read values filled in"),
+    Type.UPLOAD: ("owner", "the words to write into transmit slot memory from `value` on",
+                  "none (an acknowledgement, not an echo)"),
+    Type.DOWNLOAD: ("owner", "one word: how many words to read from receive slot memory at `value`", "the words"),
+    Type.ACK: ("owner", "none", "no reply: `ack` alone matters"),
+    Type.EVENTS: ("board", f"records: an EVENT word (bit {EVENT_BIT.bit_length() - 1} set), or a control packet: "
+                           f"{_fields(CONTROL_RECORD)} (bit {EVENT_BIT.bit_length() - 1} of length clear), then the "
+                           "packet padded to 4 bytes", "the host answers with `ack`"),
+    Type.RESEND: ("owner", "none", "the stored reply to request `id`, again"),
+}
+"""Who sends each type, its body and its reply's body."""
+
+
+def markdown() -> str:
+    """docs/host-link.md's datagram tables."""
+    lines = [f"UDP to the board's link port ({LINK_PORT}, a build option), every multi-byte field big-endian.",
+             f"Every datagram starts with the same {HEADER.end}-byte header:", "",
+             "| offset | bytes | field | meaning |", "| --- | --- | --- | --- |"]
+    lines += [f"| {f.offset} | {f.width} | {f.name} | {HEADER_DOCS[f.name]} |" for f in HEADER.fields]
+    lines += ["", "| type | number | from | body | reply body |", "| --- | --- | --- | --- | --- |"]
+    lines += [f"| {t.name} | {t.value} | {sender} | {body} | {reply} |"
+              for t, (sender, body, reply) in TYPE_DOCS.items()]
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    sys.stdout.write(markdown())

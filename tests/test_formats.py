@@ -1,18 +1,28 @@
-"""docs/register-map.md is generated from formats/registers.py and must match it."""
+"""The formats and the docs generated from them: docs/register-map.md from
+formats/registers.py, docs/host-link.md's tables from formats/host_link.py."""
 
 import dataclasses
 from pathlib import Path
 
 import pytest
 
-from netblt.formats import registers
+from netblt.formats import host_link, registers
 
-DOC = Path(__file__).resolve().parents[2] / "docs" / "register-map.md"
+DOCS = Path(__file__).resolve().parents[1] / "docs"
 
 
 def test_register_map_doc_is_current():
-    assert DOC.read_text() == registers.markdown(), (
+    assert (DOCS / "register-map.md").read_text() == registers.markdown(), (
         "regenerate: python -m netblt.formats.registers > docs/register-map.md")
+
+
+def test_host_link_tables_are_current():
+    """The datagram section of docs/host-link.md, between its heading and the rules, is the
+    generated text."""
+    page = (DOCS / "host-link.md").read_text()
+    section = page[page.index("## Datagrams"):page.index("## Rules")]
+    assert section.endswith("\n" + host_link.markdown() + "\n"), (
+        "paste the output of python -m netblt.formats.host_link into docs/host-link.md's Datagrams section")
 
 
 def test_register_names_are_unique():
