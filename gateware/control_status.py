@@ -100,16 +100,25 @@ class ControlStatus(wiring.Component):
         })
 
     def elaborate(self, platform) -> Module:
-        cfg = self.config
-        m = Module()
-        bus = self.bus
-        rw = {r.name: Signal(r.width, name=r.name.lower()) for r in ENGINE_REGISTERS
-              if r.access == "rw" and (self.dram_port or r.name not in self.DRAM_PORT)}
-        m.submodules.counters = counters = CounterBank(len(self.COUNTERS))
-        cycles = Signal(32)
-        m.d.sync += cycles.eq(cycles + 1)
+        self.m = Module()
+        self.rw = {r.name: Signal(r.width, name=r.name.lower()) for r in ENGINE_REGISTERS
+                   if r.access == "rw" and (self.dram_port or r.name not in self.DRAM_PORT)}
+        self.m.submodules.counters = self.counter_bank = CounterBank(len(self.COUNTERS))
+        self.cycles = Signal(32, name="cycles")
+        self.m.d.sync += self.cycles.eq(self.cycles + 1)
+        self._settings()
+        self._queues()
+        self._writes()
+        self._download_seek()
+        self._reads()
+        self._dispatch()
+        self._events()
+        self._counters()
+        return self.m
 
-        # Connection registers out to the data path.
+    def _settings(self) -> None:
+        """Connection registers out to the data path."""
+        m, rw = self.m, self.rw
         connection_flags = data.View(word_layout(CONNECTION_FLAGS), rw["FLAGS"])
         for settings in (self.tx_settings, self.rx_settings):
             m.d.comb += [settings.local_port.eq(rw["LOCAL_PORT"]), settings.peer_port.eq(rw["PEER_PORT"]),
@@ -118,20 +127,26 @@ class ControlStatus(wiring.Component):
                          settings.udp_peer_port.eq(rw["UDP_PEER_PORT"]),
                          settings.data_checksum.eq(connection_flags.data_checksum)]
         # Rounded down to whole beats here, once, for every block that reads it.
-        m.d.comb += [self.tx_settings.packet_size.eq(rw["PACKET_SIZE"] & ~(cfg.beat_bytes - 1)),
+        m.d.comb += [self.tx_settings.packet_size.eq(rw["PACKET_SIZE"] & ~(self.config.beat_bytes - 1)),
                      self.tx_settings.high_ack.eq(rw["HIGH_ACK"]),
                      self.pacing.mode.eq(rw["PACING_MODE"]), self.pacing.burst_size.eq(rw["BURST_SIZE"]),
                      self.pacing.interval.eq(rw["BURST_INTERVAL"]),
                      self.status_slot.eq(rw["STATUS_SLOT"])]
 
-        m.submodules.commands = commands = fifo.SyncFIFOBuffered(width=QUEUED_COMMAND.size, depth=COMMAND_DEPTH)
-        m.submodules.events = events = fifo.SyncFIFOBuffered(width=32, depth=cfg.fifo_depth)
-        rejected = Signal()
-        lost = Signal()
-        m.d.comb += [self.events_waiting.eq(events.r_rdy), self.control_waiting.eq(self.control_meta.valid)]
+    def _queues(self) -> None:
+        """The command FIFO the host fills, the event FIFO it empties, and the strobes that
+        count what either had no room for."""
+        m = self.m
+        m.submodules.commands = self.commands = fifo.SyncFIFOBuffered(width=QUEUED_COMMAND.size, depth=COMMAND_DEPTH)
+        m.submodules.events = self.events = fifo.SyncFIFOBuffered(width=32, depth=self.config.fifo_depth)
+        self.command_rejected = Signal(name="rejected")
+        self.event_lost = Signal(name="lost")
+        m.d.comb += [self.events_waiting.eq(self.events.r_rdy), self.control_waiting.eq(self.control_meta.valid)]
 
-        # Writes.
+    def _writes(self) -> None:
+        m, rw, bus = self.m, self.rw, self.bus
         control_from, control_port = Signal(32), Signal(16)
+        self.control_from, self.control_port = control_from, control_port
         # An upload reaches the slot memory (and the checksum table) a cycle later, from
         # registers: the path from the bus through the decode into the table is too long.
         m.d.sync += self.upload.en.eq(0)
@@ -141,9 +156,9 @@ class ControlStatus(wiring.Component):
                     with m.Case(ADDRESS[name]):
                         m.d.sync += reg.eq(bus.w_data)
                 with m.Case(ADDRESS["COMMAND"]):
-                    m.d.comb += [commands.w_en.eq(1), commands.w_data.eq(Cat(
+                    m.d.comb += [self.commands.w_en.eq(1), self.commands.w_data.eq(Cat(
                         bus.w_data[:COMMAND_WORD.bits], rw["ARG0"], rw["ARG1"]))]
-                    m.d.comb += rejected.eq(~commands.w_rdy)
+                    m.d.comb += self.command_rejected.eq(~self.commands.w_rdy)
                 with m.Case(ADDRESS["UPLOAD_DATA"]):
                     m.d.sync += [self.upload.addr.eq(rw["UPLOAD_ADDRESS"]),
                                  self.upload.data.eq(bus.w_data), self.upload.en.eq(1)]
@@ -160,27 +175,56 @@ class ControlStatus(wiring.Component):
         if self.dram_port:
             m.d.comb += [self.dram_csr.address.eq(rw["DRAM_CSR_ADDRESS"]), self.dram_csr.write_data.eq(bus.w_data)]
 
-        # A download reads from where DOWNLOAD_ADDRESS was last written, and from there
-        # again once a pattern check (which had the store's reader) ends.
+    def _download_seek(self) -> None:
+        """A download reads from where DOWNLOAD_ADDRESS was last written, and from there
+        again once a pattern check (which had the store's reader) ends."""
+        m, bus = self.m, self.bus
         resume, early = Signal(), Signal()
+        self.early = early
         m.d.sync += resume.eq(self.checked)
         written = bus.w_en & (bus.addr == ADDRESS["DOWNLOAD_ADDRESS"])
         m.d.comb += [self.download_seek.valid.eq(written | resume),
-                     self.download_seek.payload.eq(Mux(written, bus.w_data, rw["DOWNLOAD_ADDRESS"]))]
+                     self.download_seek.payload.eq(Mux(written, bus.w_data, self.rw["DOWNLOAD_ADDRESS"]))]
 
-        # Reads: one cycle after r_en.
+    def _reads(self) -> None:
+        """Reads: one cycle after r_en; reading a FIFO's register pops it."""
+        m, bus = self.m, self.bus
         value = Signal(32)
         r_data = Signal(32)
         m.d.comb += bus.r_data.eq(r_data)
-        status = self.status
+        self.checking = Signal(name="checking")
+        table = [0] * len(ENGINE_REGISTERS)
+        for name, v in self._readable().items():
+            table[ADDRESS[name]] = v
+        m.d.comb += value.eq(register_select(m, bus.addr, table, self.counter_bank, ADDRESS[self.COUNTERS[0]]))
+        with m.If(bus.r_en):
+            m.d.sync += r_data.eq(value)
+            with m.Switch(bus.addr):
+                with m.Case(ADDRESS["EVENT"]):
+                    m.d.comb += self.events.r_en.eq(1)
+                with m.Case(ADDRESS["CONTROL_LENGTH"]):
+                    m.d.comb += self.control_meta.ready.eq(1)
+                    with m.If(self.control_meta.valid):
+                        m.d.sync += [self.control_from.eq(self.control_meta.payload.address),
+                                     self.control_port.eq(self.control_meta.payload.port)]
+                with m.Case(ADDRESS["CONTROL_DATA"]):
+                    m.d.comb += self.control.ready.eq(1)
+                with m.Case(ADDRESS["DOWNLOAD_DATA"]):
+                    m.d.comb += [self.download.ready.eq(1), self.early.eq(~self.download.valid)]
+                    with m.If(self.download.valid):
+                        m.d.sync += self.rw["DOWNLOAD_ADDRESS"].eq(self.rw["DOWNLOAD_ADDRESS"] + 1)
+
+    def _readable(self) -> dict:
+        """What each readable register reads, by name (the counters apart)."""
+        cfg, status = self.config, self.status
         geometry = word_value(GEOMETRY_WORD, data_width=cfg.data_width, tx_slots=cfg.tx_slots, rx_slots=cfg.rx_slots,
-                                     log2_max_packets=cfg.max_packets.bit_length() - 1)
+                              log2_max_packets=cfg.max_packets.bit_length() - 1)
         readable = {
-            **rw,
-            "COMMAND_LEVEL": commands.level, "EVENT_LEVEL": events.level,
-            "EVENT": Mux(events.r_rdy, events.r_data, 0),
+            **self.rw,
+            "COMMAND_LEVEL": self.commands.level, "EVENT_LEVEL": self.events.level,
+            "EVENT": Mux(self.events.r_rdy, self.events.r_data, 0),
             "CONTROL_LENGTH": Mux(self.control_meta.valid, self.control_meta.payload.length, 0),
-            "CONTROL_FROM": control_from, "CONTROL_PORT": control_port,
+            "CONTROL_FROM": self.control_from, "CONTROL_PORT": self.control_port,
             "CONTROL_DATA": Mux(self.control.valid, self.control.payload, 0),
             "DOWNLOAD_DATA": Mux(self.download.valid, self.download.payload, 0),
             "DOWNLOAD_LEVEL": self.download_level, "UPLOAD_ROOM": self.upload_room,
@@ -189,39 +233,46 @@ class ControlStatus(wiring.Component):
             "SLOT_RECEIVED": status.received, "SLOT_COUNT": status.count,
             "SLOT_FIRST_AT": status.first_at, "SLOT_LAST_AT": status.last_at,
             "SLOT_MEAN_GAP": status.mean_gap, "RX_HIGH_ACK": self.rx_high_ack,
-            "CYCLES": cycles, "CHECK_MISMATCHES": self.mismatches,
+            "CYCLES": self.cycles, "CHECK_MISMATCHES": self.mismatches,
             "GEOMETRY": geometry, "SLOT_BYTES": cfg.slot_bytes, "CLOCK_HZ": cfg.clock_hz,
         }
         if self.dram_port:
             readable |= {"DRAM_PHY": cfg.dram.phy, "DRAM_CSR_DATA": self.dram_csr.read_data,
                          "DRAM_CSR_BUSY": self.dram_csr.busy}
-        checking = Signal()
-        readable["STATE"] = word_value(ENGINE_STATE, tx_idle=self.tx_idle, checking=checking, slots_ready=self.slots_ready)
-        table = [0] * len(ENGINE_REGISTERS)
-        for name, v in readable.items():
-            table[ADDRESS[name]] = v
-        m.d.comb += value.eq(register_select(m, bus.addr, table, counters, ADDRESS[self.COUNTERS[0]]))
-        with m.If(bus.r_en):
-            m.d.sync += r_data.eq(value)
-            with m.Switch(bus.addr):
-                with m.Case(ADDRESS["EVENT"]):
-                    m.d.comb += events.r_en.eq(1)
-                with m.Case(ADDRESS["CONTROL_LENGTH"]):
-                    m.d.comb += self.control_meta.ready.eq(1)
-                    with m.If(self.control_meta.valid):
-                        m.d.sync += [control_from.eq(self.control_meta.payload.address),
-                                     control_port.eq(self.control_meta.payload.port)]
-                with m.Case(ADDRESS["CONTROL_DATA"]):
-                    m.d.comb += self.control.ready.eq(1)
-                with m.Case(ADDRESS["DOWNLOAD_DATA"]):
-                    m.d.comb += [self.download.ready.eq(1), early.eq(~self.download.valid)]
-                    with m.If(self.download.valid):
-                        m.d.sync += rw["DOWNLOAD_ADDRESS"].eq(rw["DOWNLOAD_ADDRESS"] + 1)
+        readable["STATE"] = word_value(ENGINE_STATE, tx_idle=self.tx_idle, checking=self.checking,
+                                       slots_ready=self.slots_ready)
+        return readable
 
-        # Dispatch the oldest command to the block it names.
-        queued = data.View(QUEUED_COMMAND, commands.r_data)
-        head = queued.word
+    def _dispatch(self) -> None:
+        """The oldest command to the block it names; one naming no block or slot is rejected."""
+        m, commands = self.m, self.commands
+        head = data.View(QUEUED_COMMAND, commands.r_data).word
         fill_slot, check_slot = Signal(4), Signal(4)
+        self.fill_slot, self.check_slot = fill_slot, check_slot
+        with m.If(commands.r_rdy):
+            with m.Switch(head.op):
+                for op, (target, ok, fields) in self._targets().items():
+                    with m.Case(op):
+                        with m.If(ok):
+                            m.d.comb += target.valid.eq(1)
+                            m.d.comb += [getattr(target.payload, k).eq(v) for k, v in fields.items()]
+                            m.d.comb += commands.r_en.eq(target.ready)
+                            with m.If(target.ready & (op == Command.FILL)):
+                                m.d.sync += self.fill_slot.eq(head.slot)
+                            with m.If(target.ready & (op == Command.CHECK)):
+                                m.d.sync += [self.check_slot.eq(head.slot), self.checking.eq(1)]
+                        with m.Else():
+                            m.d.comb += [commands.r_en.eq(1), self.command_rejected.eq(1)]
+                with m.Default():
+                    m.d.comb += [commands.r_en.eq(1), self.command_rejected.eq(1)]
+        with m.If(self.checked):
+            m.d.sync += self.checking.eq(0)
+
+    def _targets(self) -> dict:
+        """Each command's block, whether its slot is one the block has, and its fields."""
+        cfg = self.config
+        queued = data.View(QUEUED_COMMAND, self.commands.r_data)
+        head = queued.word
         tx_ok = head.slot < cfg.tx_slots
         rx_ok = head.slot < cfg.rx_slots
         targets = {
@@ -238,30 +289,16 @@ class ControlStatus(wiring.Component):
                                                         "length": queued.arg1})
             targets[Command.CHECK] = (self.check, rx_ok, {"slot": head.slot, "buffer": queued.arg0,
                                                           "length": queued.arg1})
-        with m.If(commands.r_rdy):
-            with m.Switch(head.op):
-                for op, (target, ok, fields) in targets.items():
-                    with m.Case(op):
-                        with m.If(ok):
-                            m.d.comb += target.valid.eq(1)
-                            m.d.comb += [getattr(target.payload, k).eq(v) for k, v in fields.items()]
-                            m.d.comb += commands.r_en.eq(target.ready)
-                            with m.If(target.ready & (op == Command.FILL)):
-                                m.d.sync += fill_slot.eq(head.slot)
-                            with m.If(target.ready & (op == Command.CHECK)):
-                                m.d.sync += [check_slot.eq(head.slot), checking.eq(1)]
-                        with m.Else():
-                            m.d.comb += [commands.r_en.eq(1), rejected.eq(1)]
-                with m.Default():
-                    m.d.comb += [commands.r_en.eq(1), rejected.eq(1)]
-        with m.If(self.checked):
-            m.d.sync += checking.eq(0)
+        return targets
 
-        # Events: a received-packet event cannot wait; one-shot reports wait in a flag.
+    def _events(self) -> None:
+        """A received-packet event cannot wait; one-shot reports wait in a flag; missing
+        packets come last."""
+        m, events = self.m, self.events
         pending = {
             Event.SENT: (self.sent, self.sent_slot, 0),
-            Event.FILLED: (self.filled, fill_slot, 0),
-            Event.CHECKED: (self.checked, check_slot,
+            Event.FILLED: (self.filled, self.fill_slot, 0),
+            Event.CHECKED: (self.checked, self.check_slot,
                             Mux(self.mismatches > 0xFFFF, 0xFFFF, self.mismatches)),
         }
         flags = {kind: Signal(name=f"pending_{kind.name.lower()}") for kind in pending}
@@ -271,16 +308,8 @@ class ControlStatus(wiring.Component):
             with m.If(strobe):
                 m.d.sync += [flags[kind].eq(1), slots[kind].eq(slot), values[kind].eq(v)]
                 with m.If(flags[kind]):
-                    m.d.comb += lost.eq(1)
-        rx = self.rx_event.payload
-        missing = self.missing.payload
-        m.d.comb += [self.rx_event.ready.eq(events.w_rdy)]
-        with m.If(self.rx_event.valid):
-            received = Signal(word_layout(RECEIVED_FLAGS))
-            m.d.comb += [received.first.eq(rx.first), received.ldata.eq(rx.ldata),
-                         received.complete.eq(rx.complete), received.last_buffer.eq(rx.last_buffer)]
-            m.d.comb += [events.w_en.eq(1),
-                         events.w_data.eq(event_word(m, Event.RECEIVED, rx.slot, received, rx.count))]
+                    m.d.comb += self.event_lost.eq(1)
+        self._received_event()
         chain = ~self.rx_event.valid
         for kind in pending:
             with m.If(chain & flags[kind]):
@@ -289,18 +318,31 @@ class ControlStatus(wiring.Component):
                 with m.If(events.w_rdy):
                     m.d.sync += flags[kind].eq(0)
             chain = chain & ~flags[kind]
+        missing = self.missing.payload
         with m.If(chain & self.missing.valid):
             m.d.comb += [events.w_en.eq(1), self.missing.ready.eq(events.w_rdy),
                          events.w_data.eq(event_word(m, Mux(missing.end, Event.MISSING_END, Event.MISSING),
                                                      missing.slot, 0, missing.packet))]
 
-        # Counters.
+    def _received_event(self) -> None:
+        m, rx = self.m, self.rx_event.payload
+        m.d.comb += [self.rx_event.ready.eq(self.events.w_rdy)]
+        with m.If(self.rx_event.valid):
+            received = Signal(word_layout(RECEIVED_FLAGS))
+            m.d.comb += [received.first.eq(rx.first), received.ldata.eq(rx.ldata),
+                         received.complete.eq(rx.complete), received.last_buffer.eq(rx.last_buffer)]
+            m.d.comb += [self.events.w_en.eq(1),
+                         self.events.w_data.eq(event_word(m, Event.RECEIVED, rx.slot, received, rx.count))]
+
+    def _counters(self) -> None:
+        m, bus, counters = self.m, self.bus, self.counter_bank
         strobes = {
             "TX_PACKETS": self.tx_packet, "TX_CONTROL": self.tx_control,
             "RX_ACCEPTED": self.rx_accepted, "RX_DUPLICATES": self.rx_duplicate,
             "RX_CONTROL": self.rx_control,
-            "COMMANDS_REJECTED": rejected | self.rejected | early | (self.dram_csr.ignored if self.dram_port else 0),
-            "EVENTS_LOST": lost | self.events_lost,
+            "COMMANDS_REJECTED": self.command_rejected | self.rejected | self.early |
+                                 (self.dram_csr.ignored if self.dram_port else 0),
+            "EVENTS_LOST": self.event_lost | self.events_lost,
             **{f"DROPPED_{d.name}": self.drops[d] for d in Drop},
         }
         clear = bus.w_en & (bus.addr == ADDRESS["COUNTERS_CLEAR"])
@@ -309,9 +351,8 @@ class ControlStatus(wiring.Component):
             # Counted a cycle late, or two (config.counter_delay): the strobes come from
             # deep in the data path, far from the counters.
             strobe = strobes[name]
-            if cfg.counter_delay == 2:
+            if self.config.counter_delay == 2:
                 late = Signal(counters.add[i].shape(), name=f"late_{name.lower()}")
                 m.d.sync += late.eq(strobe)
                 strobe = late
             m.d.sync += counters.add[i].eq(strobe)
-        return m

@@ -82,35 +82,63 @@ class Reassembly(wiring.Component):
         })
 
     def elaborate(self, platform) -> Module:
-        cfg = self.config
-        W, S, BW = cfg.beat_bytes, cfg.rx_slots, cfg.bitmap_words
-        m = Module()
-        m.submodules.bitmaps = bitmaps = memory.Memory(shape=32, depth=S * BW, init=[])
-        bits_write = bitmaps.write_port()
-        bits_read = bitmaps.read_port()
-        scan_read = bitmaps.read_port()
+        self.m = m = Module()
+        self._memories()
+        self._status()
+        self._packet_in_hand()
+        with m.FSM():
+            with m.State("IDLE"):
+                self._idle()
+            with m.State("CLEAR"):
+                self._clear()
+            with m.State("LOOKUP"):
+                self._lookup()
+            with m.State("CHECK"):
+                self._check()
+            with m.State("OPEN"):
+                # The store takes the packet's first address when it has room for it.
+                m.d.comb += [self.open.valid.eq(1), self.open.payload.eq(self.address)]
+                with m.If(self.open.ready):
+                    m.next = "STREAM"
+            with m.State("STREAM"):
+                self._stream()
+            with m.State("COMMIT"):
+                self._commit()
+        self._scanner(m, self.scan_read, self.rows.read_port(domain="comb"), self.active)
+        return m
 
-        # Written by the packet path only; read by it, by the status port and by the scanner.
-        m.submodules.rows = rows = memory.Memory(shape=SLOT_ROW, depth=S, init=[])
-        row_write = rows.write_port()
-        row = rows.read_port(domain="comb")
-        shown = rows.read_port(domain="comb")
-        active = Array(Signal(name=f"active{i}") for i in range(S))
-        buffer = Array(Signal(32, name=f"buffer{i}") for i in range(S))
+    def _memories(self) -> None:
+        """The bitmaps and the rows, written by the packet path only; read by it, by the
+        status port and by the scanner. The slots' flags and buffers, and the clock."""
+        m, S, BW = self.m, self.config.rx_slots, self.config.bitmap_words
+        m.submodules.bitmaps = bitmaps = memory.Memory(shape=32, depth=S * BW, init=[])
+        self.bits_write = bitmaps.write_port()
+        self.bits_read = bitmaps.read_port()
+        self.scan_read = bitmaps.read_port()
+        m.submodules.rows = self.rows = rows = memory.Memory(shape=SLOT_ROW, depth=S, init=[])
+        self.row_write = rows.write_port()
+        self.row = rows.read_port(domain="comb")
+        self.shown = rows.read_port(domain="comb")
+        self.active = Array(Signal(name=f"active{i}") for i in range(S))
+        self.buffer = Array(Signal(32, name=f"buffer{i}") for i in range(S))
         now = Signal(32)
         m.d.sync += now.eq(now + 1)
+        self.now = now
 
+    def _status(self) -> None:
+        """The row of the slot STATUS_SLOT names, for the host."""
+        m, shown = self.m, self.shown
         m.d.comb += shown.addr.eq(self.status_slot)
-        m.d.comb += [self.status.active.eq(active[self.status_slot]),
+        m.d.comb += [self.status.active.eq(self.active[self.status_slot]),
                      self.status.count_known.eq(shown.data.known)]
         for name in ("buffer", "complete", "received", "count", "first_at", "last_at", "mean_gap"):
             m.d.comb += self.status[name].eq(shown.data[name])
 
-        packet_size = self.packet_size
+    def _packet_in_hand(self) -> None:
+        """The packet in hand: its slot (matched against every posted buffer at once),
+        where it goes, and what the checks made of it."""
+        m, S, BW = self.m, self.config.rx_slots, self.config.bitmap_words
         hdr = self.input.payload.header
-        beat = self.input.payload
-
-        # The packet in hand.
         slot = Signal(range(S))
         found = Signal()
         start = Signal(32)
@@ -121,117 +149,130 @@ class Reassembly(wiring.Component):
         bitmap_word = Signal(32)
         bit = Signal(32)
         clear = Signal(range(BW + 1))
-
-        m.d.comb += row.addr.eq(slot)
-        match = [active[i] & (buffer[i] == hdr.buffer) for i in range(S)]
+        self.slot, self.found, self.start, self.address, self.limit = slot, found, start, address, limit
+        self.write_ok, self.reject, self.rejected = write_ok, reject, rejected
+        self.bitmap_word, self.bit, self.clearing = bitmap_word, bit, clear
+        m.d.comb += self.row.addr.eq(slot)
+        self.match = [self.active[i] & (self.buffer[i] == hdr.buffer) for i in range(S)]
         match_slot = Const(0, range(S))
         for i in reversed(range(S)):
-            match_slot = Mux(match[i], i, match_slot)
-
-        command = self.command.payload
+            match_slot = Mux(self.match[i], i, match_slot)
+        self.match_slot = match_slot
         high_ack_diff = Signal(16)
         m.d.comb += high_ack_diff.eq(hdr.high_ack - self.high_ack)
+        self.high_ack_diff = high_ack_diff
 
-        with m.FSM():
-            with m.State("IDLE"):
-                with m.If(self.command.valid):
-                    m.d.comb += self.command.ready.eq(1)
-                    with m.If(command.slot < S):
-                        m.d.sync += [active[command.slot].eq(0), slot.eq(command.slot)]
-                        with m.If(command.post):
-                            m.d.sync += [buffer[command.slot].eq(command.buffer), clear.eq(0)]
-                            m.next = "CLEAR"
-                with m.Elif(self.input.valid):
-                    m.d.sync += [slot.eq(match_slot), found.eq(Cat(*match).any()),
-                                 start.eq(hdr.packet * packet_size)]
-                    m.next = "LOOKUP"
-            with m.State("CLEAR"):
-                m.d.comb += [bits_write.addr.eq(slot * BW + clear), bits_write.data.eq(0),
-                             bits_write.en.eq(1)]
-                m.d.sync += clear.eq(clear + 1)
-                with m.If(clear == BW - 1):
-                    m.d.comb += [row_write.addr.eq(slot), row_write.data.eq(0),
-                                 row_write.data.buffer.eq(buffer[slot]), row_write.en.eq(1)]
-                    m.d.sync += active[slot].eq(1)
+    def _idle(self) -> None:
+        """A command first: POST clears the slot's bitmap, RELEASE frees it; else a packet."""
+        m, command, hdr = self.m, self.command.payload, self.input.payload.header
+        with m.If(self.command.valid):
+            m.d.comb += self.command.ready.eq(1)
+            with m.If(command.slot < self.config.rx_slots):
+                m.d.sync += [self.active[command.slot].eq(0), self.slot.eq(command.slot)]
+                with m.If(command.post):
+                    m.d.sync += [self.buffer[command.slot].eq(command.buffer), self.clearing.eq(0)]
+                    m.next = "CLEAR"
+        with m.Elif(self.input.valid):
+            m.d.sync += [self.slot.eq(self.match_slot), self.found.eq(Cat(*self.match).any()),
+                         self.start.eq(hdr.packet * self.packet_size)]
+            m.next = "LOOKUP"
+
+    def _clear(self) -> None:
+        """A bitmap word a cycle; then the row starts afresh and the slot is posted."""
+        m, slot, clear, BW = self.m, self.slot, self.clearing, self.config.bitmap_words
+        m.d.comb += [self.bits_write.addr.eq(slot * BW + clear), self.bits_write.data.eq(0),
+                     self.bits_write.en.eq(1)]
+        m.d.sync += clear.eq(clear + 1)
+        with m.If(clear == BW - 1):
+            m.d.comb += [self.row_write.addr.eq(slot), self.row_write.data.eq(0),
+                         self.row_write.data.buffer.eq(self.buffer[slot]), self.row_write.en.eq(1)]
+            m.d.sync += self.active[slot].eq(1)
+            m.next = "IDLE"
+
+    def _lookup(self) -> None:
+        """The packet's bitmap word, its bit, and its place in the store."""
+        m, cfg, hdr, slot = self.m, self.config, self.input.payload.header, self.slot
+        m.d.comb += self.bits_read.addr.eq(slot * cfg.bitmap_words + (hdr.packet >> 5))
+        m.d.sync += [self.bit.eq(1 << hdr.packet[:5]),
+                     self.address.eq(slot * cfg.slot_words + (self.start >> (cfg.beat_bytes.bit_length() - 1))),
+                     self.limit.eq(slot * cfg.slot_words + cfg.slot_words)]
+        m.next = "CHECK"
+
+    def _check(self) -> None:
+        """Every bound before the first byte is written; a new packet is opened in the
+        store, anything else streamed through unwritten."""
+        m, cfg, hdr, row = self.m, self.config, self.input.payload.header, self.row
+        p = hdr.packet
+        packet_size = self.packet_size
+        checks = [
+            (~self.found, Drop.UNPOSTED),
+            ((p >= cfg.max_packets) | (self.start + hdr.length > cfg.slot_bytes), Drop.OUTSIDE),
+            (Mux(hdr.ldata, hdr.length > packet_size, hdr.length != packet_size)
+             | (hdr.length > self.packet_bytes), Drop.LENGTH),
+            (row.data.known & ((p >= row.data.count) | (hdr.ldata & (p + 1 != row.data.count))),
+             Drop.PAST_LDATA),
+            (hdr.ldata & (row.data.received != 0) & (row.data.highest > p), Drop.PAST_LDATA),
+        ]
+        m.d.sync += [self.rejected.eq(0), self.write_ok.eq(0), self.bitmap_word.eq(self.bits_read.data)]
+        for bad, reason in reversed(checks):
+            with m.If(bad):
+                m.d.sync += [self.rejected.eq(1), self.reject.eq(reason)]
+        new = ~Cat(*(bad for bad, _ in checks)).any() & ((self.bits_read.data & self.bit) == 0)
+        m.d.sync += self.write_ok.eq(new)
+        m.next = "STREAM"
+        with m.If(new):
+            m.next = "OPEN"
+
+    def _stream(self) -> None:
+        """The packet's beats into the store (clamped to its slot), then its verdict."""
+        m, cfg, beat, hdr = self.m, self.config, self.input.payload, self.input.payload.header
+        address, write_ok, rejected = self.address, self.write_ok, self.rejected
+        m.d.comb += self.input.ready.eq(1)
+        with m.If(self.input.valid):
+            inside = (address >= self.slot * cfg.slot_words) & (address < self.limit)
+            m.d.comb += [self.write.addr.eq(address), self.write.data.eq(beat.data),
+                         self.write.en.eq(Mux(write_ok & inside, beat.keep, 0))]
+            m.d.sync += address.eq(address + 1)
+            with m.If(beat.last):
+                m.d.comb += [self.close.valid.eq(write_ok), self.close.payload.eq(~beat.bad)]
+                # Serial-number order: the high-ack stamp only moves forward.
+                with m.If(~beat.bad & (self.high_ack_diff != 0) & (self.high_ack_diff < 0x8000)):
+                    m.d.sync += self.high_ack.eq(hdr.high_ack)
+                with m.If(~beat.bad & rejected):
+                    m.d.comb += self.drops.eq(1 << self.reject)
+                with m.If(~beat.bad & ~rejected & ~write_ok):
+                    m.d.comb += self.duplicate.eq(1)
+                with m.If(~beat.bad & write_ok):
+                    m.next = "COMMIT"
+                with m.Else():
                     m.next = "IDLE"
-            with m.State("LOOKUP"):
-                m.d.comb += bits_read.addr.eq(slot * BW + (hdr.packet >> 5))
-                m.d.sync += [bit.eq(1 << hdr.packet[:5]),
-                             address.eq(slot * cfg.slot_words + (start >> (W.bit_length() - 1))),
-                             limit.eq(slot * cfg.slot_words + cfg.slot_words)]
-                m.next = "CHECK"
-            with m.State("CHECK"):
-                p = hdr.packet
-                checks = [
-                    (~found, Drop.UNPOSTED),
-                    ((p >= cfg.max_packets) | (start + hdr.length > cfg.slot_bytes), Drop.OUTSIDE),
-                    (Mux(hdr.ldata, hdr.length > packet_size, hdr.length != packet_size)
-                     | (hdr.length > self.packet_bytes), Drop.LENGTH),
-                    (row.data.known & ((p >= row.data.count) | (hdr.ldata & (p + 1 != row.data.count))),
-                     Drop.PAST_LDATA),
-                    (hdr.ldata & (row.data.received != 0) & (row.data.highest > p), Drop.PAST_LDATA),
-                ]
-                m.d.sync += [rejected.eq(0), write_ok.eq(0), bitmap_word.eq(bits_read.data)]
-                for bad, reason in reversed(checks):
-                    with m.If(bad):
-                        m.d.sync += [rejected.eq(1), reject.eq(reason)]
-                new = ~Cat(*(bad for bad, _ in checks)).any() & ((bits_read.data & bit) == 0)
-                m.d.sync += write_ok.eq(new)
-                m.next = "STREAM"
-                with m.If(new):
-                    m.next = "OPEN"
-            with m.State("OPEN"):
-                # The store takes the packet's first address when it has room for it.
-                m.d.comb += [self.open.valid.eq(1), self.open.payload.eq(address)]
-                with m.If(self.open.ready):
-                    m.next = "STREAM"
-            with m.State("STREAM"):
-                m.d.comb += self.input.ready.eq(1)
-                with m.If(self.input.valid):
-                    inside = (address >= slot * cfg.slot_words) & (address < limit)
-                    m.d.comb += [self.write.addr.eq(address), self.write.data.eq(beat.data),
-                                 self.write.en.eq(Mux(write_ok & inside, beat.keep, 0))]
-                    m.d.sync += address.eq(address + 1)
-                    with m.If(beat.last):
-                        m.d.comb += [self.close.valid.eq(write_ok), self.close.payload.eq(~beat.bad)]
-                        # Serial-number order: the high-ack stamp only moves forward.
-                        with m.If(~beat.bad & (high_ack_diff != 0) & (high_ack_diff < 0x8000)):
-                            m.d.sync += self.high_ack.eq(hdr.high_ack)
-                        with m.If(~beat.bad & rejected):
-                            m.d.comb += self.drops.eq(1 << reject)
-                        with m.If(~beat.bad & ~rejected & ~write_ok):
-                            m.d.comb += self.duplicate.eq(1)
-                        with m.If(~beat.bad & write_ok):
-                            m.next = "COMMIT"
-                        with m.Else():
-                            m.next = "IDLE"
-            with m.State("COMMIT"):
-                was, new = row.data, Signal(SLOT_ROW)
-                first = was.received == 0
-                gap = now - was.last_at
-                m.d.comb += [
-                    new.buffer.eq(was.buffer), new.first_at.eq(Mux(first, now, was.first_at)),
-                    new.received.eq(was.received + 1), new.count.eq(Mux(hdr.ldata, hdr.packet + 1, was.count)),
-                    new.known.eq(was.known | hdr.ldata), new.complete.eq(new.known & (new.received == new.count)),
-                    new.last_at.eq(now),
-                    new.highest.eq(Mux(first | (hdr.packet > was.highest), hdr.packet, was.highest)),
-                    new.mean_gap.eq(Mux(first, was.mean_gap, Mux(was.received == 1, gap, was.mean_gap + (
-                        (gap.as_signed() - was.mean_gap.as_signed()) >> GAP_WEIGHT)))),
-                ]
-                m.d.comb += [bits_write.addr.eq(slot * BW + (hdr.packet >> 5)),
-                             bits_write.data.eq(bitmap_word | bit), bits_write.en.eq(1),
-                             row_write.addr.eq(slot), row_write.data.eq(new), row_write.en.eq(1),
-                             self.accepted.eq(1)]
-                event = self.event.payload
-                m.d.comb += [event.slot.eq(slot), event.first.eq(first), event.ldata.eq(hdr.ldata),
-                             event.complete.eq(new.complete), event.last_buffer.eq(hdr.last_buffer),
-                             event.count.eq(new.count)]
-                m.d.comb += self.event.valid.eq(first | hdr.ldata | new.complete)
-                m.d.comb += self.events_lost.eq(self.event.valid & ~self.event.ready)
-                m.next = "IDLE"
 
-        self._scanner(m, scan_read, rows.read_port(domain="comb"), active)
-        return m
+    def _commit(self) -> None:
+        """The kept packet counts: its bit set, its row moved on, its event raised."""
+        m, hdr, now, slot = self.m, self.input.payload.header, self.now, self.slot
+        was, new = self.row.data, Signal(SLOT_ROW)
+        first = was.received == 0
+        gap = now - was.last_at
+        m.d.comb += [
+            new.buffer.eq(was.buffer), new.first_at.eq(Mux(first, now, was.first_at)),
+            new.received.eq(was.received + 1), new.count.eq(Mux(hdr.ldata, hdr.packet + 1, was.count)),
+            new.known.eq(was.known | hdr.ldata), new.complete.eq(new.known & (new.received == new.count)),
+            new.last_at.eq(now),
+            new.highest.eq(Mux(first | (hdr.packet > was.highest), hdr.packet, was.highest)),
+            new.mean_gap.eq(Mux(first, was.mean_gap, Mux(was.received == 1, gap, was.mean_gap + (
+                (gap.as_signed() - was.mean_gap.as_signed()) >> GAP_WEIGHT)))),
+        ]
+        m.d.comb += [self.bits_write.addr.eq(slot * self.config.bitmap_words + (hdr.packet >> 5)),
+                     self.bits_write.data.eq(self.bitmap_word | self.bit), self.bits_write.en.eq(1),
+                     self.row_write.addr.eq(slot), self.row_write.data.eq(new), self.row_write.en.eq(1),
+                     self.accepted.eq(1)]
+        event = self.event.payload
+        m.d.comb += [event.slot.eq(slot), event.first.eq(first), event.ldata.eq(hdr.ldata),
+                     event.complete.eq(new.complete), event.last_buffer.eq(hdr.last_buffer),
+                     event.count.eq(new.count)]
+        m.d.comb += self.event.valid.eq(first | hdr.ldata | new.complete)
+        m.d.comb += self.events_lost.eq(self.event.valid & ~self.event.ready)
+        m.next = "IDLE"
 
     def _scanner(self, m: Module, read, row, active) -> None:
         """Lists a slot's missing packets, a bit a cycle, beside the packet path."""

@@ -214,10 +214,10 @@ class Segmenter(wiring.Component):
         checksum made, handed to the emitter with its header's checksum once its run is
         there and the emitter is free. A read pass waits until the emitter is idle (they
         share the run's read port)."""
-        cfg, s = self.config, self.settings
-        W, resends, packet_size = cfg.beat_bytes, table.resends, s.packet_size
-        found, best, waiting = self._first_buffer(m, table)
-        loaded = table.loads.read_port(domain="comb")
+        self.m, self.table, self.made, self.emitting = m, table, made, emitting
+        W = self.config.beat_bytes
+        self.found, self.best, self.waiting = self._first_buffer(m, table)
+        self.loaded = loaded = table.loads.read_port(domain="comb")
         m.d.comb += loaded.addr.eq(made.slot)
         offset = Signal(32)
         remaining = Signal(32)
@@ -225,91 +225,28 @@ class Segmenter(wiring.Component):
         sum_beat = Signal(16)
         arrived = Signal(RUNS)
         """Runs whose fetch has come (``self.fetched`` pulsed) since it was taken."""
+        self.offset, self.remaining, self.data_sum, self.sum_beat, self.arrived = (
+            offset, remaining, data_sum, sum_beat, arrived)
         m.d.sync += arrived.eq(arrived | self.fetched)
-        have_data = (arrived | self.fetched).bit_select(made.run, 1)
-        data_beats = (made.data_bytes + W - 1) // W
-        base = made.slot * cfg.slot_words + (offset >> (W.bit_length() - 1))
+        self.have_data = have_data = (arrived | self.fetched).bit_select(made.run, 1)
+        self.data_beats = (made.data_bytes + W - 1) // W
+        self.base = made.slot * self.config.slot_words + (offset >> (W.bit_length() - 1))
 
         with m.FSM():
             with m.State("SELECT"):
-                m.d.comb += self.idle.eq(~resends.r_rdy & ~waiting & ~emitting)
-                with m.If(self.grant & resends.r_rdy):
-                    m.d.comb += [resends.r_en.eq(1), self.take.eq(1)]
-                    m.d.sync += [made.slot.eq(resends.r_data[:4]), made.packet.eq(resends.r_data[4:]),
-                                 made.resend.eq(1)]
-                    m.next = "MULTIPLY"
-                with m.Elif(self.grant & found):
-                    m.d.comb += self.take.eq(1)
-                    m.d.sync += [made.slot.eq(best), made.packet.eq(table.next_packet[best]), made.resend.eq(0),
-                                 table.next_packet[best].eq(table.next_packet[best] + 1)]
-                    m.next = "MULTIPLY"
+                self._select()
             with m.State("MULTIPLY"):
-                m.d.sync += offset.eq(made.packet * packet_size)
+                m.d.sync += offset.eq(made.packet * self.settings.packet_size)
                 m.next = "MEASURE"
             with m.State("MEASURE"):
-                m.d.sync += [remaining.eq(loaded.data.length - offset), data_sum.eq(0), sum_beat.eq(0),
-                             made.data_checksum.eq(0), made.buffer.eq(loaded.data.buffer),
-                             made.last_buffer.eq(loaded.data.last_buffer)]
-                with m.If(~table.loaded[made.slot] | (offset >= loaded.data.length)):
-                    # A resend of a packet the slot's buffer does not have.
-                    m.d.comb += self.rejected.eq(1)
-                    m.next = "SELECT"
-                with m.Else():
-                    m.next = "SIZE"
+                self._measure()
             with m.State("SIZE"):
-                last = remaining <= packet_size
-                size = Mux(last, remaining, packet_size)
-                words = (size + W - 1) // W
-                m.d.sync += [made.ldata.eq(last), made.data_bytes.eq(size), made.high_ack.eq(s.high_ack)]
-                if self.sums_runs:
-                    last_bytes = size - (words - 1) * W  # 1 to W
-                    m.d.comb += self.fetch.payload.keep.eq(Cat(*(i < last_bytes for i in range(W))))
-                else:
-                    q = self.checksums.query
-                    m.d.comb += [q.slot.eq(made.slot), q.packet.eq(made.packet), q.end.eq(offset + size),
-                                 q.full.eq(~last | (remaining == packet_size))]
-                m.d.comb += [self.fetch.payload.address.eq(base), self.fetch.payload.words.eq(words),
-                             self.fetch.payload.run.eq(made.run)]
-                with m.If(~made.resend & last):
-                    m.d.sync += table.pending[made.slot].eq(0)
-                with m.If(words > self.packet_words):
-                    m.d.comb += self.rejected.eq(1)
-                    m.next = "SELECT"
-                with m.Else():
-                    # The run is fetched while the checksums are made; a read pass and
-                    # the hand-over wait for it.
-                    m.d.comb += self.fetch.valid.eq(1)
-                    with m.If(self.fetch.ready):
-                        m.d.sync += arrived.bit_select(made.run, 1).eq(0)
-                        with m.If(s.data_checksum):
-                            m.next = "LOOKUP"
-                        with m.Else():
-                            m.next = "HAND_OVER"
+                self._size()
             with m.State("LOOKUP"):
-                if self.sums_runs:
-                    # The store's sum of the run, made as it was fetched.
-                    with m.If(have_data):
-                        m.d.sync += made.data_checksum.eq(~self.sums[made.run])
-                        m.next = "HAND_OVER"
-                else:
-                    # The sum made while the slot was written, if it covers this packet exactly.
-                    with m.If(self.checksums.known):
-                        m.d.sync += made.data_checksum.eq(~self.checksums.sum)
-                        m.next = "HAND_OVER"
-                    with m.Else():
-                        m.next = "SUM"
+                self._lookup()
             if not self.sums_runs:  # a read pass, where a sum may be missing
                 with m.State("SUM"):
-                    # Else a read pass: the data checksum goes in the header, ahead of the data.
-                    with m.If(~emitting):
-                        m.d.comb += self.read.addr.eq(read_address(made.run, sum_beat, self.packet_words))
-                        with m.If(have_data):
-                            m.d.sync += sum_beat.eq(sum_beat + 1)
-                        with m.If(sum_beat != 0):
-                            masked, _ = self._data_lanes(made, sum_beat - 1, self.read.data)
-                            m.d.sync += data_sum.eq(data_sum + sum(halfwords(masked)))
-                        with m.If(sum_beat == data_beats):
-                            m.next = "FOLD"
+                    self._read_pass()
                 with m.State("FOLD"):
                     m.d.sync += made.data_checksum.eq(~fold(data_sum))
                     m.next = "HAND_OVER"
@@ -318,6 +255,97 @@ class Segmenter(wiring.Component):
                     m.d.comb += hand_over.eq(1)
                     m.d.sync += made.run.eq(made.run + 1)
                     m.next = "SELECT"
+
+    def _select(self) -> None:
+        """At a grant: a queued resend first, else the next packet of the chosen buffer."""
+        m, made, table, resends = self.m, self.made, self.table, self.table.resends
+        m.d.comb += self.idle.eq(~resends.r_rdy & ~self.waiting & ~self.emitting)
+        with m.If(self.grant & resends.r_rdy):
+            m.d.comb += [resends.r_en.eq(1), self.take.eq(1)]
+            m.d.sync += [made.slot.eq(resends.r_data[:4]), made.packet.eq(resends.r_data[4:]),
+                         made.resend.eq(1)]
+            m.next = "MULTIPLY"
+        with m.Elif(self.grant & self.found):
+            best = self.best
+            m.d.comb += self.take.eq(1)
+            m.d.sync += [made.slot.eq(best), made.packet.eq(table.next_packet[best]), made.resend.eq(0),
+                         table.next_packet[best].eq(table.next_packet[best] + 1)]
+            m.next = "MULTIPLY"
+
+    def _measure(self) -> None:
+        """What the slot's buffer has from the packet's offset on; a resend of a packet
+        the buffer does not have is rejected."""
+        m, made, loaded, offset = self.m, self.made, self.loaded, self.offset
+        m.d.sync += [self.remaining.eq(loaded.data.length - offset), self.data_sum.eq(0), self.sum_beat.eq(0),
+                     made.data_checksum.eq(0), made.buffer.eq(loaded.data.buffer),
+                     made.last_buffer.eq(loaded.data.last_buffer)]
+        with m.If(~self.table.loaded[made.slot] | (offset >= loaded.data.length)):
+            m.d.comb += self.rejected.eq(1)
+            m.next = "SELECT"
+        with m.Else():
+            m.next = "SIZE"
+
+    def _size(self) -> None:
+        """The packet's size (LDATA: what is left), and its run fetched from the store."""
+        m, made, s, W = self.m, self.made, self.settings, self.config.beat_bytes
+        remaining, packet_size = self.remaining, s.packet_size
+        last = remaining <= packet_size
+        size = Mux(last, remaining, packet_size)
+        words = (size + W - 1) // W
+        m.d.sync += [made.ldata.eq(last), made.data_bytes.eq(size), made.high_ack.eq(s.high_ack)]
+        if self.sums_runs:
+            last_bytes = size - (words - 1) * W  # 1 to W
+            m.d.comb += self.fetch.payload.keep.eq(Cat(*(i < last_bytes for i in range(W))))
+        else:
+            q = self.checksums.query
+            m.d.comb += [q.slot.eq(made.slot), q.packet.eq(made.packet), q.end.eq(self.offset + size),
+                         q.full.eq(~last | (remaining == packet_size))]
+        m.d.comb += [self.fetch.payload.address.eq(self.base), self.fetch.payload.words.eq(words),
+                     self.fetch.payload.run.eq(made.run)]
+        with m.If(~made.resend & last):
+            m.d.sync += self.table.pending[made.slot].eq(0)
+        with m.If(words > self.packet_words):
+            m.d.comb += self.rejected.eq(1)
+            m.next = "SELECT"
+        with m.Else():
+            # The run is fetched while the checksums are made; a read pass and
+            # the hand-over wait for it.
+            m.d.comb += self.fetch.valid.eq(1)
+            with m.If(self.fetch.ready):
+                m.d.sync += self.arrived.bit_select(made.run, 1).eq(0)
+                with m.If(s.data_checksum):
+                    m.next = "LOOKUP"
+                with m.Else():
+                    m.next = "HAND_OVER"
+
+    def _lookup(self) -> None:
+        """The packet's data checksum, from a sum made earlier where there is one."""
+        m, made = self.m, self.made
+        if self.sums_runs:
+            # The store's sum of the run, made as it was fetched.
+            with m.If(self.have_data):
+                m.d.sync += made.data_checksum.eq(~self.sums[made.run])
+                m.next = "HAND_OVER"
+        else:
+            # The sum made while the slot was written, if it covers this packet exactly.
+            with m.If(self.checksums.known):
+                m.d.sync += made.data_checksum.eq(~self.checksums.sum)
+                m.next = "HAND_OVER"
+            with m.Else():
+                m.next = "SUM"
+
+    def _read_pass(self) -> None:
+        """Else a read pass: the data checksum goes in the header, ahead of the data."""
+        m, made, sum_beat = self.m, self.made, self.sum_beat
+        with m.If(~self.emitting):
+            m.d.comb += self.read.addr.eq(read_address(made.run, sum_beat, self.packet_words))
+            with m.If(self.have_data):
+                m.d.sync += sum_beat.eq(sum_beat + 1)
+            with m.If(sum_beat != 0):
+                masked, _ = self._data_lanes(made, sum_beat - 1, self.read.data)
+                m.d.sync += self.data_sum.eq(self.data_sum + sum(halfwords(masked)))
+            with m.If(sum_beat == self.data_beats):
+                m.next = "FOLD"
 
     def _emit(self, m: Module, sending, emitting, hand_over, made) -> Value:
         """The emitter: the packet handed over, its header (summed as it is taken) and
