@@ -175,7 +175,7 @@ def test_the_blocker_stops_an_hdl_tool():
     """The check above means something: the same Python cannot load Amaranth."""
     done = subprocess.run([sys.executable, "-c", BLOCKER.format(blocked=sorted(HDL_TOOLS), layers=["gateware"])],
                           capture_output=True, text=True, timeout=60)
-    assert "ModuleNotFoundError: import of amaranth halted; None in sys.modules" in done.stderr
+    assert "ModuleNotFoundError: No module named 'amaranth.hdl'; 'amaranth' is not a package" in done.stderr
 
 
 @pytest.mark.parametrize("command", [["send", "--board", "{board}", "{file}", "127.0.0.1:9"],
