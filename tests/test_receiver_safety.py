@@ -205,6 +205,45 @@ def test_a_recorded_open_cannot_be_replayed_or_reused_later():
     assert Secret(SECRET).check_response(42, signed, Secret(b"x" * 16).sign_response(42, signed))
 
 
+def test_an_open_dated_ahead_of_the_receivers_clock_is_refused():
+    """Skew counts both ways: an OPEN from hours ahead could be replayed once the replay
+    memory had forgotten it."""
+    signed = Secret(SECRET).sign_open(42, True, offer("f"))
+    for ahead in (WINDOW + 2, 3 * 3600):
+        assert "s off this receiver's clock" in Secret(SECRET).check_open(42, True, signed, now=time.time() - ahead)
+
+
+@pytest.mark.parametrize("later", [5, WINDOW - 2])
+def test_an_open_replayed_later_within_the_window_is_refused(later):
+    """The replay memory outlasts the time window: a copy replayed any time its time is
+    still acceptable is refused."""
+    receiver, now = Secret(SECRET), time.time()
+    signed = Secret(SECRET).sign_open(42, True, offer("f"))
+    assert receiver.check_open(42, True, signed, now=now) is None
+    assert receiver.check_open(42, True, signed, now=now + later) == (
+        "authentication failed: this OPEN was admitted before (a replay)")
+
+
+@pytest.mark.parametrize("at", [0, 31, -1])
+def test_an_open_with_any_digit_of_its_mac_damaged_is_refused(at):
+    signed = Secret(SECRET).sign_open(42, True, offer("f"))
+    digits = bytearray(signed)
+    position = len(signed) - 64 + at if at >= 0 else len(signed) + at
+    digits[position] = ord("0") if digits[position] != ord("0") else ord("1")
+    assert "does not match" in Secret(SECRET).check_open(42, True, bytes(digits))
+
+
+def test_a_response_recorded_on_another_connection_is_refused():
+    """The RESPONSE's MAC covers the connection's UID and the OPEN's nonce, so one recorded
+    from another connection (another UID, or another OPEN with the same UID) proves nothing."""
+    sender, receiver = Secret(SECRET), Secret(SECRET)
+    signed, other = sender.sign_open(42, True, offer("f")), sender.sign_open(42, True, offer("f"))
+    response = receiver.sign_response(42, signed)
+    assert sender.check_response(42, signed, response) is None
+    assert sender.check_response(43, signed, response) == "the receiver did not prove knowledge of the shared secret"
+    assert sender.check_response(42, other, response) == "the receiver did not prove knowledge of the shared secret"
+
+
 def test_a_streams_digest_must_carry_the_secrets_seal():
     data = b"stream data"
     digest = __import__("hashlib").sha256(data).digest()
