@@ -175,6 +175,20 @@ def test_a_shared_secret_admits_its_holder_and_refuses_everyone_else(tmp_path, s
     assert right.returncode == 0 and report["ok"] and (out / "f").read_bytes() == source.read_bytes()
 
 
+def test_the_secret_does_not_open_the_allow_list(tmp_path, secret_file):
+    """--allow and a secret both hold: a sender outside the list is refused though it
+    holds the secret."""
+    source = tmp_path / "f"
+    source.write_bytes(b"data")
+    recv, port = start_recv(tmp_path, "--out", str(tmp_path / "got"), "--allow", "192.0.2.0/24",
+                            "--secret-file", str(secret_file))
+    result = send(str(source), f"127.0.0.1:{port}", "--secret-file", str(secret_file))
+    recv.kill()
+    recv.wait()
+    assert result.returncode == 1 and "127.0.0.1" in result.stderr and "is not allowed to send here" in result.stderr
+    assert not (tmp_path / "got").exists()
+
+
 def test_a_sender_with_a_secret_aborts_at_a_receiver_without_it(tmp_path, secret_file):
     source = tmp_path / "f"
     source.write_bytes(b"secret data")
