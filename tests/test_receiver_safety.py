@@ -105,6 +105,28 @@ def test_a_symlink_in_the_output_directory_is_not_followed(tmp_path):
     assert not any(elsewhere.iterdir())
 
 
+@pytest.mark.parametrize("planted", ["data.bin.partial", "data.bin.partial.resume"])
+def test_a_planted_partial_symlink_is_not_followed(tmp_path, planted):
+    """Another user's ``NAME.partial`` or resume record as a symlink to a file outside the
+    output directory: that file is never written. A partial file that is a link is refused;
+    a record that is one is not read, and is replaced by the real one."""
+    victim, out = tmp_path / "victim", tmp_path / "out"
+    victim.write_bytes(b"precious")
+    out.mkdir()
+    (out / planted).symlink_to(victim)
+    source = tmp_path / "data.bin"
+    source.write_bytes(os.urandom(100_000))
+    recv, port = start_recv(tmp_path, "--out", str(out))
+    result = send(str(source), f"127.0.0.1:{port}")
+    recv.kill()
+    recv.wait()
+    assert victim.read_bytes() == b"precious"
+    if planted.endswith(".partial"):
+        assert result.returncode == 1 and "data.bin" in result.stderr
+    else:
+        assert result.returncode == 0 and (out / "data.bin").read_bytes() == source.read_bytes()
+
+
 def test_hidden_names_are_refused_by_the_sender_before_it_connects(tmp_path):
     (tmp_path / ".bashrc").write_text("alias ls=rm")
     result = send(str(tmp_path / ".bashrc"), "127.0.0.1:9")
