@@ -125,6 +125,40 @@ def test_a_board_that_was_reset_is_reported_not_resynchronised():
     assert board.executed == []
 
 
+def test_a_reply_the_board_no_longer_keeps_is_an_error_not_a_loop():
+    """A request ran, its reply was lost, and the board has forgotten it: the host says so
+    and stops, instead of asking for STATUS and the reply for ever."""
+    board = BoardModel()
+    client, link = opened(board, 1)
+    receive = board.receive
+
+    def forgetting(datagram, source, now):
+        replies = receive(datagram, source, now)
+        if F.decode(datagram)[0].type == F.Type.REGISTERS:
+            board.stored.clear()
+            return []
+        return replies
+
+    board.receive = forgetting
+    request = client.submit(F.Type.REGISTERS, write_and_pop(0))
+    with pytest.raises(LinkError, match="the reply to request 1 was lost and the board no longer keeps it"):
+        link.run(client, lambda: request.reply is not None, limit=1.0)
+    assert board.executed == [(1, F.Type.REGISTERS)]
+
+
+def test_events_pushed_in_another_session_are_not_delivered():
+    """A push is this host's only with its session number (a board taken over, or a
+    forged push); the ID alone does not make it so."""
+    client, _ = opened(BoardModel(), 1)
+    body = F.encode_events([F.EVENT_BIT | 7], [F.ControlPacket(0x0A000001, 2998, b"forged")])
+    for session in (client.session ^ 1, 0):
+        client.receive(F.encode(F.Header(F.Type.EVENTS, id=client.held_push + 1, session=session), body), 1.0)
+        pushed = client.take_pushed()
+        assert pushed.events == [] and pushed.packets == []
+    client.receive(F.encode(F.Header(F.Type.EVENTS, id=client.held_push + 1, session=client.session), body), 1.0)
+    assert client.take_pushed().events == [F.EVENT_BIT | 7]
+
+
 def test_a_board_that_never_answers_is_an_error_within_the_give_up_time():
     board = BoardModel()
     client = LinkClient(retry=0.01, give_up=1.0)
