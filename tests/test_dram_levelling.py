@@ -18,10 +18,12 @@ VERSA = DramPhy.read(DRAM_PHY_WORD.pack(levelling=1, phases=2, words=2, rdphase=
 class ModelDram:
     """The injector's registers on a CSR bus, a DRAM row behind them, and the PHY's read
     capture: module m reads right only at bitslip ``good[m][0]`` and a delay in
-    ``good[m][1]``; elsewhere its bytes come back shifted."""
+    ``good[m][1]`` (or, given a dict, at each bitslip it names and that bitslip's delays);
+    elsewhere its bytes come back shifted."""
 
-    def __init__(self, phy: DramPhy, good: list[tuple[int, range]]) -> None:
-        self.phy, self.good, self.csrs = phy, good, csr_map(phy.phases, phy.words, phy.levelling)
+    def __init__(self, phy: DramPhy, good: list[tuple[int, range] | dict[int, set[int]]]) -> None:
+        self.phy, self.csrs = phy, csr_map(phy.phases, phy.words, phy.levelling)
+        self.good = [lane if isinstance(lane, dict) else {lane[0]: set(lane[1])} for lane in good]
         self.names = {address: name for name, address in self.csrs.items()}
         self.registers: dict[int, int] = {}
         self.row_open: int | None = None
@@ -92,14 +94,13 @@ class ModelDram:
         out = 0
         for byte in range(self.phy.phase_bytes):
             m, b = byte % self.phy.modules, value >> 8 * byte & 0xFF
-            bitslip, delays = self.good[m]
-            if not (self.bitslip[m] == bitslip and self.delay[m] in delays):
+            if self.delay[m] not in self.good[m].get(self.bitslip[m], ()):
                 b = (b << 1 | b >> 7) & 0xFF
             out |= b << 8 * byte
         return out
 
 
-def levelled(good: list[tuple[int, range]]) -> tuple[ModelDram, list]:
+def levelled(good: list[tuple[int, range] | dict[int, set[int]]]) -> tuple[ModelDram, list]:
     dram = ModelDram(VERSA, good)
     injector = Injector(VERSA, dram.write, dram.read)
     injector.software()
@@ -125,3 +126,12 @@ def test_the_longest_run_of_working_delays_wins():
     assert longest_run((True, False, True, True, True, False, True, True)) == (2, 3)
     assert longest_run((False,) * 8) == (0, 0)
     assert longest_run((True,) * 8) == (0, 8)
+
+
+def test_a_bitslip_with_more_working_delays_in_pieces_loses_to_one_unbroken_run():
+    """A lane that reads right at several bitslips, at one of them at more delays but
+    broken in two: the middle of the longest unbroken run is the margin, whatever the
+    count (a real board's eye can have such gaps)."""
+    dram, levels = levelled([{0: {0, 1, 2, 5, 6}, 1: {2, 3, 4, 5}}, (3, range(1, 6))])
+    assert [(m.bitslip, m.delay) for m in levels] == [(1, 3), (3, 3)]
+    assert dram.bitslip == [1, 3] and dram.delay == [3, 3]
