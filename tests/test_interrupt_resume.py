@@ -1,5 +1,6 @@
 """Interrupted transfers keep what arrived, and the same send resumes (issue 12, item 6)."""
 
+import hashlib
 import json
 import os
 import signal
@@ -8,6 +9,9 @@ import time
 
 import pytest
 from clitools import finish, send, spawn, start_recv
+
+from netblt.host.announce import Announcement
+from netblt.host.files import Expectation, FileSink
 
 SIZE = 3_000_000
 SLOW = ["--rate", "8M", "--buffer-size", "64K"]  # about 3 s for the file, 46 buffers
@@ -128,3 +132,39 @@ def test_a_damaged_partial_file_fails_the_check_and_is_not_kept(tmp_path, setup)
     assert not any(out.iterdir())  # nothing that looks complete, nothing to resume from
     report = resume(tmp_path, source, out)
     assert report["ok"] and (out / "big.bin").read_bytes() == source.read_bytes()
+
+
+def test_the_resume_record_claims_only_data_already_on_disk(tmp_path, monkeypatch):
+    """A power cut keeps what was synced and loses the rest of the page cache (a killed
+    process cannot show this: the kernel still writes its cache). So whenever the record
+    is replaced, every buffer it claims was synced to the partial file before."""
+    data = os.urandom(3000)
+    announced = Announcement("f", len(data), hashlib.sha256(data).hexdigest())
+    root = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    sink = FileSink(root, "f", Expectation(announced), 1000)
+    cached, on_disk, claimed = set(), set(), []
+    pwrite, replace = os.pwrite, os.replace
+
+    def cached_write(fd, chunk, offset):
+        if fd == sink.fd:
+            cached.add(offset)
+        return pwrite(fd, chunk, offset)
+
+    def sync(fd):
+        if fd == sink.fd:
+            on_disk.update(cached)
+
+    def recorded(source, target, **kwargs):
+        replace(source, target, **kwargs)
+        if target == sink.record:
+            ranges = json.loads((tmp_path / sink.record).read_text())["ranges"]
+            claimed.append({offset for a, b in ranges for offset in range(a, b, 1000)} - on_disk)
+
+    monkeypatch.setattr(os, "pwrite", cached_write)
+    monkeypatch.setattr(os, "fdatasync", sync)
+    monkeypatch.setattr(os, "replace", recorded)
+    for offset in (0, 1000, 2000):
+        sink.write(offset, memoryview(data)[offset:offset + 1000])
+        sink.save_record()
+    os.close(root)
+    assert claimed == [set(), set(), set()]
