@@ -382,6 +382,22 @@ async def test_only_the_owner_is_served_and_a_silent_one_can_be_taken_over(dut):
 
 
 @cocotb.test()
+async def test_a_take_over_of_an_owner_still_talking_is_refused(dut):
+    """TAKE_OVER replaces only an owner silent for TAKEOVER_AFTER: one mid-transfer keeps the board."""
+    engine, net, client = await setup(dut)
+    taker = LinkClient(retry=60e-6, give_up=0.002)
+    taker.open(take_over=True)
+    try:
+        await drive(net, taker, lambda: taker.opened, port=6002)
+        raise AssertionError("a take-over of an owner still talking was accepted")
+    except LinkError as exc:
+        assert "in use by 192.168.1.2:40990" in str(exc)
+    request = client.submit(F.Type.REGISTERS, registers(F.Operation(F.Opcode.WRITE, ADDRESS["ARG1"], 9)))
+    await drive(net, client, lambda: request.reply is not None)
+    assert engine.values[ADDRESS["ARG1"]] == 9
+
+
+@cocotb.test()
 async def test_a_reset_board_is_reported(dut):
     engine, net, client = await setup(dut)
     dut.rst.value = 1
