@@ -439,6 +439,10 @@ class BoardDataPath:
     def host_link_bytes(self) -> int:
         return self.link.bytes_in + self.link.bytes_out
 
+    @property
+    def host_link_requests(self) -> int:
+        return self.link.client.requests
+
     # -- inside -------------------------------------------------------------------------------------
 
     def _measure_clock(self, cycles: int) -> None:

@@ -39,8 +39,8 @@ class DataPathCore:
         """Bad packets counted and dropped, by reason."""
         self._busy = False
 
-    host_link_bytes = 0
-    """Bytes moved over a board's host link: none here."""
+    host_link_bytes = host_link_requests = 0
+    """Bytes and requests over a board's host link: none here."""
 
     def fit(self, params: Params, *, sending: bool) -> Params:
         return params  # this host holds whatever the engine negotiates

@@ -109,6 +109,8 @@ class LinkClient:
         self.recovering = False
         self.replays = 0
         self.resent = 0
+        self.requests = 0
+        """Requests given an ID: the board runs each exactly once (its LINK_EXECUTED)."""
         self._send: list[bytes] = []
         self.snapshot: dict[str, int] | None = None
         """The registers of the last STATUS asked for with :meth:`ask_status`."""
@@ -168,6 +170,7 @@ class LinkClient:
         while (self.urgent or self.waiting) and self._room() and self.opened and not self.recovering:
             request = (self.urgent or self.waiting).popleft()
             request.id, self.next_id = self.next_id, (self.next_id + 1) % ID_MODULUS
+            self.requests += 1
             self.in_flight[request.id] = request
             self._emit(request)
         if self.ack_owed:

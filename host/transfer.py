@@ -122,6 +122,8 @@ class TransferReport:
     """What carried the packets: "software" (this host) or "board"."""
     host_link_bytes: int = 0
     """With a board: UDP payload bytes between this host and the board, both ways."""
+    host_link_requests: int = 0
+    """With a board: host-link requests this host sent, each run once by the board."""
     dropped: dict[str, int] = field(default_factory=dict)
     """Bad packets counted and dropped, by reason."""
     duplicates: int = 0
@@ -218,11 +220,11 @@ def _report(endpoint: Endpoint, dp: RealTimeDataPath, role: str, **fields) -> Tr
     p = progress.params
     started = progress.established_at
     now = time.monotonic()
-    report = TransferReport(ok=bool(result and result.ok), reason=result.reason if result else "not finished",
-                    role=role, established=started is not None, bytes=progress.bytes_done,
-                    resumed_bytes=progress.resumed_bytes, peer=show(conn.peer) if conn.peer else "",
-                    dropped=dp.drop_counts(), duplicates=dp.duplicates, data_path=dp.name,
-                    host_link_bytes=dp.host_link_bytes, **fields)
+    report = TransferReport(
+        ok=bool(result and result.ok), reason=result.reason if result else "not finished", role=role,
+        established=started is not None, bytes=progress.bytes_done, resumed_bytes=progress.resumed_bytes,
+        peer=show(conn.peer) if conn.peer else "", dropped=dp.drop_counts(), duplicates=dp.duplicates,
+        data_path=dp.name, host_link_bytes=dp.host_link_bytes, host_link_requests=dp.host_link_requests, **fields)
     if started is not None:
         report.seconds = round(now - started, 3)
         report.cpu_seconds = round(time.process_time() - endpoint.cpu_start, 3)

@@ -46,11 +46,12 @@ def board(pcap):
         sim.proc.wait()
 
 
-def relay(forward: int, loss: str, seed: int) -> int:
+def relay(forward: int, loss: str, seed: int, duplicate: str = "0%") -> int:
     """``netblt netem`` in front of ``forward``; its port."""
     port = free_port()
     proc = spawn(["netem", "--listen", f"127.0.0.1:{port}", "--forward", f"127.0.0.1:{forward}",
-                  "--loss", loss, "--delay", "2ms", "--seed", str(seed)], stdout=subprocess.PIPE, text=True)
+                  "--loss", loss, "--duplicate", duplicate, "--delay", "2ms", "--seed", str(seed)],
+                 stdout=subprocess.PIPE, text=True)
     assert "netblt netem" in proc.stdout.readline()
     return port
 
@@ -85,7 +86,7 @@ def board_sends(board: SimBoard, tmp_path: Path, *options: str, loss: str = "0%"
     out.mkdir(exist_ok=True)
     recv, port = start_recv(out, *recv_options)
     peer = relay(port, loss, seed) if loss != "0%" else port
-    link = relay(board.link, link_loss, seed + 100) if link_loss != "0%" else board.link
+    link = relay(board.link, link_loss, seed + 100, link_loss) if link_loss != "0%" else board.link
     done = send(str(source), f"127.0.0.1:{peer}", "--board", f"127.0.0.1:{link}", "--local-port",
                 str(board.netblt), "--json", *options, timeout=240)
     got, err = finish(recv, timeout=60)
@@ -102,7 +103,7 @@ def board_receives(board: SimBoard, tmp_path: Path, *send_options: str, loss: st
     source = data(tmp_path, seed, size)
     out = partly_received(tmp_path, source, held) if held else tmp_path / "out"
     out.mkdir(exist_ok=True)
-    link = relay(board.link, link_loss, seed + 100) if link_loss != "0%" else board.link
+    link = relay(board.link, link_loss, seed + 100, link_loss) if link_loss != "0%" else board.link
     recv = spawn(["recv", "--board", f"127.0.0.1:{link}", "--listen", f":{board.netblt}", "--out", str(out),
                   "--json", *recv_options], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=out)
     said = ""
@@ -171,10 +172,20 @@ def test_a_board_sends_to_a_board_over_a_lossy_wan(board, tmp_path):
 
 @pytest.mark.parametrize("way", ["sends", "receives"])
 def test_a_lossy_host_link_loses_nothing(board, tmp_path, way):
-    """A tenth of the host link's datagrams lost, each way: every command runs once."""
+    """A tenth of the host link's datagrams lost and a tenth duplicated, each way: every
+    request the host sent ran once on the board (its LINK_EXECUTED counter), and lost
+    replies and repeated requests were answered from the stored replies (LINK_REPLAYED)."""
     carry = board_sends if way == "sends" else board_receives
+    before = board.status()
     sender, receiver = carry(board, tmp_path, link_loss="10%", seed=21)
+    after = board.status()
     assert sender["ok"] and receiver["ok"]
+    host = sender if way == "sends" else receiver
+    executed = after["LINK_EXECUTED"] - before["LINK_EXECUTED"]
+    # The session's IDs ran in order, each once; the host's count is at its report, before
+    # its closing write (TAKEOVER_AFTER = 0, BoardDataPath.close).
+    assert executed == after["LINK_NEXT_ID"] - 1 == host["host_link_requests"] + 1
+    assert after["LINK_REPLAYED"] > before["LINK_REPLAYED"]
 
 
 def test_hostile_packets_at_the_boards_port_change_nothing(board, tmp_path):
