@@ -12,7 +12,7 @@ from netblt.host.announce import Announcement
 from netblt.host.auth import WINDOW, Secret
 from netblt.protocol.codec import decode, encode
 from netblt.host.files import TRAILER, TRAILER_MAGIC, Expectation, InOrder, Verifier
-from netblt.protocol.packets import Open, Refused, Response
+from netblt.protocol.packets import Abort, Open, Refused, Response
 
 SECRET = b"correct horse battery staple"
 
@@ -278,6 +278,36 @@ def test_a_response_recorded_on_another_connection_is_refused():
     assert sender.check_response(42, signed, response) is None
     assert sender.check_response(43, signed, response) == "the receiver did not prove knowledge of the shared secret"
     assert sender.check_response(42, other, response) == "the receiver did not prove knowledge of the shared secret"
+
+
+def answers(peer: socket.socket) -> object:
+    """The next NETBLT packet ``peer`` receives."""
+    return decode(peer.recv(2048)).packet
+
+
+def test_a_late_copy_of_a_finished_connections_open_is_refused(tmp_path):
+    """An OPEN whose connection (its sender's address and UID) has ended, arriving again
+    (a duplicate the path held back), does not start it over."""
+    out = tmp_path / "out"
+    out.mkdir()
+    recv, port = start_recv(tmp_path, "--out", str(out), "--keep-serving")
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as peer:
+        peer.settimeout(10)
+        peer.connect(("127.0.0.1", port))
+        here = peer.getsockname()[1]
+        opening = encode(Open(uid=9, buffer_size=14320, packet_size=1432, burst_size=5, burst_interval=40,
+                              death_timer=30, max_buffers=2, data_checksum=False, write_mode=True,
+                              transfer_size=5, client_string=offer("f")), here, port)
+        peer.send(opening)
+        assert isinstance(answers(peer), Response)
+        peer.send(encode(Abort("stopped by its user"), here, port))
+        time.sleep(0.5)
+        peer.send(opening)
+        while not isinstance(answer := answers(peer), Refused):
+            pass
+    recv.kill()
+    recv.wait()
+    assert answer.reason == "that connection is over"
 
 
 def test_a_streams_digest_must_carry_the_secrets_seal():
