@@ -4,6 +4,7 @@ import os
 import socket
 import subprocess
 import time
+from collections import deque
 
 import pytest
 from clitools import NETBLT, finish, free_port, send, start_recv
@@ -11,6 +12,10 @@ from clitools import NETBLT, finish, free_port, send, start_recv
 from netblt.host.announce import Announcement
 from netblt.host.auth import WINDOW, Secret
 from netblt.protocol.codec import decode, encode
+from netblt.host.transfer import Gate, Output, Quiet, Reception
+from netblt.protocol.endpoint import Admission
+from netblt.protocol.events import Admit
+from netblt.protocol.params import Params
 from netblt.host.files import TRAILER, TRAILER_MAGIC, Expectation, InOrder, Verifier
 from netblt.protocol.packets import Abort, Open, Refused, Response
 
@@ -308,6 +313,22 @@ def test_a_late_copy_of_a_finished_connections_open_is_refused(tmp_path):
     recv.kill()
     recv.wait()
     assert answer.reason == "that connection is over"
+
+
+def test_a_second_sender_between_the_files_of_one_send_is_refused(tmp_path):
+    """Between two files of one send (its session), another sender's OPEN is refused and
+    the same send's next file admitted."""
+
+    def admission(session: str, index: int) -> Admission:
+        reception = Reception(Output(directory=tmp_path), Gate(), Quiet(), force=False, session="5e55101a",
+                              finished=deque())
+        string = Announcement("f", 5, "00" * 32, index=index, count=2, session=session).encode()
+        params = Params(buffer_size=14320, packet_size=1432, burst_size=5, burst_interval=40, max_buffers=2,
+                        data_checksum=False, death_timer=30)
+        return reception.admit(Admit(string, params, ("127.0.0.1", 5000), uid=index, transfer_size=5))
+
+    assert admission("0a0b0c0d", 1).refusal == "busy with another sender's files; try again when they are done"
+    assert admission("5e55101a", 2).refusal is None
 
 
 def test_a_streams_digest_must_carry_the_secrets_seal():
