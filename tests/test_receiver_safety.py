@@ -343,3 +343,23 @@ def test_a_streams_digest_must_carry_the_secrets_seal():
         order = InOrder(verifier.update, hold=expect.hold)
         order.add(0, data + trailer + seal)
         assert (verifier.problem(order) is None) == ok
+
+
+@pytest.mark.parametrize("announced_size", [None, 11])
+def test_a_damaged_trailer_fails_the_check(announced_size):
+    """The trailer's magic, or a length other than what came (or was announced), fails the
+    transfer even when its digest is the data's."""
+    data = b"stream data"
+    digest = __import__("hashlib").sha256(data).digest()
+
+    def problem(trailer: bytes) -> str | None:
+        expect = Expectation(Announcement("s", announced_size))
+        verifier = Verifier(expect)
+        order = InOrder(verifier.update, hold=expect.hold)
+        order.add(0, data + trailer)
+        return verifier.problem(order)
+
+    assert problem(TRAILER.pack(TRAILER_MAGIC, len(data), digest)) is None
+    assert problem(TRAILER.pack(b"nbltEND2", len(data), digest)) == "the data's trailer is damaged"
+    assert problem(TRAILER.pack(TRAILER_MAGIC, len(data) + 1, digest)).startswith("size mismatch: the sender announced")
+    assert problem(TRAILER.pack(TRAILER_MAGIC, len(data) - 1, digest)).startswith("size mismatch: the sender announced")
