@@ -160,13 +160,7 @@ class BoardDataPath:
         self.control = ControlCodec(local_port, peer[1] if peer else 0, address)
         self.dropped: Counter[str] = Counter()
         self.events: list[ev.Event] = []
-        values = self._get("GEOMETRY", "SLOT_BYTES", "CLOCK_HZ", "IP_ADDRESS", "CYCLES")
-        self.geometry = Geometry.read(values)
-        self.clock = BoardClock(self.geometry.clock_hz)
-        self._measure_clock(values["CYCLES"])
-        self.link.client.retry, self.link.client.give_up = self._link_timers()
-        self._set(TAKEOVER_AFTER=max(1, round(HOLD * 1000 * self.clock.scale)))
-        self._ready_dram()
+        # State first: the board may push events left from a previous host during the first reads.
         self.params: Params | None = None
         self.transfer_size: int | None = None
         self.tx: dict[int, Slot] = {}
@@ -185,6 +179,13 @@ class BoardDataPath:
         board keeps the register across connections."""
         self._board_counts: dict[str, int] = {}
         self.cpu_at_configure = 0.0
+        values = self._get("GEOMETRY", "SLOT_BYTES", "CLOCK_HZ", "IP_ADDRESS", "CYCLES")
+        self.geometry = Geometry.read(values)
+        self.clock = BoardClock(self.geometry.clock_hz)
+        self._measure_clock(values["CYCLES"])
+        self.link.client.retry, self.link.client.give_up = self._link_timers()
+        self._set(TAKEOVER_AFTER=max(1, round(HOLD * 1000 * self.clock.scale)))
+        self._ready_dram()
         self._reset_board()
         if peer is not None:
             self._point_at(peer)
@@ -527,8 +528,8 @@ class BoardDataPath:
         arriving = False
         for word in pushed.events:
             event = EVENT_WORD.unpack(word)
+            arriving |= event["kind"] == Event.RECEIVED and event["slot"] in self.rx  # not a stale one
             self._event(event)
-            arriving |= event["kind"] == Event.RECEIVED
         if arriving:
             # DATA is arriving now: the peer is alive, whatever the last flush saw.
             self.events.append(ev.Arrivals(time.monotonic(), 0.0, self.high_ack))

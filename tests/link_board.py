@@ -8,12 +8,15 @@ execution shows) and two slot memories. It logs every execution.
 from __future__ import annotations
 
 import random
+import socket
 import struct
+import threading
+import time
 from collections import deque
 from collections.abc import Callable
 
 from netblt.formats import host_link as F
-from netblt.formats.registers import ENGINE_REGISTERS, LINK_REGISTERS, REGISTER_MAP
+from netblt.formats.registers import ADDRESS, ENGINE_REGISTERS, LINK_REGISTERS, REGISTER_MAP
 
 EVENT_REGISTER = 0x10
 """Reads pop ``fifo`` here, as the engine's EVENT register does."""
@@ -196,3 +199,36 @@ class LossyLink:
                     self._send("host", answer)
             client.timeout(self.now)
             self.now += 0.0001
+
+
+class ServedBoard:
+    """The model on a UDP socket on loopback, for programs that reach a board by address.
+    With ``clock_hz``, its CYCLES register counts that clock in real time, as a board's does."""
+
+    def __init__(self, model: BoardModel | None = None, clock_hz: int = 0) -> None:
+        self.model, self.clock_hz = model or BoardModel(), clock_hz
+        self.socket = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.socket.bind(("127.0.0.1", 0))
+        self.socket.settimeout(0.05)
+        self.port = self.socket.getsockname()[1]
+        self.address = f"127.0.0.1:{self.port}"
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self.serve, daemon=True)
+        self.thread.start()
+
+    def serve(self) -> None:
+        while not self.stopped.is_set():
+            try:
+                datagram, source = self.socket.recvfrom(65536)
+            except TimeoutError:
+                continue
+            now = time.monotonic()
+            if self.clock_hz:
+                self.model.registers[ADDRESS["CYCLES"]] = int(now * self.clock_hz) & 0xFFFF_FFFF
+            for reply in self.model.receive(datagram, source, now):
+                self.socket.sendto(reply, source)
+
+    def close(self) -> None:
+        self.stopped.set()
+        self.thread.join()
+        self.socket.close()

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import pytest
+from link_board import BoardModel, ServedBoard
 
 from netblt.formats import host_link as F
 from netblt.driver.board import BoardClock, BoardDataPath, Slot
 from netblt.driver.link import Request
-from netblt.formats.registers import ADDRESS
+from netblt.formats.registers import (
+    ADDRESS, ENGINE_STATE, EVENT_WORD, GEOMETRY_WORD, RECEIVED_FLAGS, Event,
+)
 from netblt.protocol import events as ev
 
 
@@ -128,3 +131,29 @@ def test_a_board_whose_dram_reads_land_nowhere_is_one_clear_error():
     with pytest.raises(LinkError, match="^the board's DRAM: DRAM module 1: no bitslip and delay reads its "
                                         "pattern back; its slots cannot be used$"):
         dp._ready_dram()
+
+
+def test_a_board_left_with_events_pending_opens_cleanly():
+    """A previous host left the board mid-transfer: what the board pushes to the next
+    owner as it opens (a slot sent, a packet received, a missing list, a control packet)
+    belongs to no slot of this host's; it opens, and counts them as dropped (the board
+    pushes them during its first register reads, which once met a half-built driver)."""
+    model = BoardModel()
+    engine = {"GEOMETRY": GEOMETRY_WORD.pack(data_width=32, tx_slots=2, rx_slots=2, log2_max_packets=6),
+              "SLOT_BYTES": 16384, "CLOCK_HZ": 50_000_000, "IP_ADDRESS": 0x7F000001,
+              "STATE": ENGINE_STATE.pack(slots_ready=1)}
+    model.registers.update({ADDRESS[name]: value for name, value in engine.items()})
+    model.push([EVENT_WORD.pack(valid=1, kind=Event.SENT, slot=1),
+                EVENT_WORD.pack(valid=1, kind=Event.RECEIVED, slot=0, flags=RECEIVED_FLAGS.pack(first=1, complete=1),
+                                value=3),
+                EVENT_WORD.pack(valid=1, kind=Event.MISSING_END, slot=1)],
+               [F.ControlPacket(0x7F000001, 9, b"a control packet of the last connection")])
+    board = ServedBoard(model, clock_hz=50_000_000)
+    try:
+        dp = BoardDataPath.open(("127.0.0.1", board.port), local_port=2998)
+        dp.close()
+    finally:
+        board.close()
+    assert dp.tx == {} and dp.rx == {} and dp.events == []
+    assert dp.dropped["board events for a released slot"] == 1
+    assert dp.dropped["board missing-packet lists never asked for"] == 1

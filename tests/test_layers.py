@@ -4,17 +4,14 @@ without the HDL tools (the ``hw`` extra)."""
 from __future__ import annotations
 
 import ast
-import socket
 import subprocess
 import sys
 import textwrap
-import threading
-import time
 import tomllib
 from pathlib import Path
 
 import pytest
-from link_board import BoardModel
+from link_board import ServedBoard
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -128,34 +125,6 @@ def without_hdl_tools(*args: str) -> subprocess.CompletedProcess:
     module of the host side."""
     script = BLOCKER.format(blocked=sorted(HDL_TOOLS), layers=HOST_SIDE)
     return subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, timeout=60)
-
-
-class ServedBoard:
-    """tests/link_board.py's board model on a UDP socket on loopback."""
-
-    def __init__(self) -> None:
-        self.model = BoardModel()
-        self.socket = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        self.socket.bind(("127.0.0.1", 0))
-        self.socket.settimeout(0.05)
-        self.address = f"127.0.0.1:{self.socket.getsockname()[1]}"
-        self.stopped = threading.Event()
-        self.thread = threading.Thread(target=self.serve, daemon=True)
-        self.thread.start()
-
-    def serve(self) -> None:
-        while not self.stopped.is_set():
-            try:
-                datagram, source = self.socket.recvfrom(65536)
-            except TimeoutError:
-                continue
-            for reply in self.model.receive(datagram, source, time.monotonic()):
-                self.socket.sendto(reply, source)
-
-    def close(self) -> None:
-        self.stopped.set()
-        self.thread.join()
-        self.socket.close()
 
 
 @pytest.fixture
