@@ -19,6 +19,7 @@ from ..driver.transport import DEFAULT_PORT, TransportError, parse_address
 from ..formats.host_link import LINK_PORT
 from ..protocol.endpoint import DataPathError
 from ..protocol.params import MAX_PACKETS_PER_BUFFER, ParamError, Params, Timing, burst_for_rate
+from . import board_status
 from .auth import Secret, SecretError
 from .files import FileError
 from .sim_commands import add_netem_arguments, add_sim_board_arguments, run_netem, run_sim_board
@@ -118,7 +119,6 @@ def build_parser() -> argparse.ArgumentParser:
     recv.add_argument("--allow", type=_network, action="append", default=[], metavar="ADDR[/PREFIX]",
                       help="admit only senders from here (repeatable)")
     _add_common_options(recv)
-    from . import board_status
     board_status.add_arguments(sub.add_parser("board", help="ask a board (or a simulated one) about itself",
                                               description="Talk to a board over its host link."))
     sim_board = sub.add_parser("sim-board", help="run a simulated board that netblt reaches over loopback",
@@ -247,7 +247,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "sim-board":
         return run_sim_board(args)
     if args.command == "board":
-        from . import board_status
         return board_status.run(args, Console(width=max(Console().width, 120)), Console(stderr=True))
     try:
         where = parse_address(args.peer if args.command == "send" else args.listen)

@@ -20,8 +20,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
+from ..driver.board import BoardDataPath
 from ..driver.software import SoftwareDataPath
 from ..driver.transport import DEFAULT_PORT, Address, Kind, Transport, host_address, show
 from ..protocol import events as ev
@@ -137,11 +138,8 @@ class TransferReport:
 # -- the run loop -----------------------------------------------------------------------------
 
 
-if TYPE_CHECKING:
-    from ..driver.board import BoardDataPath
-
-    RealTimeDataPath = SoftwareDataPath | BoardDataPath
-    """What a transfer in real time runs on: this host's sockets, or a board."""
+RealTimeDataPath = SoftwareDataPath | BoardDataPath
+"""What a transfer in real time runs on: this host's sockets, or a board."""
 
 
 @contextmanager
@@ -149,7 +147,6 @@ def data_path(options: Options, feedback: Feedback, *, peer: Address | None = No
               listen: Address | None = None) -> Iterator[RealTimeDataPath]:
     """The data path the options name, with its socket or board session, closed after."""
     if options.board is not None:
-        from ..driver.board import BoardDataPath
         port = listen[1] if listen else options.local_port or DEFAULT_PORT
         dp = BoardDataPath.open(options.board, local_port=port,
                                 kind=options.kind, peer=peer, notice=feedback.status)
@@ -526,8 +523,8 @@ def _serve(dp: RealTimeDataPath, params: Params, output: Output, options: Option
         stop = run(endpoint, dp, feedback, lambda: reception.announced.size if reception.announced else None,
                    listen_until=waited)
         if not endpoint.finished and stop is None:  # the session's next file never came
-            report = TransferReport(False, f"the sender's next file did not come within {options.params.death_timer} s",
-                            "receiver")
+            report = TransferReport(
+                False, f"the sender's next file did not come within {options.params.death_timer} s", "receiver")
             reports.append(report)
             feedback.report(report)
             return reports, None

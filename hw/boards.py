@@ -56,11 +56,6 @@ class Board:
     dram_slots: EngineConfig
     """The engine with its slots in that DRAM: each way's slots fill half the chip
     (the core's geometry is added when it is generated)."""
-
-    @property
-    def number(self) -> int:
-        """What the BOARD register shows a host."""
-        return next(n for n, name in BOARD_NAMES.items() if name == self.name)
     ping: bool = True
     """The board answers ping (LiteEth's ICMP echo)."""
     dram_ping: bool = True
@@ -76,6 +71,11 @@ class Board:
     meets timing is the same on every machine; put it first."""
     dram_seeds: tuple[int, ...] = ()
     """The seeds for the build with its slots in DRAM, where they differ (empty: ``seeds``)."""
+
+    @property
+    def number(self) -> int:
+        """What the BOARD register shows a host."""
+        return next(n for n, name in BOARD_NAMES.items() if name == self.name)
 
     def built(self, slots: str) -> Board:
         """The board as its build with slots in ``slots`` has it: with them in DRAM, its

@@ -47,14 +47,16 @@ def netlists() -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m netblt.hw.netlists", description=__doc__.split("\n")[0])
     parser.add_argument("output", type=Path, help="the RTLIL file to write")
     args = parser.parse_args()
+    if args.output.is_dir():
+        parser.error(f"{args.output} is a directory; name the file to write")
+    if not args.output.parent.is_dir():
+        parser.error(f"no directory {str(args.output.parent)!r} for {args.output.name}")
     if os.environ.get("PYTHONHASHSEED") != "0":
         os.execve(sys.executable, [sys.executable, "-m", __spec__.name, *sys.argv[1:]],
                   os.environ | {"PYTHONHASHSEED": "0"})
-    if not args.output.parent.is_dir():
-        parser.error(f"no directory {str(args.output.parent)!r} for {args.output.name}")
     args.output.write_text(netlists())
 
 

@@ -98,7 +98,8 @@ def test_the_check_sees_an_import_that_goes_up(tmp_path, monkeypatch):
     """A protocol module importing the driver, Amaranth or a clock is caught."""
     upward = tmp_path / "protocol" / "upward.py"
     upward.parent.mkdir()
-    upward.write_text("from ..driver import core\n\ndef later():\n    from amaranth.hdl import Signal\n    import time\n")
+    upward.write_text("from ..driver import core\n\n"
+                      "def later():\n    from amaranth.hdl import Signal\n    import time\n")
     monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
     assert wrong_way(["protocol"]) == ["protocol/upward.py:1 (protocol) imports driver (driver)",
                                        "protocol/upward.py:4 (protocol) imports amaranth.hdl, an HDL tool",

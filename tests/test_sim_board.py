@@ -17,7 +17,9 @@ from clitools import NETBLT, SimBoard, free_port, spawn
 from netblt.formats import host_link as F
 from netblt.driver.link import BoardLink, LinkError
 from netblt.gateware.config import EngineConfig
-from netblt.formats.registers import ADDRESS, COMMAND_WORD, CONNECTION_FLAGS, DRAM_PHY_WORD, ENGINE_STATE, GEOMETRY_WORD, Command
+from netblt.formats.registers import (
+    ADDRESS, COMMAND_WORD, CONNECTION_FLAGS, DRAM_PHY_WORD, ENGINE_STATE, GEOMETRY_WORD, Command,
+)
 from netblt.protocol import codec, packets
 from netblt.host.board_status import slots
 from netblt.hw.liteeth_core import IP_ADDRESS
@@ -180,8 +182,8 @@ def test_the_wan_delays_and_loses_netblt_datagrams_each_way_in_simulated_time():
                 time.sleep(0.2)
 
         write(PACKET_SIZE=1024, LOCAL_PORT=7, PEER_PORT=8, PEER_ADDRESS=int(ipaddress.IPv4Address("127.0.0.1")),
-              UDP_LOCAL_PORT=sim.netblt, UDP_PEER_PORT=peer.getsockname()[1], FLAGS=CONNECTION_FLAGS.pack(udp=1), PACING_MODE=0,
-              COUNTERS_CLEAR=1)
+              UDP_LOCAL_PORT=sim.netblt, UDP_PEER_PORT=peer.getsockname()[1], FLAGS=CONNECTION_FLAGS.pack(udp=1),
+              PACING_MODE=0, COUNTERS_CLEAR=1)
         data = random.Random(6).randbytes(1024 * packets_each_way)
         link.upload(0, data)
         sent_at = read("CYCLES")

@@ -15,13 +15,13 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-
-if TYPE_CHECKING:
-    from ...gateware.config import EngineConfig
-    from ...hw.boards import Board
-    from ...hw.node import NetbltNode
+from ...gateware.config import EngineConfig
+from ...hw import litedram_core, liteeth_core
+from ...hw.boards import BOARDS, Board
+from ...hw.node import NetbltNode
+from . import hdl
+from .dram_tops import in_dram
 
 MODULE = "netblt.sim.rtl.sim_board_tb"
 
@@ -44,13 +44,6 @@ def design(board: Board | None, slots: str = "block") -> Design:
     block RAM or, for a board, in its DRAM; its cores are generated into build/ here. A
     board whose engine runs at another clock than its own (the Ethernet benchmark's
     ``--clock-mhz``) builds apart."""
-    from ...gateware.config import EngineConfig
-    from ...hw import litedram_core
-    from ...hw.boards import BOARDS
-    from ...hw.node import NetbltNode
-    from . import hdl
-    from .dram_tops import in_dram
-
     if board is None:
         config = EngineConfig(data_width=32)
         return Design(NetbltNode(config), "node", config, [_ethernet(config)])
@@ -69,9 +62,6 @@ def design(board: Board | None, slots: str = "block") -> Design:
 
 def _ethernet(config: EngineConfig) -> Path:
     """The LiteEth core the simulated node instantiates, generated for its clock."""
-    from ...hw import liteeth_core
-    from . import hdl
-
     return liteeth_core.simulation_core(hdl.BUILD / "liteeth", config.clock_hz)
 
 
@@ -79,10 +69,6 @@ def serve(board: str | None, slots: str, settings: dict) -> int:
     """Build ``board``'s design (None: the tests' design) with its slots in ``slots`` ("block"
     or "dram"), minutes the first time, and run it until SIGINT or SIGTERM, bridged to
     loopback as ``settings`` (sim_board_tb.py's) say."""
-    # Amaranth, LiteX and Verilator's runner load only for this command.
-    from ...hw.boards import BOARDS
-    from . import hdl
-
     if board is not None and board not in BOARDS:
         print(f"netblt sim-board: error: no board {board!r}; there are {', '.join(sorted(BOARDS))}",
               file=sys.stderr)
