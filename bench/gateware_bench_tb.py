@@ -18,7 +18,8 @@ from ..formats import host_link as F
 from ..formats.registers import PacingMode
 from ..formats.rfc998 import DATA_HEADER_SIZE
 from ..gateware.parser import RX_SETTINGS
-from ..gateware.pattern import PATTERN_COMMAND, pattern_bytes
+from ..formats.pattern import pattern_bytes
+from ..gateware.pattern import PATTERN_COMMAND
 from ..gateware.reassembly import RX_COMMAND
 from ..gateware.segmenter import TX_COMMAND, TX_SETTINGS
 from ..gateware.streams import ip_payload

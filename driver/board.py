@@ -311,20 +311,21 @@ class BoardDataPath:
 
     def post_receive(self, number: int, capacity: int) -> None:
         index = self._free(self.rx, self.geometry.rx_slots, "receive")
-        self.rx[index] = Slot(number, capacity=capacity, posted=self._command(Command.POST, index, number))
+        self.rx[index] = Slot(number, capacity=capacity, posted=self._command(Command.POST, index, number,
+                                                                              urgent=True))
 
     def drop_receive(self, number: int) -> None:
         index = self._slot_of(self.rx, number)
         if index is not None:
             del self.rx[index]
-            self._command(Command.RELEASE, index)
+            self._command(Command.RELEASE, index, urgent=True)
 
     def query_missing(self, number: int) -> None:
         index = self._slot_of(self.rx, number)
         if index is not None:
             self.rx[index].queried = True
             self.queries.setdefault(index, []).append((number, []))
-            self._command(Command.QUERY_MISSING, index, self.rx[index].capacity)
+            self._command(Command.QUERY_MISSING, index, self.rx[index].capacity, urgent=True)
 
     def take(self, number: int) -> memoryview:
         slot = self.rx[self._slot_of(self.rx, number)]
@@ -620,10 +621,14 @@ class BoardDataPath:
     def _slot_of(slots: dict[int, Slot], number: int) -> int | None:
         return next((i for i, slot in slots.items() if slot.buffer == number), None)
 
-    def _command(self, op: Command, index: int, arg0: int = 0, arg1: int = 0,
-                 flag: int = 0) -> list[Request | Part]:
+    def _command(self, op: Command, index: int, arg0: int = 0, arg1: int = 0, flag: int = 0,
+                 urgent: bool = False) -> list[Request | Part]:
+        """A command on a slot. A SEND keeps its place behind the upload it follows; the
+        receive side's commands follow no data and are urgent: a POST queued behind the
+        last buffer's downloads reached the board after the peer, told GO by an urgent
+        control packet, had sent the buffer (its DATA was dropped as unposted)."""
         return self._submit([_write("ARG0", arg0), _write("ARG1", arg1),
-                             _write("COMMAND", COMMAND_WORD.pack(op=op, slot=index, flag=flag))])
+                             _write("COMMAND", COMMAND_WORD.pack(op=op, slot=index, flag=flag))], urgent)
 
     def _set(self, **registers: int) -> None:
         self._operations([_write(name, value) for name, value in registers.items()], urgent=True)

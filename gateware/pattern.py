@@ -1,8 +1,7 @@
 """A deterministic test pattern keyed by buffer number: line-rate runs need no upload.
 
-Buffer n's data is the byte stream of successive xorshift32 states (Marsaglia 2003),
-each little-endian, starting from a seed derived from n. A generator makes one beat per
-cycle; the same function in Python (``pattern_bytes``) is what tests compare with.
+The pattern is formats/pattern.py's. A generator makes one beat per cycle; the same
+function in Python (``pattern_bytes``) is what tests compare with.
 """
 
 from __future__ import annotations
@@ -11,31 +10,9 @@ from amaranth.hdl import Cat, Module, Mux, Signal, Value
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from ..formats.pattern import SEED_MIX
 from .config import EngineConfig
 from .transmit_store import store_write
-
-SEED_MIX = 0x9E3779B9
-MASK32 = 0xFFFF_FFFF
-
-
-def seed(buffer: int) -> int:
-    return (buffer ^ SEED_MIX) or SEED_MIX
-
-
-def xorshift(x: int) -> int:
-    x ^= (x << 13) & MASK32
-    x ^= x >> 17
-    x ^= (x << 5) & MASK32
-    return x
-
-
-def pattern_bytes(buffer: int, length: int) -> bytes:
-    out, x = bytearray(), seed(buffer)
-    while len(out) < length:
-        x = xorshift(x)
-        out += x.to_bytes(4, "little")
-    return bytes(out[:length])
-
 
 def _xorshift(x: Value) -> Value:
     x = x ^ (x << 13)[:32]

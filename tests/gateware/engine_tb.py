@@ -15,7 +15,7 @@ from cocotb.triggers import ClockCycles, RisingEdge
 from netblt.gateware.config import EngineConfig
 from netblt.formats.registers import CONNECTION_FLAGS, ENGINE_STATE, GEOMETRY_WORD, RECEIVED_FLAGS, Command, Event
 from netblt.gateware.streams import ip_payload
-from netblt.gateware.pattern import pattern_bytes
+from netblt.formats.pattern import pattern_bytes
 from netblt.protocol import codec, packets
 from netblt.sim.rtl.beats import BeatSink, BeatSource, beat_bytes
 from netblt.sim.rtl.register_host import RegisterHost

@@ -11,7 +11,8 @@ from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
 from netblt.gateware.config import LINE_WORDS
 from netblt.formats.drops import Drop
 from netblt.gateware.parser import RX_SETTINGS
-from netblt.gateware.pattern import PATTERN_COMMAND, pattern_bytes
+from netblt.formats.pattern import pattern_bytes
+from netblt.gateware.pattern import PATTERN_COMMAND
 from netblt.gateware.reassembly import MISSING, MISSING_QUERY, RX_COMMAND, RX_EVENT, SLOT_STATUS
 from netblt.gateware.streams import ip_payload
 from netblt.gateware.packet_fifo import CONTROL_META

@@ -19,7 +19,7 @@ from scapy.layers.l2 import ARP, Ether
 from scapy.utils import checksum
 
 from netblt.formats import host_link as F
-from netblt.gateware.pattern import pattern_bytes
+from netblt.formats.pattern import pattern_bytes
 from netblt.formats.registers import CONNECTION_FLAGS, ADDRESS, RECEIVED_FLAGS, REGISTER_MAP, Command, Event
 from netblt.protocol import codec, packets
 from netblt.hw.liteeth_core import IP_ADDRESS, MAC_ADDRESS

@@ -11,7 +11,8 @@ from cocotb.triggers import ClockCycles, RisingEdge
 from scapy.layers.inet import UDP
 
 from netblt.formats.registers import PacingMode
-from netblt.gateware.pattern import PATTERN_COMMAND, pattern_bytes
+from netblt.formats.pattern import pattern_bytes
+from netblt.gateware.pattern import PATTERN_COMMAND
 from netblt.gateware.segmenter import TX_COMMAND, TX_SETTINGS
 from netblt.gateware.streams import ip_payload
 from netblt.gateware.transmit_path import PACING

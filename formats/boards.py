@@ -1,0 +1,44 @@
+"""Each build's engine geometry, defined once: what its registers describe.
+
+hw/boards.py builds the gateware from these, and the board model (sim/model) takes the
+same shapes, so a model of a board holds exactly what its bitstream holds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+
+@dataclass(frozen=True)
+class SlotGeometry:
+    tx_slots: int
+    rx_slots: int
+    slot_bytes: int
+    max_packets: int
+    """Packets a slot's missing-packet bitmap tracks."""
+    clock_hz: int = 50_000_000
+    data_width: int = 32
+    pattern: bool = True
+    """Whether FILL and CHECK have a pattern generator and checker to run on."""
+
+    def fields(self) -> dict:
+        return asdict(self)
+
+
+SIMULATION = SlotGeometry(tx_slots=2, rx_slots=2, slot_bytes=16384, max_packets=1024)
+"""The design the tests simulate (hw/node.py with the engine's defaults)."""
+
+BUILDS: dict[str, dict[str, SlotGeometry]] = {
+    "colorlight_5a75b": {
+        "block": SlotGeometry(tx_slots=2, rx_slots=2, slot_bytes=16384, max_packets=1024, pattern=False),
+        # 2 MiB each way: 2 slots of 1 MiB (724 packets of 1448 bytes), bitmaps of 4096.
+        "dram": SlotGeometry(tx_slots=2, rx_slots=2, slot_bytes=1 << 20, max_packets=4096, pattern=False,
+                             clock_hz=45_000_000),
+    },
+    "versa_ecp5": {
+        "block": SlotGeometry(tx_slots=2, rx_slots=2, slot_bytes=32768, max_packets=1024),
+        # 64 MB each way: 16 slots of 4 MB (2897 packets of 1448 bytes), bitmaps of 4096.
+        "dram": SlotGeometry(tx_slots=16, rx_slots=16, slot_bytes=4 << 20, max_packets=4096, pattern=False),
+    },
+}
+"""Per board (make bitstream's names) and slot memory ("block" RAM or "dram")."""

@@ -1,0 +1,237 @@
+"""``netblt sim-board --model``: the board's functional model on loopback, at host speed.
+
+The same two UDP sockets as ``netblt sim-board`` (the host link, and the board's
+NETBLT port), the same printed lines, and the same WAN between the NETBLT port and its
+peers, in real time here. ``link_delay`` puts a round trip between host and board, as a
+cable and a switch would. Datagrams go to loopback only; any other destination is
+counted and dropped, as the simulated board's bridge does.
+"""
+
+from __future__ import annotations
+
+import heapq
+import ipaddress
+import itertools
+import select
+import signal
+import socket
+import struct
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+
+from ...formats import host_link as F
+from ...formats.boards import BUILDS, SIMULATION, SlotGeometry
+from ...formats.registers import BOARD_NAMES
+from ..wan.netem import Path as WanPath, PathConfig, describe
+from .engine import Engine
+from .host_link import HostLink
+
+BATCH = 64
+"""Datagrams taken from one socket per look."""
+IP_UDP = 28
+
+Send = Callable[[], None]
+
+
+def geometry(board: str | None, slots: str) -> SlotGeometry:
+    return BUILDS[board][slots] if board else SIMULATION
+
+
+class Served:
+    """The model behind two sockets: ``settings`` are sim-board's (sim_commands.py)."""
+
+    def __init__(self, board: str | None, slots: str, settings: dict) -> None:
+        number = next((n for n, name in BOARD_NAMES.items() if name == board), 0)
+        self.engine = Engine(geometry(board, slots), board=number)
+        self.link = HostLink(self.engine)
+        self.mtu, self.link_delay = settings["mtu"], settings.get("link_delay", 0.0)
+        self.link_socket, self.netblt_socket = _bind(settings["link_port"]), _bind(settings["netblt_port"])
+        self.netblt_port = self.netblt_socket.getsockname()[1]
+        self.wan_config = PathConfig(delay=settings["wan_delay"], loss=settings["wan_loss"])
+        self.wan = {way: WanPath(self.wan_config, settings["wan_seed"] + i)
+                    for i, way in enumerate(("to the board", "to the peer"))}
+        self.later: list[tuple[float, int, Send]] = []
+        self.order = itertools.count()
+        self.counts: Counter[str] = Counter()
+        self.pcap = Pcap(Path(settings["pcap"])) if settings.get("pcap") else None
+
+    # -- the loop -------------------------------------------------------------------------------------
+
+    def run(self, stop: Callable[[], bool]) -> None:
+        while not stop():
+            now = time.monotonic()
+            self._due(now)
+            wait = self._next(now) - time.monotonic()
+            readable, _, _ = select.select([self.link_socket, self.netblt_socket], [], [], max(0.0, min(wait, 0.05)))
+            now = time.monotonic()
+            for sock in readable:
+                self._take(sock, now)
+
+    def _next(self, now: float) -> float:
+        times = [now + 0.05, self.link.push_sent_at + self.link.settings["PUSH_TIMEOUT"] /
+                 self.engine.geometry.clock_hz + 1e-4 if self.link.push_sent else now + 0.05]
+        if (due := self.engine.next_due()) is not None:
+            times.append(due)
+        if self.later:
+            times.append(self.later[0][0])
+        return min(times)
+
+    def _due(self, now: float) -> None:
+        while self.later and self.later[0][0] <= now:
+            heapq.heappop(self.later)[2]()
+        for datagram, to in self.engine.outgoing(now):
+            self._to_peer(datagram, to, now)
+        for reply in self.link.pushes(now):
+            self._to_host(reply, self.link.owner, now)
+
+    def _take(self, sock: socket.socket, now: float) -> None:
+        for _ in range(BATCH):
+            try:
+                datagram, source = sock.recvfrom(65536)
+            except (BlockingIOError, ConnectionRefusedError):
+                return
+            if len(datagram) + IP_UDP > self.mtu:
+                self.counts[f"datagrams in over the {self.mtu}-byte MTU (dropped)"] += 1
+                continue
+            self.counts["datagrams in"] += 1
+            if sock is self.link_socket:
+                self._at(now + self.link_delay, lambda d=datagram, s=source: self._link_request(d, s))
+            else:
+                self._wan("to the board", datagram, now, lambda d=datagram, s=source: self._netblt(d, s))
+
+    def _link_request(self, datagram: bytes, source: tuple[str, int]) -> None:
+        now = time.monotonic()
+        self._record(datagram, source, ("127.0.0.1", F.LINK_PORT), now)
+        for reply in self.link.receive(datagram, source, now):
+            self._to_host(reply, source, now)
+
+    def _netblt(self, datagram: bytes, source: tuple[str, int]) -> None:
+        now = time.monotonic()
+        self._record(datagram, source, ("127.0.0.1", self.netblt_port), now)
+        self.engine.arrive(datagram, source, now)
+        for reply in self.link.pushes(now):
+            self._to_host(reply, self.link.owner, now)
+
+    def _to_host(self, datagram: bytes, to: tuple[str, int], now: float) -> None:
+        self._at(now + self.link_delay, lambda: self._out(self.link_socket, datagram, to, F.LINK_PORT))
+
+    def _to_peer(self, datagram: bytes, to: tuple[str, int], now: float) -> None:
+        if not to[1]:
+            self.counts["NETBLT natively on IP, which the model does not carry (dropped)"] += 1
+            return
+        self._wan("to the peer", datagram, now, lambda: self._out(self.netblt_socket, datagram, to, self.netblt_port))
+
+    def _wan(self, way: str, datagram: bytes, now: float, deliver: Send) -> None:
+        for at, _copy in self.wan[way].send(datagram, now):
+            self._at(at, deliver)
+
+    def _at(self, when: float, action: Send) -> None:
+        if when <= time.monotonic():
+            action()
+        else:
+            heapq.heappush(self.later, (when, next(self.order), action))
+
+    def _out(self, sock: socket.socket, datagram: bytes, to: tuple[str, int], port: int) -> None:
+        if not _loopback(to[0]):
+            self.counts[f"from the board to {to[0]}, not loopback (dropped)"] += 1
+            return
+        self._record(datagram, ("127.0.0.1", port), to, time.monotonic())
+        try:
+            sock.sendto(datagram, to)
+            self.counts["datagrams out"] += 1
+        except OSError:
+            self.counts["datagrams out that the host refused"] += 1
+
+    def _record(self, datagram: bytes, source: tuple[str, int], to: tuple[str, int], now: float) -> None:
+        if self.pcap is not None:
+            self.pcap.write(datagram, source, to, now)
+
+    # -- what it prints ---------------------------------------------------------------------------------
+
+    def banner(self) -> list[str]:
+        g = self.engine.geometry
+        lines = [f"management 127.0.0.1:{self.link_socket.getsockname()[1]}",
+                 f"netblt 127.0.0.1:{self.netblt_port} (the board's NETBLT UDP port is {self.netblt_port})",
+                 f"a functional model at host speed: {g.tx_slots} transmit and {g.rx_slots} receive slots of "
+                 f"{g.slot_bytes} bytes, {g.clock_hz / 1e6:g} MHz"]
+        if self.wan_config != PathConfig():
+            lines.append(f"WAN between the board's NETBLT port and its peers: {describe(self.wan_config)}, "
+                         "in real time")
+        if self.link_delay:
+            lines.append(f"host link: {self.link_delay * 1e6:g} us each way")
+        return lines
+
+    def summary(self, wall: float) -> list[str]:
+        lines = [f"ran {wall:.1f} s in real time"]
+        lines += [f"  {what}: {count}" for what, count in sorted(self.counts.items())]
+        lines.append(f"WAN: {describe(self.wan_config)}")
+        for way, path in self.wan.items():
+            counts = ", ".join(f"{what} {count}" for what, count in sorted(path.counts.items()))
+            lines.append(f"  NETBLT datagrams {way}: {counts or 'none'}")
+        return lines
+
+    def close(self) -> None:
+        for sock in (self.link_socket, self.netblt_socket):
+            sock.close()
+        if self.pcap is not None:
+            self.pcap.close()
+
+
+class Pcap:
+    """Every datagram as an IPv4/UDP packet (link type RAW), stamped in host time."""
+
+    def __init__(self, path: Path) -> None:
+        self.file = path.open("wb")
+        self.file.write(struct.pack("<IHHiIII", 0xA1B23C4D, 2, 4, 0, 0, 65535, 101))
+
+    def write(self, datagram: bytes, source: tuple[str, int], to: tuple[str, int], now: float) -> None:
+        udp = struct.pack(">HHHH", source[1], to[1], 8 + len(datagram), 0)
+        ip = struct.pack(">BBHHHBBH4s4s", 0x45, 0, IP_UDP + len(datagram), 0, 0, 64, 17, 0,
+                         socket.inet_aton(source[0]), socket.inet_aton(to[0]))
+        packet = ip + udp + datagram
+        stamp = time.time()
+        self.file.write(struct.pack("<IIII", int(stamp), int(stamp % 1 * 1e9), len(packet), len(packet)) + packet)
+
+    def close(self) -> None:
+        self.file.close()
+
+
+def _bind(port: int) -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.bind(("127.0.0.1", port))
+    sock.setblocking(False)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 8 << 20)
+    return sock
+
+
+def _loopback(address: str) -> bool:
+    try:
+        return ipaddress.ip_address(address).is_loopback
+    except ValueError:
+        return False
+
+
+def serve(board: str | None, slots: str, settings: dict) -> int:
+    """Run the model until SIGINT or SIGTERM, then print what it carried."""
+    try:
+        served = Served(board, slots, settings)
+    except OSError as exc:
+        print(f"netblt sim-board: error: cannot listen on 127.0.0.1: {exc.strerror}", file=sys.stderr)
+        return 1
+    stopped: list[bool] = []
+    for number in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(number, lambda *_: stopped.append(True))
+    for line in served.banner():
+        print(line, flush=True)
+    started = time.monotonic()
+    try:
+        served.run(lambda: bool(stopped))
+    finally:
+        for line in served.summary(time.monotonic() - started):
+            print(line, flush=True)
+        served.close()
+    return 0
