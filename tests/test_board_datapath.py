@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import pytest
-from link_board import BoardModel, ServedBoard
+from link_board import ServedBoard
 
 from netblt.formats import host_link as F
 from netblt.driver.board import BoardClock, BoardDataPath, Slot
 from netblt.driver.link import Request
 from netblt.formats.registers import (
-    ADDRESS, ENGINE_STATE, EVENT_WORD, GEOMETRY_WORD, RECEIVED_FLAGS, Event,
+    ADDRESS, EVENT_WORD, RECEIVED_FLAGS, Event,
 )
 from netblt.protocol import events as ev
 
@@ -138,17 +138,12 @@ def test_a_board_left_with_events_pending_opens_cleanly():
     owner as it opens (a slot sent, a packet received, a missing list, a control packet)
     belongs to no slot of this host's; it opens, and counts them as dropped (the board
     pushes them during its first register reads, which once met a half-built driver)."""
-    model = BoardModel()
-    engine = {"GEOMETRY": GEOMETRY_WORD.pack(data_width=32, tx_slots=2, rx_slots=2, log2_max_packets=6),
-              "SLOT_BYTES": 16384, "CLOCK_HZ": 50_000_000, "IP_ADDRESS": 0x7F000001,
-              "STATE": ENGINE_STATE.pack(slots_ready=1)}
-    model.registers.update({ADDRESS[name]: value for name, value in engine.items()})
-    model.push([EVENT_WORD.pack(valid=1, kind=Event.SENT, slot=1),
-                EVENT_WORD.pack(valid=1, kind=Event.RECEIVED, slot=0, flags=RECEIVED_FLAGS.pack(first=1, complete=1),
-                                value=3),
-                EVENT_WORD.pack(valid=1, kind=Event.MISSING_END, slot=1)],
-               [F.ControlPacket(0x7F000001, 9, b"a control packet of the last connection")])
-    board = ServedBoard(model, clock_hz=50_000_000)
+    board = ServedBoard()
+    board.engine.control_in.append(F.ControlPacket(0x7F000001, 9, b"a control packet of the last connection"))
+    board.engine.events.extend([EVENT_WORD.pack(valid=1, kind=Event.SENT, slot=1),
+                                EVENT_WORD.pack(valid=1, kind=Event.RECEIVED, slot=0,
+                                                flags=RECEIVED_FLAGS.pack(first=1, complete=1), value=3),
+                                EVENT_WORD.pack(valid=1, kind=Event.MISSING_END, slot=1)])
     try:
         dp = BoardDataPath.open(("127.0.0.1", board.port), local_port=2998)
         dp.close()

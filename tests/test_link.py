@@ -4,30 +4,37 @@ duplication and reordering in virtual time."""
 import os
 
 import pytest
-from link_board import EVENT_REGISTER, BoardModel, LossyLink
+from link_board import LossyLink, board_model
 
 from netblt.formats import host_link as F
 from netblt.driver.link import LinkClient, LinkError, decode_snapshot
+from netblt.formats.boards import BUILDS
 from netblt.formats.registers import ADDRESS, ENGINE_REGISTERS, LINK_REGISTERS
+from netblt.sim.model.host_link import HostLink
 
 IMPAIRED = dict(loss=0.2, duplicate=0.1, reorder=0.2)
 
 
-def opened(board: BoardModel, seed: int, **impairment) -> tuple[LinkClient, LossyLink]:
+def opened(board: HostLink, seed: int, **impairment) -> tuple[LinkClient, LossyLink]:
     client, link = LinkClient(retry=0.002), LossyLink(board, seed, **impairment)
     client.open()
     link.run(client, lambda: client.opened)
     return client, link
 
 
+PORT = ADDRESS["LOCAL_PORT"]
+
+
 def write_and_pop(i: int) -> bytes:
-    """Register 1 set to ``i``, then one pop of the board's FIFO."""
-    return F.encode_operations([F.Operation(F.Opcode.WRITE, 1, i), F.Operation(F.Opcode.READ, EVENT_REGISTER)])
+    """A register set to ``i``, then one pop of DOWNLOAD_DATA (a read that moves the
+    board's download address on, so a repeated execution shows)."""
+    return F.encode_operations([F.Operation(F.Opcode.WRITE, PORT, i),
+                                F.Operation(F.Opcode.READ, ADDRESS["DOWNLOAD_DATA"])])
 
 
-def popping_board(seed: int) -> tuple[BoardModel, LinkClient, LossyLink]:
-    board = BoardModel()
-    board.fifo.extend(range(1000, 1200))
+def popping_board(seed: int) -> tuple[HostLink, LinkClient, LossyLink]:
+    board = board_model()
+    board.engine.rx_memory[:800] = b"".join(n.to_bytes(4, "little") for n in range(1000, 1200))
     return board, *opened(board, seed, **IMPAIRED)
 
 
@@ -39,8 +46,8 @@ def test_every_request_runs_exactly_once_in_order_through_a_bad_path(seed):
     assert [i for i, _ in board.executed] == [r.id for r in requests]  # once each, in order
     popped = [F.decode_operations(r.reply[1])[1].value for r in requests]
     assert popped == list(range(1000, 1100))  # no pop lost or repeated
-    assert board.registers[1] == 99
-    assert client.replays > 0 and board.counts["replayed"] > 0  # lost replies were asked for again
+    assert board.engine.values[PORT] == 99
+    assert client.replays > 0 and board.counts["LINK_REPLAYED"] > 0  # lost replies were asked for again
 
 
 @pytest.mark.parametrize("seed", range(5))
@@ -63,14 +70,14 @@ def test_joined_operations_run_once_in_order_and_each_gets_its_own_reply(seed):
 
 @pytest.mark.parametrize("seed", range(5))
 def test_uploads_and_downloads_are_byte_exact_through_a_bad_path(seed):
-    board = BoardModel()
+    board = board_model()
     data = os.urandom(4 * 2000)
-    board.rx_memory[:len(data)] = data[::-1]
+    board.engine.rx_memory[:len(data)] = data[::-1]
     client, link = opened(board, seed, **IMPAIRED)
     uploads = [client.submit(*request) for request in F.upload_requests(0, data, 1500)]
     downloads = [client.submit(*request) for request in F.download_requests(0, len(data), 1500)]
     link.run(client, lambda: all(r.reply for r in uploads + downloads))
-    assert bytes(board.tx_memory[:len(data)]) == data
+    assert bytes(board.engine.tx_memory[:len(data)]) == data
     assert b"".join(r.reply[1] for r in downloads) == data[::-1]
     assert sorted(i for i, kind in board.executed if kind == F.Type.UPLOAD) == [r.id for r in uploads]
     assert all(len(r.reply[1]) == 0 for r in uploads)  # acknowledged, not echoed
@@ -81,8 +88,8 @@ def test_an_urgent_request_overtakes_the_uploads_still_waiting(seed):
     """A resend or a control packet submitted behind a buffer's uploads goes before those
     not yet sent (IDs are given as requests go out, so the board still runs every
     request once, in ID order), through a bad path; the uploads still land byte-exact."""
-    board = BoardModel(memory_words=1 << 14)
-    data = os.urandom(len(board.tx_memory))  # 46 uploads
+    board = board_model(BUILDS["versa_ecp5"]["block"])
+    data = os.urandom(len(board.engine.tx_memory))  # 46 uploads
     client, link = opened(board, seed, **IMPAIRED)
     uploads = [client.submit(*request) for request in F.upload_requests(0, data, 1500)]
     link.run(client, lambda: uploads[0].reply is not None)  # the uploads are under way
@@ -91,17 +98,18 @@ def test_an_urgent_request_overtakes_the_uploads_still_waiting(seed):
     assert sum(r.reply is not None for r in uploads) <= 1 + 2 * F.WINDOW  # it waited for no more than were out
     link.run(client, lambda: all(r.reply for r in uploads))
     assert [i for i, _ in board.executed] == sorted(i for i, _ in board.executed)  # each once, in ID order
-    assert len(board.executed) == len(uploads) + 1 and board.registers[1] == 7
-    assert bytes(board.tx_memory[:len(data)]) == data
+    assert len(board.executed) == len(uploads) + 1 and board.engine.values[PORT] == 7
+    assert bytes(board.engine.tx_memory[:len(data)]) == data
 
 
 def test_pushed_events_arrive_once_and_in_order_through_a_bad_path():
-    board = BoardModel()
+    board = board_model()
     client, link = opened(board, 3, **IMPAIRED)
     sent = [[F.EVENT_BIT | n, F.EVENT_BIT | n + 1000] for n in range(50)]
     packet = F.ControlPacket(0x0A000001, 2998, b"control packet")
     for events in sent:
-        board.push(events, [packet])
+        board.engine.events.extend(events)
+        board.engine.control_in.append(packet)
     received: list[int] = []
     packets: list[F.ControlPacket] = []
 
@@ -109,14 +117,14 @@ def test_pushed_events_arrive_once_and_in_order_through_a_bad_path():
         pushed = client.take_pushed()
         received.extend(pushed.events)
         packets.extend(pushed.packets)
-        return len(received) == 100
+        return len(received) == 100 and len(packets) == 50  # a push holds one packet
 
     link.run(client, all_in)
     assert received == [e for events in sent for e in events] and packets == [packet] * 50
 
 
 def test_a_board_that_was_reset_is_reported_not_resynchronised():
-    board = BoardModel()
+    board = board_model()
     client, link = opened(board, 1)
     board.reset()
     request = client.submit(F.Type.REGISTERS, F.encode_operations([F.Operation(F.Opcode.READ, 1)]))
@@ -128,7 +136,7 @@ def test_a_board_that_was_reset_is_reported_not_resynchronised():
 def test_a_reply_the_board_no_longer_keeps_is_an_error_not_a_loop():
     """A request ran, its reply was lost, and the board has forgotten it: the host says so
     and stops, instead of asking for STATUS and the reply for ever."""
-    board = BoardModel()
+    board = board_model()
     client, link = opened(board, 1)
     receive = board.receive
 
@@ -149,7 +157,7 @@ def test_a_reply_the_board_no_longer_keeps_is_an_error_not_a_loop():
 def test_events_pushed_in_another_session_are_not_delivered():
     """A push is this host's only with its session number (a board taken over, or a
     forged push); the ID alone does not make it so."""
-    client, _ = opened(BoardModel(), 1)
+    client, _ = opened(board_model(), 1)
     body = F.encode_events([F.EVENT_BIT | 7], [F.ControlPacket(0x0A000001, 2998, b"forged")])
     for session in (client.session ^ 1, 0):
         client.receive(F.encode(F.Header(F.Type.EVENTS, id=client.held_push + 1, session=session), body), 1.0)
@@ -160,7 +168,7 @@ def test_events_pushed_in_another_session_are_not_delivered():
 
 
 def test_a_board_that_never_answers_is_an_error_within_the_give_up_time():
-    board = BoardModel()
+    board = board_model()
     client = LinkClient(retry=0.01, give_up=1.0)
     client.open()
     link = LossyLink(board, 1, loss=1.0)
@@ -170,7 +178,8 @@ def test_a_board_that_never_answers_is_an_error_within_the_give_up_time():
 
 
 def test_another_host_is_refused_until_the_owner_has_been_silent_long_enough():
-    board = BoardModel(takeover_after=5.0)
+    board = board_model()
+    board.settings["TAKEOVER_AFTER"] = 5000
     owner, link = opened(board, 1)
     intruder = LinkClient(retry=0.002)
     intruder.open()
@@ -184,8 +193,8 @@ def test_another_host_is_refused_until_the_owner_has_been_silent_long_enough():
         request = forger.submit(F.Type.REGISTERS, F.encode_operations([F.Operation(F.Opcode.WRITE, 1, 7)]))
         with pytest.raises(LinkError, match=message):
             link.run(forger, lambda: request.reply is not None, source=("10.0.0.9", 5))
-    assert 1 not in board.registers and board.executed == []
-    assert (board.counts["refused"], board.counts["stale"]) == (4, 1)  # three OPENs, one request; one stale
+    assert board.engine.values[PORT] == 0 and board.executed == []
+    assert (board.counts["LINK_REFUSED"], board.counts["LINK_STALE"]) == (4, 1)  # three OPENs, one request; one stale
     taker = LinkClient(retry=0.002)
     taker.open(take_over=True)
     link.now += 6.0  # the owner has been silent
@@ -197,8 +206,8 @@ def test_another_host_is_refused_until_the_owner_has_been_silent_long_enough():
 
 
 def test_a_status_snapshot_needs_no_session_and_names_every_register():
-    board = BoardModel()
-    board.registers[ADDRESS["PEER_PORT"]] = 1998
+    board = board_model()
+    board.engine.values[ADDRESS["PEER_PORT"]] = 1998
     owner, link = opened(board, 2)
     stranger = LinkClient(retry=0.002)
     stranger.ask_status()
@@ -210,7 +219,7 @@ def test_a_status_snapshot_needs_no_session_and_names_every_register():
 
 
 def test_a_board_with_another_register_table_is_named_as_such():
-    body = bytearray(BoardModel()._snapshot())
+    body = bytearray(board_model()._snapshot(0.0))
     body[0] ^= 1
     with pytest.raises(LinkError, match="register table is not this netblt's"):
         decode_snapshot(body)

@@ -129,13 +129,14 @@ class Engine:
 
     def _status(self, name: str, now: float) -> int:
         """The read-only registers."""
-        g, slot = self.geometry, self.rx[self.value("STATUS_SLOT") % self.geometry.rx_slots]
+        g = self.geometry
+        slot = self.rx[self.value("STATUS_SLOT")] if self.value("STATUS_SLOT") < g.rx_slots else ReceiveSlot()
         if name.startswith("DROPPED_"):
             return self._drop_counts()[Drop[name.removeprefix("DROPPED_")]]
         values = {
             "CYCLES": self.cycles(now), "CLOCK_HZ": g.clock_hz, "SLOT_BYTES": g.slot_bytes,
             "GEOMETRY": GEOMETRY_WORD.pack(data_width=g.data_width, tx_slots=g.tx_slots, rx_slots=g.rx_slots,
-                                           log2_max_packets=g.max_packets.bit_length() - 1),
+                                           log2_max_packets=max(0, g.max_packets.bit_length() - 1)),
             "STATE": ENGINE_STATE.pack(tx_idle=int(not self.queue), slots_ready=1),
             "EVENT_LEVEL": len(self.events), "UPLOAD_ROOM": 16, "DOWNLOAD_LEVEL": 4, "RX_HIGH_ACK": self.rx_high_ack,
             "SLOT_BUFFER": slot.buffer or 0, "SLOT_RECEIVED": slot.received, "SLOT_COUNT": slot.count,

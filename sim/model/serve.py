@@ -36,16 +36,12 @@ IP_UDP = 28
 Send = Callable[[], None]
 
 
-def geometry(board: str | None, slots: str) -> SlotGeometry:
-    return BUILDS[board][slots] if board else SIMULATION
-
-
 class Served:
     """The model behind two sockets: ``settings`` are sim-board's (sim_commands.py)."""
 
-    def __init__(self, board: str | None, slots: str, settings: dict) -> None:
+    def __init__(self, geometry: SlotGeometry, settings: dict, board: str | None = None) -> None:
         number = next((n for n, name in BOARD_NAMES.items() if name == board), 0)
-        self.engine = Engine(geometry(board, slots), board=number)
+        self.engine = Engine(geometry, board=number)
         self.link = HostLink(self.engine)
         self.mtu, self.link_delay = settings["mtu"], settings.get("link_delay", 0.0)
         self.link_socket, self.netblt_socket = _bind(settings["link_port"]), _bind(settings["netblt_port"])
@@ -218,7 +214,7 @@ def _loopback(address: str) -> bool:
 def serve(board: str | None, slots: str, settings: dict) -> int:
     """Run the model until SIGINT or SIGTERM, then print what it carried."""
     try:
-        served = Served(board, slots, settings)
+        served = Served(BUILDS[board][slots] if board else SIMULATION, settings, board)
     except OSError as exc:
         print(f"netblt sim-board: error: cannot listen on 127.0.0.1: {exc.strerror}", file=sys.stderr)
         return 1
