@@ -44,7 +44,7 @@ from ..driver.link import BoardLink
 from ..driver.transport import GSO_MAX_BYTES, GSO_MAX_SEGMENTS, segmented
 from ..formats import host_link as F
 from ..formats.registers import ADDRESS, EVENT_WORD, RECEIVED_FLAGS, Event
-from ..hw.liteeth_core import MAC_ADDRESS
+from ..formats.boards import MAC_ADDRESS
 from ..protocol import codec, packets
 from .wire_pacing import check_transfer, sent
 

@@ -22,7 +22,7 @@ from ..formats import host_link as F, rfc998 as L
 from ..formats.registers import ADDRESS, COMMAND_WORD, Command, Event
 from ..gateware.control_status import FLAG_UDP
 from ..formats.pattern import pattern_bytes
-from ..hw.liteeth_core import IP_ADDRESS, MAC_ADDRESS
+from ..formats.boards import IP_ADDRESS, MAC_ADDRESS
 from ..protocol import codec, packets
 from ..sim.rtl.ethernet_wire import HOST_IP, HOST_MAC, LinkPort, GmiiWire
 from ..sim.rtl.register_host import RegisterHost

@@ -43,7 +43,7 @@ from ..driver.board import DATA_SHARE, WIRE_BPS
 from ..formats import host_link as F
 from ..host.units import parse_duration, parse_probability, parse_rate, parse_size, positive
 from ..hw.boards import BOARDS
-from ..hw.liteeth_core import MAC_ADDRESS
+from ..formats.boards import MAC_ADDRESS
 from ..protocol import codec, packets
 from .board_bench import NETBLT, free_port, report
 from .wire import FCS, PREAMBLE_AND_GAP

@@ -1,4 +1,4 @@
-"""Each build's engine geometry, defined once: what its registers describe.
+"""Each build's engine geometry and network identity, defined once: what its registers describe.
 
 hw/boards.py builds the gateware from these, and the board model (sim/model) takes the
 same shapes, so a model of a board holds exactly what its bitstream holds.
@@ -7,6 +7,13 @@ same shapes, so a model of a board holds exactly what its bitstream holds.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+
+
+MAC_ADDRESS = "02:6e:62:6c:74:01"
+"""Locally administered (bit 1 of the first byte): a board's address until one is set."""
+IP_ADDRESS = "192.168.1.50"
+NETMASK, GATEWAY = "255.255.255.0", "0.0.0.0"
+"""The routing registers' values after reset (the host link can change both)."""
 
 
 @dataclass(frozen=True)

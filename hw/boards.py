@@ -29,7 +29,7 @@ from ..gateware.host_link import INTAKE_WORDS
 from .clocking import SystemClock
 from .litedram import BoardDram
 from .litedram_core import CHIPS
-from .liteeth_core import GATEWAY, IP_ADDRESS, MAC_ADDRESS, NETMASK
+from ..formats.boards import GATEWAY, IP_ADDRESS, MAC_ADDRESS, NETMASK
 from .mdio import MdioLinkMonitor
 from .node import NetbltNode
 

@@ -38,6 +38,7 @@ from liteeth.phy.gmii import LiteEthPHYGMIIRX, LiteEthPHYGMIITX
 from migen import ClockDomain, ClockDomainsRenamer, Mux
 
 from ..formats import rfc998 as L
+from ..formats.boards import IP_ADDRESS, MAC_ADDRESS
 from ..gateware.config import EngineConfig
 from ..gateware.segmenter import UDP_PROTOCOL
 from .litex_core import DEVICE, run_generator, write_verilog
@@ -48,11 +49,6 @@ DATA_WIDTH = 32
 STREAM_WIRES = (("valid", 1), ("ready", 1), ("last", 1), ("data", DATA_WIDTH), ("last_be", DATA_WIDTH // 8),
                 ("error", DATA_WIDTH // 8), ("length", 16), ("ip_address", 32))
 """A LiteEth IPv4 user stream's wires, each way: ``ip<p>_sink_<wire>``, ``ip<p>_source_<wire>``."""
-MAC_ADDRESS = "02:6e:62:6c:74:01"
-"""Locally administered (bit 1 of the first byte): a board's address until one is set."""
-IP_ADDRESS = "192.168.1.50"
-NETMASK, GATEWAY = "255.255.255.0", "0.0.0.0"
-"""The routing registers' values after reset (the host link can change both)."""
 
 
 def port_pins(protocol: int) -> tuple:

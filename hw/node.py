@@ -23,7 +23,8 @@ from ..gateware.stream_buffer import StreamBuffer
 from ..gateware.streams import ip_payload
 from .litedram import RECEIVE_PORT, TRANSMIT_PORT, BoardDram, LiteDram
 from .liteeth import GMII, LiteEthCore
-from .liteeth_core import DATA_WIDTH, GATEWAY, IP_ADDRESS, MAC_ADDRESS, NETMASK, parse_mac
+from ..formats.boards import GATEWAY, IP_ADDRESS, MAC_ADDRESS, NETMASK
+from .liteeth_core import DATA_WIDTH, parse_mac
 
 
 class NetbltNode(wiring.Component):

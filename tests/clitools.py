@@ -55,7 +55,11 @@ def finish(proc: subprocess.Popen, timeout: float = 60) -> tuple[list[dict], str
 
 
 class SimBoard:
-    """``netblt sim-board ARGS``, once it has printed its two ports."""
+    """``netblt sim-board ARGS``, once it has printed its two ports: the board's design under
+    Verilator, or with ``--model`` its functional model."""
+
+    host = "127.0.0.1"
+    """Where the board's software peers are, and where it is reached."""
 
     def __init__(self, *args: str) -> None:
         self.proc = subprocess.Popen(NETBLT + ["sim-board", *args], stdout=subprocess.PIPE,
@@ -73,15 +77,50 @@ class SimBoard:
         assert line.startswith(prefix), line + self.proc.stderr.read()
         return int(line[len(prefix):].split()[0])
 
+    @property
+    def link_address(self) -> str:
+        return f"{self.host}:{self.link}"
+
+    @property
+    def netblt_address(self) -> str:
+        return f"{self.host}:{self.netblt}"
+
     def status(self) -> dict[str, int]:
-        done = subprocess.run(NETBLT + ["board", "status", f"127.0.0.1:{self.link}", "--json"],
+        done = subprocess.run(NETBLT + ["board", "status", self.link_address, "--json"],
                               capture_output=True, text=True, timeout=60)
         assert done.returncode == 0, done.stderr
         answer = json.loads(done.stdout)
-        assert answer["board"] == f"127.0.0.1:{self.link}"
+        assert answer["board"] == self.link_address
         return answer["registers"]
 
     def stop(self) -> tuple[int, str]:
         self.proc.send_signal(signal.SIGINT)
         stdout, _ = self.proc.communicate(timeout=120)
         return self.proc.returncode, stdout
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+class RealBoard(SimBoard):
+    """A board on a cable: NETBLT_TEST_BOARD=ADDR[:LINK_PORT] names it, and
+    NETBLT_TEST_HOST the address of this host that it reaches (its software peers listen
+    there). Its NETBLT port is 2998, the host's default."""
+
+    def __init__(self, board: str, host: str) -> None:
+        address, _, port = board.partition(":")
+        self.board_host, self.host = address, host
+        self.link, self.netblt = int(port or 2990), 2998
+
+    @property
+    def link_address(self) -> str:
+        return f"{self.board_host}:{self.link}"
+
+    @property
+    def netblt_address(self) -> str:
+        return f"{self.board_host}:{self.netblt}"
+
+    def close(self) -> None:
+        pass

@@ -51,7 +51,7 @@ class LossyLink:
             self.in_air = [d for d in self.in_air if d[0] > self.now]
             for _, _, to, datagram in sorted(due):
                 if to == "board":
-                    for answer in self.board.receive(datagram, source, self.now):
+                    for answer in self.board.receive(datagram, source, self.now) + self.board.pushes(self.now):
                         self._send("host", answer)
                 else:
                     client.receive(datagram, self.now)

@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 from clitools import NETBLT, SimBoard
-from test_board_transfer import board_receives, board_sends
+from test_board_conformance import board_receives, board_sends
 
 from netblt.driver.board import BoardDataPath
 from netblt.formats.dram_csr import DFII_CONTROL, DramPhy

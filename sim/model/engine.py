@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from ...driver import receive_buffers
 from ...driver.framing import HEADER_SIZE, pack
 from ...formats import rfc998 as L
-from ...formats.boards import SlotGeometry
+from ...formats.boards import MAC_ADDRESS, SlotGeometry
 from ...formats.checksum import internet_checksum
 from ...formats.drops import Drop
 from ...formats.host_link import ControlPacket
@@ -71,10 +71,11 @@ class Engine:
     """One board's engine. ``now`` arguments are host seconds; CYCLES counts them at the
     geometry's clock."""
 
-    def __init__(self, geometry: SlotGeometry, board: int = 0, ip_address: str = "127.0.0.1",
-                 mac: int = 0x10E2D5000000) -> None:
+    def __init__(self, geometry: SlotGeometry, board: int = 0, ip_address: str = "127.0.0.1") -> None:
+        """``ip_address``: where hosts reach the model (a built board has IP_ADDRESS)."""
         self.geometry = geometry
         self.values = {ADDRESS[r.name]: 0 for r in ENGINE_REGISTERS if r.access == "rw"}
+        mac = int(MAC_ADDRESS.replace(":", ""), 16)
         self.fixed = {"BOARD": board, "IP_ADDRESS": int(ipaddress.IPv4Address(ip_address)),
                       "MAC_HIGH": mac >> 32, "MAC_LOW": mac & 0xFFFF_FFFF, "LINK_UP": 1}
         self.tx_memory = bytearray(geometry.tx_slots * geometry.slot_bytes)

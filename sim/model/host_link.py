@@ -12,6 +12,7 @@ import ipaddress
 import struct
 
 from ...formats import host_link as F
+from ...formats.boards import GATEWAY, NETMASK
 from ...formats.registers import ADDRESS, ENGINE_REGISTERS, LINK_REGISTERS, REGISTER_MAP
 from .engine import Engine
 
@@ -38,7 +39,7 @@ class HostLink:
         self.counts = {r.name: 0 for r in LINK_REGISTERS if r.name.startswith("LINK_") and r.width == 32
                        and r.name not in ("LINK_SESSION", "LINK_OWNER_ADDRESS", "LINK_OWNER_SILENT")}
         self.settings = {"PUSH_TIMEOUT": engine.geometry.clock_hz // 1000, "TAKEOVER_AFTER": DEFAULT_TAKEOVER_MS,
-                         "NETMASK": 0xFFFF_FF00, "GATEWAY": 0}
+                         "NETMASK": _ipv4(NETMASK), "GATEWAY": _ipv4(GATEWAY)}
 
     def reset(self) -> None:
         """Power cycled: every session and stored reply is gone."""
@@ -48,7 +49,8 @@ class HostLink:
     # -- datagrams ---------------------------------------------------------------------------------
 
     def receive(self, datagram: bytes, source: Address, now: float) -> list[bytes]:
-        """The replies (and a push, when one is due) to one datagram from ``source``."""
+        """The replies to one datagram from ``source`` (pushes, which go to the owner, are
+        :meth:`pushes`)."""
         try:
             header, body = F.decode(datagram)
         except F.FormatError:
@@ -57,7 +59,7 @@ class HostLink:
         if header.type == F.Type.STATUS:
             return [self._reply(header, body=self._snapshot(now))]
         if header.type == F.Type.OPEN:
-            return [self._open(header, source, now), *self.pushes(now)]
+            return [self._open(header, source, now)]
         if header.session != self.session or not self.session:
             self.counts["LINK_STALE"] += 1
             return [self._reply(header, F.Status.NO_SESSION)]
@@ -68,9 +70,9 @@ class HostLink:
         if self.push_sent is not None and header.ack == self.push_number:
             self.push_sent = None
         if header.type == F.Type.ACK:
-            return self.pushes(now)
+            return []
         if header.type == F.Type.RESEND or header.id != self.expected:
-            return [self._replay(header), *self.pushes(now)]
+            return [self._replay(header)]
         answer = self._execute(header, body, now)
         if answer is None:
             self.counts["LINK_DROPPED"] += 1
@@ -80,7 +82,7 @@ class HostLink:
         self.expected = (self.expected + 1) % (1 << 16)
         self.stored[header.id] = reply = self._reply(header, body=answer)
         self.stored.pop((header.id - F.WINDOW) % (1 << 16), None)
-        return [reply, *self.pushes(now)]
+        return [reply]
 
     def pushes(self, now: float) -> list[bytes]:
         """An unacknowledged push again once PUSH_TIMEOUT has passed; else a new one, when

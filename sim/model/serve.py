@@ -103,6 +103,8 @@ class Served:
         self._record(datagram, source, ("127.0.0.1", F.LINK_PORT), now)
         for reply in self.link.receive(datagram, source, now):
             self._to_host(reply, source, now)
+        for push in self.link.pushes(now):
+            self._to_host(push, self.link.owner, now)
 
     def _netblt(self, datagram: bytes, source: tuple[str, int]) -> None:
         now = time.monotonic()

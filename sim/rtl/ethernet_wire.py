@@ -24,7 +24,7 @@ from scapy.utils import PcapWriter, checksum
 
 from ...driver.link import LinkClient
 from ...formats import host_link as F
-from ...hw.liteeth_core import IP_ADDRESS, MAC_ADDRESS
+from ...formats.boards import IP_ADDRESS, MAC_ADDRESS
 from . import hdl
 from .testbench import start
 

@@ -41,7 +41,7 @@ from scapy.layers.l2 import ARP, Ether
 from ...driver.transport import Transport, TransportError
 from ...formats import host_link as F, rfc998 as L
 from ...formats.rfc998 import IP_PROTOCOL
-from ...hw.liteeth_core import IP_ADDRESS, MAC_ADDRESS
+from ...formats.boards import IP_ADDRESS, MAC_ADDRESS
 from ..wan.netem import Path as WanPath, PathConfig, describe
 from .ethernet_wire import HOST_MAC, GmiiWire, udp_payload
 

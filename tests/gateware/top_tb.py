@@ -22,7 +22,7 @@ from netblt.formats import host_link as F
 from netblt.formats.pattern import pattern_bytes
 from netblt.formats.registers import CONNECTION_FLAGS, ADDRESS, RECEIVED_FLAGS, REGISTER_MAP, Command, Event
 from netblt.protocol import codec, packets
-from netblt.hw.liteeth_core import IP_ADDRESS, MAC_ADDRESS
+from netblt.formats.boards import IP_ADDRESS, MAC_ADDRESS
 from netblt.sim.rtl.ethernet_wire import HOST_IP, HOST_LINK_PORT, HOST_MAC, LinkPort, GmiiWire, ip_checksum_holds
 from netblt.sim.rtl.register_host import RegisterHost
 from netblt.sim.rtl.testbench import CONFIG

@@ -1,55 +1,86 @@
-"""Offloaded transfers: ``netblt send --board`` and ``netblt recv --board`` through
-``netblt sim-board``, against a software peer, as a user runs them: byte-exact, or a
-clear failure with no file that looks complete. The board's wire goes to a pcap, whose
-frames are read back with the host codec and with scapy."""
+"""One conformance suite for a board, three backends: the functional model (``netblt
+sim-board --model``), the board's design under Verilator (``netblt sim-board``), and a
+board on a cable when NETBLT_TEST_BOARD names one (``make test-board``; skipped otherwise).
+
+The host link's rules, board status, ownership, hostile datagrams, and offloaded
+transfers (``netblt send --board`` and ``netblt recv --board`` against a software peer, as
+a user runs them): byte-exact, or a clear failure with no file that looks complete. A
+behaviour where the model and the gateware differ fails here, so the model cannot drift.
+The simulated boards' wire goes to a pcap, read back with the host codec and scapy."""
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import math
 import os
 import random
+import signal
 import socket
 import subprocess
 import threading
+import time
 from pathlib import Path
 
 import pytest
-from clitools import SimBoard, finish, free_port, reports, send, spawn, start_recv
+from clitools import NETBLT, RealBoard, SimBoard, finish, free_port, reports, send, spawn, start_recv
 from scapy.layers.inet import IP, UDP
 from scapy.utils import rdpcap
 from test_scapy_vectors import TYPES, read
 
-from netblt.driver.framing import HEADER_SIZE
-from netblt.protocol import codec, packets
-from netblt.host.files import trailer_size
-from netblt.hw.liteeth_core import MAC_ADDRESS
 from netblt.bench import wire_pacing
+from netblt.driver.framing import HEADER_SIZE
+from netblt.driver.link import BoardLink, LinkError
+from netblt.formats import host_link as F
+from netblt.formats.boards import IP_ADDRESS, MAC_ADDRESS, SIMULATION
+from netblt.formats.registers import ADDRESS
+from netblt.host.files import trailer_size
+from netblt.protocol import codec, packets
 
-pytestmark = pytest.mark.xdist_group("board_transfer")  # one worker: the module's board is its fixture's
+pytestmark = pytest.mark.xdist_group("board_conformance")  # one worker: the module's boards are its fixture's
 
 SIZE = 40_000
 """Three 16 KiB buffers, the last one short: a few seconds through the simulated board."""
+BACKENDS = ("model", "rtl", "board")
 
 
-@pytest.fixture(scope="module")
-def pcap(tmp_path_factory) -> Path:
-    return tmp_path_factory.mktemp("wire") / "board.pcap"
-
-
-@pytest.fixture(scope="module")
-def board(pcap):
-    sim = SimBoard("--pcap", str(pcap))
+@pytest.fixture(scope="module", params=BACKENDS)
+def board(request, tmp_path_factory):
+    """The board under test; a simulated one writes its wire to ``board.pcap``."""
+    if request.param == "board":
+        yield real_board()
+        return
+    pcap = tmp_path_factory.mktemp(f"wire-{request.param}") / "board.pcap"
+    sim = SimBoard(*(["--model"] if request.param == "model" else []), "--pcap", str(pcap))
+    sim.backend, sim.pcap = request.param, pcap
+    sim.ip_address = "127.0.0.1" if request.param == "model" else IP_ADDRESS
     yield sim
-    if sim.proc.poll() is None:
-        sim.proc.kill()
-        sim.proc.wait()
+    sim.close()
 
 
-def relay(forward: int, loss: str, seed: int, duplicate: str = "0%") -> int:
-    """``netblt netem`` in front of ``forward``; its port."""
+def real_board() -> RealBoard:
+    where, host = os.environ.get("NETBLT_TEST_BOARD"), os.environ.get("NETBLT_TEST_HOST")
+    if not where:
+        pytest.skip("no board on a cable: NETBLT_TEST_BOARD=ADDR[:PORT] and NETBLT_TEST_HOST=THIS_HOSTS_ADDR "
+                    "name one (make test-board)")
+    if not host:
+        pytest.fail("NETBLT_TEST_BOARD needs NETBLT_TEST_HOST: this host's address, which the board reaches")
+    real = RealBoard(where, host)
+    real.backend, real.pcap, real.ip_address = "board", None, where.partition(":")[0]
+    return real
+
+
+def simulated(board, only: str | None = None) -> None:
+    """Skip on a backend this test cannot run on, saying why."""
+    if board.backend == "board" or (only and board.backend != only):
+        pytest.skip(f"needs {'the design under Verilator' if only == 'rtl' else 'a simulated board'}: "
+                    f"{board.backend} here")
+
+
+def relay(forward: str, loss: str, seed: int, duplicate: str = "0%", host: str = "127.0.0.1") -> int:
+    """``netblt netem`` on ``host``, in front of ``forward`` (ADDR:PORT); its port."""
     port = free_port()
-    proc = spawn(["netem", "--listen", f"127.0.0.1:{port}", "--forward", f"127.0.0.1:{forward}",
+    proc = spawn(["netem", "--listen", f"{host}:{port}", "--forward", forward,
                   "--loss", loss, "--duplicate", duplicate, "--delay", "2ms", "--seed", str(seed)],
                  stdout=subprocess.PIPE, text=True)
     assert "netblt netem" in proc.stdout.readline()
@@ -84,10 +115,11 @@ def board_sends(board: SimBoard, tmp_path: Path, *options: str, loss: str = "0%"
     source = data(tmp_path, seed, size)
     out = partly_received(tmp_path, source, held) if held else tmp_path / "out"
     out.mkdir(exist_ok=True)
-    recv, port = start_recv(out, *recv_options)
-    peer = relay(port, loss, seed) if loss != "0%" else port
-    link = relay(board.link, link_loss, seed + 100, link_loss) if link_loss != "0%" else board.link
-    done = send(str(source), f"127.0.0.1:{peer}", "--board", f"127.0.0.1:{link}", "--local-port",
+    recv, port = start_recv(out, *recv_options, host=board.host)
+    peer = relay(f"{board.host}:{port}", loss, seed, host=board.host) if loss != "0%" else port
+    link = f"127.0.0.1:{relay(board.link_address, link_loss, seed + 100, link_loss)}" if link_loss != "0%" \
+        else board.link_address
+    done = send(str(source), f"{board.host}:{peer}", "--board", link, "--local-port",
                 str(board.netblt), "--json", *options, timeout=240)
     got, err = finish(recv, timeout=60)
     assert done.returncode == 0, f"board's host: {done.stderr}\nreceiver: {err}"
@@ -103,17 +135,19 @@ def board_receives(board: SimBoard, tmp_path: Path, *send_options: str, loss: st
     source = data(tmp_path, seed, size)
     out = partly_received(tmp_path, source, held) if held else tmp_path / "out"
     out.mkdir(exist_ok=True)
-    link = relay(board.link, link_loss, seed + 100, link_loss) if link_loss != "0%" else board.link
-    recv = spawn(["recv", "--board", f"127.0.0.1:{link}", "--listen", f":{board.netblt}", "--out", str(out),
+    link = f"127.0.0.1:{relay(board.link_address, link_loss, seed + 100, link_loss)}" if link_loss != "0%" \
+        else board.link_address
+    recv = spawn(["recv", "--board", link, "--listen", f":{board.netblt}", "--out", str(out),
                   "--json", *recv_options], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=out)
     said = ""
     while "waiting for a sender" not in (line := recv.stderr.readline()):
         said += line
         assert line, said + recv.stderr.read()
-    peer = relay(board.netblt, loss, seed) if loss != "0%" else board.netblt
+    peer = f"{board.host}:{relay(board.netblt_address, loss, seed, host=board.host)}" if loss != "0%" \
+        else board.netblt_address
     if during:
         during.start()
-    done = send(str(source), f"127.0.0.1:{peer}", "--json", *send_options, timeout=240)
+    done = send(str(source), peer, "--json", *send_options, timeout=240)
     stdout, err = recv.communicate(timeout=60)
     assert done.returncode == 0, f"sender: {done.stderr}\nreceiving board's host: {err}{stdout}"
     assert (out / "data.bin").read_bytes() == source.read_bytes()
@@ -121,19 +155,110 @@ def board_receives(board: SimBoard, tmp_path: Path, *send_options: str, loss: st
     return reports(done.stdout)[0], reports(stdout)[0]
 
 
+def operations(*ops: F.Operation) -> bytes:
+    return F.encode_operations(list(ops))
+
+
+def test_board_status_names_the_board_without_a_session(board):
+    registers = board.status()
+    assert "EVENT" not in registers and "DOWNLOAD_DATA" not in registers  # reading them would pop
+    assert registers["LINK_UP"] == 1
+    shown = subprocess.run(NETBLT + ["board", "status", board.link_address], capture_output=True, text=True,
+                           timeout=60)
+    assert shown.returncode == 0, shown.stderr
+    if board.backend == "board":
+        return  # its identity is its own
+    assert registers["BOARD"] == 0 and registers["IP_ADDRESS"] == int(ipaddress.IPv4Address(board.ip_address))
+    assert (registers["CLOCK_HZ"], registers["SLOT_BYTES"]) == (SIMULATION.clock_hz, SIMULATION.slot_bytes)
+    assert registers["LINK_SESSION"] == 0 and registers["LINK_EXECUTED"] == 0
+    assert shown.stdout.startswith(f"{board.link_address}: simulation, {board.ip_address} ({MAC_ADDRESS}), "
+                                   f"netmask 255.255.255.0, gateway none, link up, engine at 50 MHz with "
+                                   f"2 transmit and 2 receive slots of 16 KiB (1024-packet bitmaps); ")
+    assert "no session" in shown.stdout.splitlines()[0]
+
+
+def test_board_status_through_a_path_that_loses_a_fifth_of_the_datagrams(board):
+    port = relay(board.link_address, "20%", 3)
+    for _ in range(5):  # each needs its STATUS and the reply both through
+        done = subprocess.run(NETBLT + ["board", "status", f"127.0.0.1:{port}", "--json"],
+                              capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        registers = json.loads(done.stdout)["registers"]
+        assert registers["IP_ADDRESS"] == int(ipaddress.IPv4Address(board.ip_address)) and registers["LINK_UP"] == 1
+
+
+def link_to(board) -> tuple[str, int]:
+    address, port = board.link_address.rsplit(":", 1)
+    return address, int(port)
+
+
+def test_one_host_owns_the_board_and_another_is_refused(board):
+    owner = BoardLink(link_to(board))
+    try:
+        owner.open()
+        header, body = owner.run(F.Type.REGISTERS, operations(F.Operation(F.Opcode.WRITE, ADDRESS["PEER_PORT"], 4321),
+                                                              F.Operation(F.Opcode.READ, ADDRESS["PEER_PORT"])))
+        assert header.status == F.Status.OK
+        assert [op.value for op in F.decode_operations(body)] == [4321, 4321]
+        registers = board.status()
+        assert registers["LINK_SESSION"] == owner.client.session and registers["PEER_PORT"] == 4321
+        assert registers["LINK_OWNER_PORT"] == owner.sock.getsockname()[1]
+        other = BoardLink(link_to(board), give_up=10)
+        with pytest.raises(LinkError, match=f"in use by [0-9.]*:{owner.sock.getsockname()[1]}"):
+            other.open()
+        other.close()
+    finally:
+        leave(owner)
+
+
+def leave(owner: BoardLink) -> None:
+    """End a session as a host does: the next host may take the board at once."""
+    owner.run(F.Type.REGISTERS, operations(F.Operation(F.Opcode.WRITE, ADDRESS["TAKEOVER_AFTER"], 0)))
+    owner.close()
+
+
+def test_hostile_datagrams_are_dropped_and_counted_and_the_owner_is_still_served(board):
+    owner = BoardLink(link_to(board))
+    owner.open(take_over=True)
+    before = board.status()
+    rng = random.Random(7)
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as spray:
+        for _ in range(40):
+            garbage = rng.randbytes(rng.randrange(1, 200))
+            spray.sendto(garbage, link_to(board))
+            spray.sendto(garbage, (link_to(board)[0], board.netblt))
+        forged = F.encode(F.Header(F.Type.REGISTERS, id=1, session=before["LINK_SESSION"]),
+                          operations(F.Operation(F.Opcode.WRITE, ADDRESS["PEER_PORT"], 9)))
+        spray.sendto(forged, link_to(board))
+    time.sleep(2)
+    after = board.status()
+    assert after["LINK_SESSION"] == before["LINK_SESSION"] and after["PEER_PORT"] == before["PEER_PORT"]
+    assert after["LINK_DROPPED"] + after["LINK_STALE"] + after["LINK_REFUSED"] > (
+        before["LINK_DROPPED"] + before["LINK_STALE"] + before["LINK_REFUSED"])
+    assert after["RX_ACCEPTED"] == before["RX_ACCEPTED"]
+    header, _ = owner.run(F.Type.REGISTERS, operations(F.Operation(F.Opcode.READ, ADDRESS["PEER_PORT"])))
+    assert header.status == F.Status.OK  # still served
+    leave(owner)
+
+
 def test_a_board_sends_a_file_to_a_software_receiver(board, tmp_path):
     sender, receiver = board_sends(board, tmp_path)
     assert sender["ok"] and receiver["ok"] and sender["sha256"] == receiver["sha256"]
     assert (sender["data_path"], receiver["data_path"]) == ("board", "software")
-    assert sender["buffer_size"] == 16384 and sender["outstanding_buffers"] == 2  # what the board holds
+    registers = board.status()
+    assert sender["buffer_size"] == registers["SLOT_BYTES"]  # what the board holds
+    assert sender["outstanding_buffers"] == registers["GEOMETRY"] >> 8 & 0x1F
     assert sender["host_link_bytes"] > SIZE  # the data crossed the host link, once
     assert sender["datapath_cpu_seconds"] == 0.0
 
 
 def test_a_board_receives_a_file_from_a_software_sender(board, tmp_path):
+    """On a clean path, nothing is lost: the host posts each receive slot before the
+    sender, told GO, sends its buffer."""
     sender, receiver = board_receives(board, tmp_path)
     assert receiver["ok"] and receiver["data_path"] == "board" and receiver["bytes"] == SIZE
     assert receiver["host_link_bytes"] > SIZE
+    assert receiver["packets_lost"] == 0 and not receiver["dropped"], receiver
 
 
 @pytest.mark.parametrize("loss", ["1%", "5%"])
@@ -160,7 +285,8 @@ def test_a_transfer_through_a_board_resumes_a_partial_file(board, tmp_path, way,
 
 def test_a_board_sends_to_a_board_over_a_lossy_wan(board, tmp_path):
     """Two simulated boards and no software data path anywhere, 5% loss between them."""
-    sending = SimBoard()  # the design is built by now: this one starts in seconds
+    simulated(board)
+    sending = SimBoard(*(["--model"] if board.backend == "model" else []))  # built by now: starts in seconds
     try:
         sender, receiver = board_receives(board, tmp_path, "--board", f"127.0.0.1:{sending.link}", "--local-port",
                                           str(sending.netblt), loss="5%", seed=51)
@@ -204,7 +330,7 @@ def test_hostile_packets_at_the_boards_port_change_nothing(board, tmp_path):
                                                            packet_size=1448, burst_size=1, burst_interval=1,
                                                            death_timer=9, max_buffers=1, write_mode=True, data_checksum=False,
                                                            client_string=b"intruder"), 9, board.netblt)):
-                    s.sendto(datagram, ("127.0.0.1", board.netblt))
+                    s.sendto(datagram, (board.netblt_address.rsplit(":", 1)[0], board.netblt))
                 stop.wait(0.5)  # a tenth of what the simulated wire carries: hostile, not a flood
 
     thread = threading.Thread(target=spray, daemon=True)
@@ -216,7 +342,7 @@ def test_hostile_packets_at_the_boards_port_change_nothing(board, tmp_path):
     assert sum(receiver["dropped"].values()) > 0, receiver  # the board counted what it dropped
 
 
-def test_every_frame_the_board_sent_decodes_and_obeys_negotiation(board, pcap, tmp_path):
+def test_every_frame_the_board_sent_decodes_and_obeys_negotiation(board, tmp_path):
     """After the transfers above: the board's frames read with the host codec and scapy;
     DATA is no larger than negotiated, a buffer's packets are exactly the negotiated count,
     and pacing at the wire is exact to a clock (the pcap has the simulation's nanoseconds):
@@ -231,12 +357,13 @@ def test_every_frame_the_board_sent_decodes_and_obeys_negotiation(board, pcap, t
     rate by the simulation's speed, and on an idle machine 150k came to 648: every packet
     waited for the wire and the interval could not be read from the frames. 100k came to
     645 in a make test whose other worker slowed the simulation; 50k keeps twice that
-    margin."""
+    margin. The design under Verilator only: the model's pcap is stamped in real time."""
+    simulated(board, "rtl")
     sender, _ = board_sends(board, tmp_path, "--rate", "50k", seed=41)
     registers = board.status()
     assert registers["BURST_SIZE"] == sender["burst_size"] == 1  # slowed thousands of times: a packet per burst
     receiver_port = int(sender["peer"].rsplit(":", 1)[1])
-    everything = rdpcap(str(pcap))
+    everything = rdpcap(str(board.pcap))
     frames = [f for f in everything if UDP in f and f[UDP].sport == board.netblt and f[IP].src != "127.0.0.1"]
     assert frames
     buffers: dict[int, set[int]] = {}
@@ -264,9 +391,11 @@ def test_every_frame_the_board_sent_decodes_and_obeys_negotiation(board, pcap, t
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="native IP needs root")
-def test_a_board_sends_and_receives_natively_on_ip(tmp_path):
+def test_a_board_sends_and_receives_natively_on_ip(board, tmp_path):
     """--transport ip: the board's DATA and control packets are IP protocol 30, to and from
-    software peers that can only hear protocol 30 (raw sockets), both ways."""
+    software peers that can only hear protocol 30 (raw sockets), both ways (the model
+    carries UDP only)."""
+    simulated(board, "rtl")
     native = SimBoard("--transport", "ip")
     try:
         sender, receiver = board_sends(native, tmp_path / "sends", "--transport", "ip",
@@ -283,14 +412,43 @@ def test_a_board_sends_and_receives_natively_on_ip(tmp_path):
 def test_a_board_refuses_a_stream_it_cannot_size(board, tmp_path):
     out = tmp_path / "out"
     out.mkdir()
-    recv = spawn(["recv", "--board", f"127.0.0.1:{board.link}", "--listen", f":{board.netblt}", "--out", str(out),
+    recv = spawn(["recv", "--board", board.link_address, "--listen", f":{board.netblt}", "--out", str(out),
                   "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     said = ""
     while "waiting for a sender" not in (line := recv.stderr.readline()):
         said += line
         assert line, said + recv.stderr.read()
-    done = send("-", f"127.0.0.1:{board.netblt}", input=os.urandom(1000).hex(), timeout=120)
+    done = send("-", board.netblt_address, input=os.urandom(1000).hex(), timeout=120)
     assert done.returncode == 1
     assert "receiving board needs the transfer's size" in done.stderr
     recv.kill()
     assert not list(out.iterdir())
+
+
+def test_a_board_whose_host_was_killed_mid_transfer_serves_the_next_host(board, tmp_path):
+    """kill -9 of a sending host mid-transfer leaves the board with an owner that never
+    comes back, packets still to send, events and control packets pending and slots in
+    use: the next host takes it over and its transfer runs byte-exact."""
+    size, options = (SIZE, ()) if board.backend == "rtl" else (40 * SIZE, ("--rate", "2M"))
+    source = data(tmp_path, 81, size)
+    (tmp_path / "first").mkdir()
+    recv, port = start_recv(tmp_path / "first", host=board.host)
+    host = spawn(["send", str(source), f"{board.host}:{port}", "--board", board.link_address, "--local-port",
+                  str(board.netblt), *options], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    while "receiving data.bin" not in (line := recv.stderr.readline()):
+        assert line, recv.stderr.read()
+    host.send_signal(signal.SIGKILL)
+    host.wait()
+    recv.kill()
+    assert not (tmp_path / "first" / "data.bin").exists()  # it died mid-transfer
+    sender, receiver = board_sends(board, tmp_path / "second", seed=82)
+    assert sender["ok"] and receiver["ok"]
+
+
+def test_stopping_the_simulated_board_prints_what_it_carried(board):
+    """Last: it stops the module's board."""
+    simulated(board)
+    code, stdout = board.stop()
+    assert code == 0, stdout
+    assert "datagrams in:" in stdout and "datagrams out:" in stdout
+    assert "NETBLT datagrams to the board:" in stdout
