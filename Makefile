@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo demo-board test bench bench-rates bench-auto bench-tcp bench-board bench-long-path bench-outstanding bench-gateware bench-ethernet bench-ethernet-dram bitstream load clean
+.PHONY: demo demo-board test bench bench-rates bench-auto bench-tcp bench-board bench-offload bench-long-path bench-outstanding bench-gateware bench-ethernet bench-ethernet-dram bitstream load clean
 
 $(STAMP): pyproject.toml driver/_fastpath.c
 	$(PYTHON) -m venv $(VENV)
@@ -45,6 +45,11 @@ bench-tcp: $(STAMP)
 # control loop split into board and host time, pacing at the board's wire (about 6 minutes).
 bench-board: $(STAMP)
 	$(BIN)/python -m netblt.bench.board_bench
+
+# Transfers through the board's functional model at host speed beside the software path, 1 GiB each: every
+# process's CPU per GB, the host link's uploads with a 200 us round trip (docs/benchmarks.md; about 5 minutes).
+bench-offload: $(STAMP)
+	$(BIN)/python -m netblt.bench.offload_bench
 
 # 64 MiB sent from the Versa's DRAM through netblt sim-board and a 100 ms, 0.1%-loss WAN, measured in simulated
 # time at the board's wire, the simulation held at 1:10,000 of real time (about three hours; --rtt, --loss, --size:

@@ -72,6 +72,10 @@ def _add_common_options(parser: argparse.ArgumentParser) -> None:
     b.add_argument("--board", type=_board_address, metavar="ADDR[:PORT]",
                    help=f"the board's host link (port {LINK_PORT}): the board sends or receives the "
                         "packets and this host moves whole buffers")
+    b.add_argument("--link-mtu", type=int, choices=(1500, 9000), default=1500,
+                   help="the largest IP datagram between this host and the board: 9000 where the host's "
+                        "interface takes jumbo frames and the board does (the Versa; not the Colorlight) "
+                        "(default: 1500)")
     s = parser.add_argument_group("security")
     s.add_argument("--secret-file", metavar="FILE", help="a shared secret (both ends): the receiver "
                    "admits only senders that prove they hold it, and the data's digest is keyed "
@@ -261,7 +265,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         options = Options(params_from(args, limits=args.command == "recv"), kind=args.transport,
                           timing=Timing(), secret=Secret.load(args.secret_file), board=args.board,
-                          local_port=getattr(args, "local_port", 0))
+                          local_port=getattr(args, "local_port", 0), link_mtu=args.link_mtu)
         if args.command == "send":
             items, notes = plan(args.paths, args.name)
         else:

@@ -85,6 +85,8 @@ class Options:
     """The host link of the board that carries the data (None: the software data path)."""
     local_port: int = 0
     """A sender's own UDP port (0: any; on a board, its NETBLT port)."""
+    link_mtu: int = 1500
+    """The largest IP datagram between this host and its board."""
 
 
 @dataclass
@@ -148,7 +150,7 @@ def data_path(options: Options, feedback: Feedback, *, peer: Address | None = No
     """The data path the options name, with its socket or board session, closed after."""
     if options.board is not None:
         port = listen[1] if listen else options.local_port or DEFAULT_PORT
-        dp = BoardDataPath.open(options.board, local_port=port,
+        dp = BoardDataPath.open(options.board, mtu=options.link_mtu, local_port=port,
                                 kind=options.kind, peer=peer, notice=feedback.status)
         try:
             if listen and listen[0] and not host_address(listen).is_unspecified and \
