@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 
 .PHONY: demo demo-board test bench bench-rates bench-auto bench-tcp bench-board bench-offload bench-long-path bench-outstanding bench-gateware bench-ethernet bench-ethernet-dram bitstream load clean
 
-$(STAMP): pyproject.toml driver/_fastpath.c
+$(STAMP): pyproject.toml driver/_fastpath.c driver/_linkpath.c
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet -e '.[test,hw]'
 	touch $@

@@ -125,7 +125,6 @@ class Slot:
     size: int = 0
     capacity: int = 0
     sent: bool = False
-    download: list | None = None
     data: bytes | None = None
     queried: bool = False
     """Its missing packets were asked for: resends came, so its arrivals are no first pass."""
@@ -282,7 +281,7 @@ class BoardDataPath:
     def send_buffer(self, number: int, data: bytes | memoryview, last: bool) -> None:
         index = self._free(self.tx, self.geometry.tx_slots, "transmit")
         self.tx[index] = Slot(number, len(data))
-        self.link.submit(F.upload_requests(index * self.geometry.slot_bytes // 4, bytes(data), self.link.mtu))
+        self.link.upload(index * self.geometry.slot_bytes // 4, data)
         self._command(Command.SEND, index, number, len(data), flag=int(last))
         self.tx_busy = True
 
@@ -338,7 +337,6 @@ class BoardDataPath:
         end = time.monotonic() + timeout
         while True:
             self._pushed(self.link.client.take_pushed())
-            self._downloaded()
             if self.events or time.monotonic() >= end:
                 break
             if time.monotonic() - self.link.sent_at > HEARTBEAT:
@@ -568,8 +566,8 @@ class BoardDataPath:
                     timing = [_write("STATUS_SLOT", index), _read("SLOT_RECEIVED"), _read("SLOT_FIRST_AT"),
                               _read("SLOT_LAST_AT")]
                     (slot.timing,) = self.link.submit([(F.Type.REGISTERS, F.encode_operations(timing), 0)], join=True)
-                slot.download = self.link.submit(F.download_requests(
-                    index * self.geometry.slot_bytes // 4, slot.size, self.link.mtu))
+                slot.data = self.link.download(index * self.geometry.slot_bytes // 4, slot.size)
+                self.events.append(ev.BufferComplete(slot.buffer, slot.size, self._first_pass(slot)))
 
     def _missing(self, kind: Event, index: int, value: int) -> None:
         """A query's answer, for the buffer it was asked about: one that was delivered and
@@ -584,7 +582,7 @@ class BoardDataPath:
             return
         waiting.pop(0)
         slot = self.rx.get(index)
-        if slot is not None and slot.buffer == number and slot.data is None and slot.download is None:
+        if slot is not None and slot.buffer == number and slot.data is None:
             self.events.append(ev.MissingPackets(number, tuple(packets)))
 
     def _buffer_bytes(self, number: int, last: bool, count: int) -> int:
@@ -595,17 +593,9 @@ class BoardDataPath:
             return self.transfer_size - (number - 1) * p.buffer_size
         return count * p.packet_size  # unusable() keeps this from happening
 
-    def _downloaded(self) -> None:
-        """Completed buffers whose data is now on the host: the engine hears of them."""
-        for slot in self.rx.values():
-            if slot.download and all(r.reply is not None for r in slot.download):
-                slot.data = b"".join(r.reply[1] for r in slot.download)
-                slot.download = None
-                self.events.append(ev.BufferComplete(slot.buffer, slot.size, self._first_pass(slot)))
-
     def _first_pass(self, slot: Slot) -> ev.FirstPass | None:
-        """A loss-free buffer's arrival, from the board's times (its timing read came
-        before its downloads, so it is in)."""
+        """A loss-free buffer's arrival, from the board's times (its timing read was queued
+        before the download, which waits for it)."""
         if slot.timing is None or slot.timing.reply is None:
             return None
         received, first_at, last_at = [op.value for op in F.decode_operations(slot.timing.reply[1])][1:]

@@ -33,6 +33,16 @@ from .transport import GSO_MAX_BYTES, GSO_MAX_SEGMENTS, segmented, show
 
 ID_MODULUS = 1 << 16
 
+try:
+    from . import _linkpath
+except ImportError:  # not built: the requests below do the same, one Python step a datagram
+    _linkpath = None
+else:
+    _linkpath.layout(tuple((F.HEADER.field(name).offset, F.HEADER.field(name).width) for name in (
+                         # the order of the C code's field enum
+                         "version", "type", "status", "flags", "id", "ack", "session", "value")),
+                     F.HEADER.end, F.VERSION, F.REPLY, F.Type.EVENTS, F.Status.OK)
+
 
 def before(a: int, b: int) -> bool:
     """``a`` comes before ``b`` in 16-bit serial order."""
@@ -111,6 +121,8 @@ class LinkClient:
         self.resent = 0
         self.requests = 0
         """Requests given an ID: the board runs each exactly once (its LINK_EXECUTED)."""
+        self.malformed_pushes = 0
+        """Pushes whose records could not be read: acknowledged and counted, never read."""
         self._send: list[bytes] = []
         self.snapshot: dict[str, int] | None = None
         """The registers of the last STATUS asked for with :meth:`ask_status`."""
@@ -294,11 +306,17 @@ class LinkClient:
         self.ack_owed = True
         if header.session != self.session or header.id != (self.held_push + 1) % ID_MODULUS:
             return  # a copy of one already held (its ack was lost), or not ours
+        self.held_push = header.id
+        self.pushed_body(body)
+
+    def pushed_body(self, body: bytes | memoryview) -> None:
+        """The next push in sequence: its events and control packets (a malformed body
+        gives nothing; it is acknowledged all the same, as the board cannot mend it)."""
         try:
             events, packets = F.decode_events(body)
         except F.FormatError:
+            self.malformed_pushes += 1
             return
-        self.held_push = header.id
         self.pushed.events += events
         self.pushed.packets += packets
 
@@ -376,12 +394,71 @@ class BoardLink:
         self._run(lambda: self.client.snapshot is not None)
         return self.client.snapshot
 
-    def upload(self, word_address: int, data: bytes) -> None:
-        self.many(F.upload_requests(word_address, data, self.mtu))
+    def upload(self, word_address: int, data: bytes | memoryview) -> None:
+        """``data`` into transmit slot memory from ``word_address`` on, once every request
+        queued before it has run; returns when the board holds it all."""
+        self._bulk(F.Type.UPLOAD, word_address, data)
 
     def download(self, word_address: int, size: int) -> bytes:
-        replies = self.many(F.download_requests(word_address, size, self.mtu))
-        return b"".join(body for _, body in replies)[:size]
+        """``size`` bytes of receive slot memory from ``word_address`` on, once every
+        request queued before has run."""
+        out = bytearray(size)
+        self._bulk(F.Type.DOWNLOAD, word_address, out)
+        return bytes(out)
+
+    def _bulk(self, kind: F.Type, word_address: int, data: bytes | memoryview | bytearray) -> None:
+        """A run of UPLOADs or DOWNLOADs: compiled (driver/_linkpath.c) where it was built,
+        with the client's recovery taking over from wherever the run had to stop."""
+        client, step = self.client, F.max_words(self.mtu)
+        self._run(lambda: client.idle)  # the run takes the next IDs
+        run = {"count": 0, "next": 0, "waiting": [], "others": [], "pushes": [], "held": client.held_push,
+               "bytes_out": 0, "bytes_in": 0}
+        if _linkpath is not None:
+            try:
+                run = _linkpath.bulk(self.sock.fileno(), int(kind), client.session, client.held_push, client.next_id,
+                                     F.WINDOW, word_address, data, step, client.retry)
+            except ConnectionRefusedError:
+                raise LinkError(f"no board at {self.shown}: nothing listens on that port") from None
+        specs = F.upload_requests(word_address, bytes(data), self.mtu) if kind == F.Type.UPLOAD else \
+            F.download_requests(word_address, len(data), self.mtu)
+        rest = self._take_over(run, specs)
+        self.wait([request for _, request in rest])
+        if kind == F.Type.DOWNLOAD:
+            for index, request in rest:
+                data[4 * step * index:4 * step * (index + 1)] = request.reply[1][:len(data) - 4 * step * index]
+
+    def _take_over(self, run: dict, specs: F.Requests) -> list[tuple[int, Request]]:
+        """The client's state after a compiled run: its IDs, pushes and bytes; the requests it
+        sent but saw no answer to, in flight; those it did not send, first in the queue; and
+        what came that the run could not take, given to the client."""
+        client, now = self.client, time.monotonic()
+        self.bytes_out += run["bytes_out"]
+        self.bytes_in += run["bytes_in"]
+        client.requests += run["next"]
+        client.next_id = (client.next_id + run["next"]) % ID_MODULUS
+        for body in run["pushes"]:
+            client.pushed_body(body)
+        client.held_push = run["held"]
+        client.ack_owed |= bool(run["pushes"])
+        rest = []
+        for index, number in run["waiting"]:
+            request = Request(*specs[index], id=number)
+            client.in_flight[number] = request
+            rest.append((index, request))
+        unsent = [(index, Request(*specs[index])) for index in range(run["next"], len(specs))]
+        client.waiting.extendleft(request for _, request in reversed(unsent))
+        if client.in_flight:
+            # The run waited a retry time for them already: recovery starts at once.
+            client.sent_at = now - client.retry if run.get("stopped") == "timeout" else now
+            client.quiet_from = client.quiet_from or client.sent_at
+        try:
+            for datagram in run["others"]:
+                client.receive(datagram, now)
+        except LinkError as exc:
+            raise type(exc)(f"board {self.shown}: {exc}") from None
+        if run["next"]:
+            self.sent_at = now
+        return rest + unsent
 
     def close(self) -> None:
         self.sock.close()

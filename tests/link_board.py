@@ -4,6 +4,7 @@ a lossy link, and served on loopback in a thread."""
 from __future__ import annotations
 
 import random
+import socket
 import threading
 from collections.abc import Callable
 
@@ -83,3 +84,57 @@ class ServedBoard:
 
 
 SETTINGS = {"link_port": 0, "netblt_port": 0, "mtu": 9000, "wan_delay": 0.0, "wan_loss": 0.0, "wan_seed": 1}
+
+
+class LossyRelay:
+    """A UDP relay on loopback between one host and a served board that loses, duplicates
+    and holds back datagrams each way, seeded: for the host link's socket code."""
+
+    def __init__(self, board_port: int, seed: int, loss: float = 0.1, duplicate: float = 0.05,
+                 reorder: float = 0.05) -> None:
+        self.board = ("127.0.0.1", board_port)
+        self.random = random.Random(seed)
+        self.loss, self.duplicate, self.reorder = loss, duplicate, reorder
+        self.host: Address | None = None
+        self.held: list[tuple[bytes, Address]] = []
+        self.socket = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.socket.bind(("127.0.0.1", 0))
+        self.socket.settimeout(0.01)
+        self.port = self.socket.getsockname()[1]
+        self.counts = {"lost": 0, "duplicated": 0, "held back": 0}
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while not self.stopped.is_set():
+            try:
+                datagram, source = self.socket.recvfrom(65536)
+            except TimeoutError:
+                self._release()
+                continue
+            if source != self.board:
+                self.host = source
+            self._forward(datagram, self.host if source == self.board else self.board)
+
+    def _forward(self, datagram: bytes, to: Address) -> None:
+        if self.random.random() < self.loss:
+            self.counts["lost"] += 1
+            return
+        if self.random.random() < self.reorder:
+            self.counts["held back"] += 1
+            self.held.append((datagram, to))
+            return
+        for _ in range(2 if self.random.random() < self.duplicate else 1):
+            self.socket.sendto(datagram, to)
+        self._release()
+
+    def _release(self) -> None:
+        held, self.held = self.held, []
+        for datagram, to in held:
+            self.socket.sendto(datagram, to)
+
+    def close(self) -> None:
+        self.stopped.set()
+        self.thread.join()
+        self.socket.close()

@@ -1,0 +1,320 @@
+/* The host link's bulk path in C: a whole UPLOAD or DOWNLOAD run with no Python per datagram.
+ *
+ * driver/link.py keeps the protocol (docs/host-link.md); this runs its common case, a run of
+ * equal requests into or out of slot memory, up to the window in flight, batched system
+ * calls both ways. Replies to the run are matched here; the board's event pushes that are
+ * next in sequence are held (and acknowledged in the following requests); anything else
+ * (another reply, a status that is not OK, a late copy) and a silence longer than the retry
+ * time end the run, handing the rest back to link.py, whose recovery (STATUS, RESEND) takes
+ * over. The header's layout comes from formats/host_link.py through layout(). */
+
+#define PY_SSIZE_T_CLEAN
+#define _GNU_SOURCE
+#include <Python.h>
+#include <errno.h>
+#include <poll.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/socket.h>
+
+enum { H_VERSION, H_TYPE, H_STATUS, H_FLAGS, H_ID, H_ACK, H_SESSION, H_VALUE, H_COUNT };
+static struct { Py_ssize_t offset; int width; } field[H_COUNT];
+static Py_ssize_t header_size;
+static uint32_t version, reply_bit, type_events, status_ok;
+static int configured;
+
+#define BATCH 64
+#define MAX_DATAGRAM 65536
+
+static uint32_t get(const uint8_t *d, int f)
+{
+    uint32_t v = 0;
+    for (int i = 0; i < field[f].width; i++)
+        v = v << 8 | d[field[f].offset + i];
+    return v;
+}
+
+static void put(uint8_t *d, int f, uint32_t v)
+{
+    for (int i = field[f].width - 1; i >= 0; i--, v >>= 8)
+        d[field[f].offset + i] = (uint8_t)v;
+}
+
+static PyObject *layout(PyObject *self, PyObject *args)
+{
+    PyObject *fields;
+    if (!PyArg_ParseTuple(args, "O!nIIII", &PyTuple_Type, &fields, &header_size, &version, &reply_bit,
+                          &type_events, &status_ok))
+        return NULL;
+    if (PyTuple_GET_SIZE(fields) != H_COUNT || header_size < 1 || header_size > 64) {
+        PyErr_Format(PyExc_ValueError, "layout: %d (offset, width) pairs and a header of 1..64 bytes", H_COUNT);
+        return NULL;
+    }
+    for (int f = 0; f < H_COUNT; f++) {
+        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(fields, f), "ni", &field[f].offset, &field[f].width))
+            return NULL;
+        if (field[f].width < 1 || field[f].width > 4 || field[f].offset + field[f].width > header_size) {
+            PyErr_SetString(PyExc_ValueError, "layout: a field outside the header");
+            return NULL;
+        }
+    }
+    configured = 1;
+    Py_RETURN_NONE;
+}
+
+/* One run's state. */
+typedef struct {
+    int fd, kind;
+    uint32_t session, held, first_id, word_address;
+    Py_ssize_t count, window, step, words;  /* requests; in flight at most; words each (the last: fewer) */
+    uint8_t *data;
+    Py_ssize_t size;
+    char *done;
+    Py_ssize_t oldest, next;  /* the oldest request not answered; the next to send */
+    long long bytes_out, bytes_in, sent;
+    uint8_t *out;  /* datagrams being built, window of them */
+    PyObject *others, *pushes;
+    const char *stopped;
+} Run;
+
+static Py_ssize_t request_words(Run *r, Py_ssize_t i)
+{
+    Py_ssize_t left = r->words - i * r->step;
+    return left < r->step ? left : r->step;
+}
+
+/* Request ``i`` into ``d``; its length. */
+static Py_ssize_t build(Run *r, Py_ssize_t i, uint8_t *d)
+{
+    Py_ssize_t words = request_words(r, i), body = r->kind == 4 ? 4 * words : 4;
+    memset(d, 0, header_size);
+    put(d, H_VERSION, version);
+    put(d, H_TYPE, (uint32_t)r->kind);
+    put(d, H_ID, (r->first_id + (uint32_t)i) & 0xFFFF);
+    put(d, H_ACK, r->held);
+    put(d, H_SESSION, r->session);
+    put(d, H_VALUE, r->word_address + (uint32_t)(i * r->step));
+    if (r->kind == 4) {
+        Py_ssize_t at = 4 * i * r->step, have = r->size - at < 4 * words ? r->size - at : 4 * words;
+        memcpy(d + header_size, r->data + at, have);
+        memset(d + header_size + have, 0, 4 * words - have);
+    } else {
+        uint8_t *w = d + header_size;
+        w[0] = (uint8_t)(words >> 24), w[1] = (uint8_t)(words >> 16), w[2] = (uint8_t)(words >> 8), w[3] = (uint8_t)words;
+    }
+    return header_size + body;
+}
+
+static int send_window(Run *r)
+{
+    struct mmsghdr msgs[BATCH];
+    struct iovec iov[BATCH];
+    Py_ssize_t slot_size = header_size + 4 * r->step, n = 0;
+    while (r->next < r->count && r->next - r->oldest < r->window && n < BATCH) {
+        uint8_t *d = r->out + ((r->next % r->window) * slot_size);
+        iov[n].iov_base = d;
+        iov[n].iov_len = (size_t)build(r, r->next, d);
+        memset(&msgs[n], 0, sizeof msgs[n]);
+        msgs[n].msg_hdr.msg_iov = &iov[n];
+        msgs[n].msg_hdr.msg_iovlen = 1;
+        n++, r->next++;
+    }
+    for (Py_ssize_t at = 0; at < n;) {
+        int sent = sendmmsg(r->fd, msgs + at, (unsigned)(n - at), MSG_DONTWAIT);
+        if (sent < 0) {
+            if (errno == EAGAIN || errno == ENOBUFS)
+                break;  /* no room: as good as lost, the retry recovers it */
+            PyErr_SetFromErrno(PyExc_OSError);  /* ConnectionRefusedError: nothing listens */
+            return -1;
+        }
+        for (int k = 0; k < sent; k++)
+            r->bytes_out += (long long)iov[at + k].iov_len;
+        at += sent;
+    }
+    r->sent += n;
+    return 0;
+}
+
+/* A reply of the run's type: 0 taken (or a late copy, ignored); 1 hand it back and stop (a
+ * status that is not OK, or a download's words that are not the request's). */
+static int answer(Run *r, const uint8_t *d, Py_ssize_t len)
+{
+    Py_ssize_t i = (Py_ssize_t)((get(d, H_ID) - r->first_id) & 0xFFFF);
+    if (i < r->oldest || i >= r->next || r->done[i])
+        return 0;
+    if (get(d, H_STATUS) != status_ok)
+        return 1;
+    if (r->kind == 5) {
+        Py_ssize_t words = request_words(r, i), at = 4 * i * r->step;
+        if (len - header_size != 4 * words)
+            return 1;
+        Py_ssize_t have = r->size - at < 4 * words ? r->size - at : 4 * words;
+        memcpy(r->data + at, d + header_size, have);
+    }
+    r->done[i] = 1;
+    while (r->oldest < r->next && r->done[r->oldest])
+        r->oldest++;
+    return 0;
+}
+
+static int hand_back(Run *r, const uint8_t *d, Py_ssize_t len, int stop)
+{
+    PyObject *copy = PyBytes_FromStringAndSize((const char *)d, len);
+    if (!copy || PyList_Append(r->others, copy) < 0)
+        return Py_XDECREF(copy), -1;
+    Py_DECREF(copy);
+    if (stop)
+        r->stopped = "handed back";
+    return 0;
+}
+
+/* One datagram from the board. Another session's (a reset board answers with none) stops
+ * the run; a push out of sequence or another request's reply goes to link.py, which
+ * knows what to do with it. */
+static int take(Run *r, const uint8_t *d, Py_ssize_t len)
+{
+    if (len < header_size || get(d, H_VERSION) != version)
+        return 0;  /* link.py drops these too */
+    if (get(d, H_SESSION) != r->session)
+        return hand_back(r, d, len, 1);
+    uint32_t type = get(d, H_TYPE), id = get(d, H_ID);
+    if (type == ((uint32_t)r->kind | reply_bit))
+        return answer(r, d, len) ? hand_back(r, d, len, 1) : 0;
+    if (type == type_events && id == ((r->held + 1) & 0xFFFF)) {
+        PyObject *body = PyBytes_FromStringAndSize((const char *)d + header_size, len - header_size);
+        if (!body || PyList_Append(r->pushes, body) < 0)
+            return Py_XDECREF(body), -1;
+        Py_DECREF(body);
+        r->held = (r->held + 1) & 0xFFFF;
+        return 0;
+    }
+    if (type == type_events && id == r->held)
+        return 0;  /* again: its acknowledgement goes with the next request */
+    return hand_back(r, d, len, 0);
+}
+
+static int receive(Run *r, uint8_t *space)
+{
+    struct mmsghdr msgs[BATCH];
+    struct iovec iov[BATCH];
+    for (int k = 0; k < BATCH; k++) {
+        iov[k].iov_base = space + (Py_ssize_t)k * MAX_DATAGRAM;
+        iov[k].iov_len = MAX_DATAGRAM;
+        memset(&msgs[k], 0, sizeof msgs[k]);
+        msgs[k].msg_hdr.msg_iov = &iov[k];
+        msgs[k].msg_hdr.msg_iovlen = 1;
+    }
+    int got = recvmmsg(r->fd, msgs, BATCH, MSG_DONTWAIT, NULL);
+    if (got < 0) {
+        if (errno == EAGAIN)
+            return 0;
+        PyErr_SetFromErrno(PyExc_OSError);
+        return -1;
+    }
+    for (int k = 0; k < got; k++) {
+        r->bytes_in += msgs[k].msg_len;
+        if (take(r, space + (Py_ssize_t)k * MAX_DATAGRAM, msgs[k].msg_len) < 0)
+            return -1;
+    }
+    return got;
+}
+
+static int go(Run *r, int timeout_ms)
+{
+    uint8_t *space = PyMem_Malloc((size_t)BATCH * MAX_DATAGRAM);
+    if (!space)
+        return PyErr_NoMemory(), -1;
+    int result = 0;
+    while (r->oldest < r->count && !r->stopped && result >= 0) {
+        if ((result = send_window(r)) < 0)
+            break;
+        struct pollfd p = {r->fd, POLLIN, 0};
+        int ready = poll(&p, 1, timeout_ms);
+        if (ready == 0)
+            r->stopped = "timeout";
+        else if (ready < 0 && errno != EINTR) {
+            PyErr_SetFromErrno(PyExc_OSError);
+            result = -1;
+        } else if (PyErr_CheckSignals() < 0)
+            result = -1;
+        while (result >= 0 && !r->stopped && (result = receive(r, space)) > 0)
+            ;
+    }
+    PyMem_Free(space);
+    return result < 0 ? -1 : 0;
+}
+
+static PyObject *bulk(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    static char *names[] = {"fd", "kind", "session", "held", "first_id", "window", "word_address", "data",
+                            "step", "timeout", NULL};
+    Run r;
+    memset(&r, 0, sizeof r);
+    Py_buffer view;
+    PyObject *data;
+    double timeout;
+    if (!configured) {
+        PyErr_SetString(PyExc_RuntimeError, "layout() first");
+        return NULL;
+    }
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "iiIIInIOnd", names, &r.fd, &r.kind, &r.session, &r.held,
+                                     &r.first_id, &r.window, &r.word_address, &data, &r.step, &timeout))
+        return NULL;
+    if (PyObject_GetBuffer(data, &view, r.kind == 5 ? PyBUF_WRITABLE : PyBUF_SIMPLE) < 0)
+        return NULL;  /* a download needs somewhere to write */
+    PyObject *result = NULL;
+    r.data = view.buf, r.size = view.len;
+    r.words = (view.len + 3) / 4;
+    r.count = r.step > 0 ? (r.words + r.step - 1) / r.step : 0;
+    if ((r.kind != 4 && r.kind != 5) || r.window < 1 || r.step < 1 || header_size + 4 * r.step > MAX_DATAGRAM
+        || r.count > 0x4000 || r.window > 0x4000) {
+        PyErr_SetString(PyExc_ValueError, "bulk: a kind of 4 (UPLOAD) or 5 (DOWNLOAD), a window, a step, and "
+                                          "at most 16384 requests (their IDs must not wrap)");
+        goto done;
+    }
+    r.done = PyMem_Calloc(r.count ? r.count : 1, 1);
+    r.out = PyMem_Malloc((size_t)r.window * (header_size + 4 * r.step));
+    r.others = PyList_New(0), r.pushes = PyList_New(0);
+    if (!r.done || !r.out || !r.others || !r.pushes) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (go(&r, (int)(timeout * 1000) + 1) < 0)
+        goto done;
+    PyObject *waiting = PyList_New(0);  /* sent, not answered: (index, id) */
+    for (Py_ssize_t i = r.oldest; waiting && i < r.next; i++) {
+        if (r.done[i])
+            continue;
+        PyObject *pair = Py_BuildValue("nI", i, (r.first_id + (uint32_t)i) & 0xFFFF);
+        if (!pair || PyList_Append(waiting, pair) < 0)
+            Py_CLEAR(waiting);
+        Py_XDECREF(pair);
+    }
+    if (waiting)
+        result = Py_BuildValue("{s:n,s:n,s:N,s:O,s:O,s:I,s:L,s:L,s:z}", "count", r.count, "next", r.next,
+                               "waiting", waiting, "others", r.others, "pushes", r.pushes, "held", r.held,
+                               "bytes_out", r.bytes_out, "bytes_in", r.bytes_in, "stopped", r.stopped);
+done:
+    PyMem_Free(r.done);
+    PyMem_Free(r.out);
+    Py_XDECREF(r.others);
+    Py_XDECREF(r.pushes);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"layout", layout, METH_VARARGS,
+     "layout(fields, header_size, version, reply_bit, type_events, status_ok): the header's layout."},
+    {"bulk", (PyCFunction)(void (*)(void))bulk, METH_VARARGS | METH_KEYWORDS,
+     "bulk(fd, kind, session, held, first_id, window, word_address, data, step, timeout) -> dict: a run of "
+     "UPLOADs of data, or DOWNLOADs into it, until every one is answered or the link needs link.py."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_linkpath", NULL, -1, methods};
+
+PyMODINIT_FUNC PyInit__linkpath(void)
+{
+    return PyModule_Create(&module);
+}
