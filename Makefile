@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo demo-board test bench bench-rates bench-auto bench-tcp bench-board bench-offload bench-long-path bench-outstanding bench-gateware bench-ethernet bench-ethernet-dram bitstream load clean
+.PHONY: demo demo-board test test-board bench bench-rates bench-auto bench-tcp bench-board bench-offload bench-long-path bench-outstanding bench-gateware bench-ethernet bench-ethernet-dram bitstream load clean
 
 $(STAMP): pyproject.toml driver/_fastpath.c driver/_linkpath.c
 	$(PYTHON) -m venv $(VENV)
@@ -43,6 +43,13 @@ bench-tcp: $(STAMP)
 
 # Offloaded transfers through netblt sim-board: host CPU and host-link bytes per data byte, the
 # control loop split into board and host time, pacing at the board's wire (about 6 minutes).
+# The board conformance suite against a board on a cable (tests/test_board_conformance.py):
+# make test-board NETBLT_TEST_BOARD=192.168.1.50 NETBLT_TEST_HOST=192.168.1.10 (this host's address on its LAN).
+test-board: $(STAMP)
+	@test -n "$(NETBLT_TEST_BOARD)" || { echo "make test-board: name the board: NETBLT_TEST_BOARD=ADDR[:PORT]"; exit 2; }
+	NETBLT_TEST_BACKENDS=board NETBLT_TEST_BOARD=$(NETBLT_TEST_BOARD) NETBLT_TEST_HOST=$(NETBLT_TEST_HOST) \
+		$(BIN)/python -m pytest -p no:cacheprovider tests/test_board_conformance.py
+
 bench-board: $(STAMP)
 	$(BIN)/python -m netblt.bench.board_bench
 

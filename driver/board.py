@@ -129,7 +129,8 @@ class Slot:
     queried: bool = False
     """Its missing packets were asked for: resends came, so its arrivals are no first pass."""
     timing: Request | Part | None = None
-    """The read of its arrival times, made as it completed."""
+    """The reads made as it completed: RX_HIGH_ACK, and its arrival times if every
+    packet came in the first pass."""
     posted: list[Request | Part] = field(default_factory=list)
     """A receive slot's POST: until the board has run it, the slot's status registers
     are a previous buffer's."""
@@ -360,11 +361,7 @@ class BoardDataPath:
         now = time.monotonic()
         cycles, state, high_ack = values[:3]
         self.clock.sample(now, cycles)
-        if high_ack == self.stale_high_ack:
-            high_ack = 0  # nothing of this connection's acknowledged by DATA yet
-        else:
-            self.stale_high_ack = None
-        self.high_ack = high_ack
+        self._note_high_ack(high_ack)
         newest, gap = None, 0.0
         for at in range(len(receiving)):
             received, last_at, mean_gap = values[3 + 3 * at:6 + 3 * at]
@@ -523,6 +520,14 @@ class BoardDataPath:
         self.destination = to
         self._set(PEER_ADDRESS=int(ipaddress.IPv4Address(to[0])), UDP_PEER_PORT=to[1])
 
+    def _note_high_ack(self, high_ack: int) -> None:
+        """RX_HIGH_ACK, read: the newest high-ack the peer's DATA carried."""
+        if high_ack == self.stale_high_ack:
+            high_ack = 0  # nothing of this connection's acknowledged by DATA yet
+        else:
+            self.stale_high_ack = None
+        self.high_ack = high_ack
+
     def _pushed(self, pushed) -> None:
         arriving = False
         for word in pushed.events:
@@ -562,12 +567,16 @@ class BoardDataPath:
                 self.events.append(ev.LdataSeen(slot.buffer, event["value"]))
             if flags["complete"]:
                 slot.size = self._buffer_bytes(slot.buffer, bool(flags["last_buffer"]), event["value"])
-                if not slot.queried:  # every packet came in the first pass: its times are the rate selector's
-                    timing = [_write("STATUS_SLOT", index), _read("SLOT_RECEIVED"), _read("SLOT_FIRST_AT"),
+                # The high-ack the peer's DATA carried, which retires this end's control
+                # messages; and, where every packet came in the first pass, the slot's
+                # times for the rate selector.
+                reads = [_read("RX_HIGH_ACK")]
+                if not slot.queried:
+                    reads += [_write("STATUS_SLOT", index), _read("SLOT_RECEIVED"), _read("SLOT_FIRST_AT"),
                               _read("SLOT_LAST_AT")]
-                    (slot.timing,) = self.link.submit([(F.Type.REGISTERS, F.encode_operations(timing), 0)], join=True)
+                (slot.timing,) = self.link.submit([(F.Type.REGISTERS, F.encode_operations(reads), 0)], join=True)
                 slot.data = self.link.download(index * self.geometry.slot_bytes // 4, slot.size)
-                self.events.append(ev.BufferComplete(slot.buffer, slot.size, self._first_pass(slot)))
+                self.events.append(ev.BufferComplete(slot.buffer, slot.size, self._completion_reads(slot)))
 
     def _missing(self, kind: Event, index: int, value: int) -> None:
         """A query's answer, for the buffer it was asked about: one that was delivered and
@@ -593,12 +602,15 @@ class BoardDataPath:
             return self.transfer_size - (number - 1) * p.buffer_size
         return count * p.packet_size  # unusable() keeps this from happening
 
-    def _first_pass(self, slot: Slot) -> ev.FirstPass | None:
-        """A loss-free buffer's arrival, from the board's times (its timing read was queued
-        before the download, which waits for it)."""
-        if slot.timing is None or slot.timing.reply is None:
+    def _completion_reads(self, slot: Slot) -> ev.FirstPass | None:
+        """What the reads made as the slot completed say (they were queued before its
+        download, which waits for them): the high-ack, and a loss-free buffer's first pass."""
+        values = [op.value for op in F.decode_operations(slot.timing.reply[1])
+                  if op.opcode & ~F.DONE == F.Opcode.READ]
+        self._note_high_ack(values[0])
+        if len(values) == 1:
             return None
-        received, first_at, last_at = [op.value for op in F.decode_operations(slot.timing.reply[1])][1:]
+        received, first_at, last_at = values[1:]
         return ev.FirstPass(self.clock.seconds((last_at - first_at) & 0xFFFF_FFFF), received, 0)
 
     def _free(self, slots: dict[int, Slot], count: int, side: str) -> int:

@@ -41,7 +41,8 @@ pytestmark = pytest.mark.xdist_group("board_conformance")  # one worker: the mod
 
 SIZE = 40_000
 """Three 16 KiB buffers, the last one short: a few seconds through the simulated board."""
-BACKENDS = ("model", "rtl", "board")
+BACKENDS = tuple(os.environ.get("NETBLT_TEST_BACKENDS", "model,rtl,board").split(","))
+"""model, rtl (the design under Verilator), board (NETBLT_TEST_BOARD's); make test-board runs the last alone."""
 
 
 @pytest.fixture(scope="module", params=BACKENDS)
@@ -267,10 +268,17 @@ def test_a_board_sends_a_file_to_a_software_receiver(board, tmp_path):
 
 def test_a_board_receives_a_file_from_a_software_sender(board, tmp_path):
     """On a clean path, nothing is lost: the host posts each receive slot before the
-    sender, told GO, sends its buffer."""
-    sender, receiver = board_receives(board, tmp_path)
-    assert receiver["ok"] and receiver["data_path"] == "board" and receiver["bytes"] == SIZE
-    assert receiver["host_link_bytes"] > SIZE
+    sender, told GO, sends its buffer. The host link carries the data and little more:
+    the high-ack of the peer's DATA, read as each buffer completes, retires the OKs and
+    GOs already heard (without it, every control packet carried every OK of the transfer
+    so far, and a 16 KiB buffer took 10 ms). The model runs 25 times the file in the time."""
+    size = SIZE if board.backend == "rtl" else 25 * SIZE
+    sender, receiver = board_receives(board, tmp_path, size=size)
+    assert receiver["ok"] and receiver["data_path"] == "board" and receiver["bytes"] == size
+    # 1.07 on the model; 1.16 and growing with the file without the high-ack. The design
+    # under Verilator runs thousands of times slower than its host's timers, whose reads
+    # then weigh more: there, only the data's share is checked.
+    assert size < receiver["host_link_bytes"] < (1.12 if board.backend != "rtl" else 2) * size
     assert receiver["packets_lost"] == 0 and not receiver["dropped"], receiver
 
 
