@@ -371,7 +371,7 @@ class BoardDataPath:
                 if newest is None or seen > newest:
                     newest, gap = seen, self.clock.seconds(mean_gap)
         if newest is not None:
-            self.events.append(ev.Arrivals(newest, gap, high_ack))
+            self.events.append(ev.Arrivals(newest, gap, self.high_ack))
         if self.tx_busy and ENGINE_STATE.unpack(state)["tx_idle"] and all(slot.sent for slot in self.tx.values()):
             self.tx_busy = False
             self.events.append(ev.TransmitIdle())

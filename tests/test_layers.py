@@ -4,6 +4,7 @@ without the HDL tools (the ``hw`` extra)."""
 from __future__ import annotations
 
 import ast
+import random
 import subprocess
 import sys
 import textwrap
@@ -11,7 +12,10 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from clitools import STARTED, finish, start_recv
 from link_board import ServedBoard
+
+from netblt.formats.boards import SlotGeometry
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -149,14 +153,41 @@ def test_the_blocker_stops_an_hdl_tool():
     assert "ModuleNotFoundError: No module named 'amaranth.hdl'; 'amaranth' is not a package" in done.stderr
 
 
-@pytest.mark.parametrize("command", [["send", "--board", "{board}", "{file}", "127.0.0.1:9"],
-                                     ["recv", "--board", "{board}", "--listen", "127.0.0.1:0", "--out", "{out}"]])
-def test_transfers_through_a_board_run_without_the_hdl_tools(served_board, tmp_path, command):
-    """As far as the board model lets them: it has a host link but no engine, which the
-    driver reads from its registers and says in one line (a board built from other sources)."""
-    (tmp_path / "file").write_bytes(bytes(1000))
-    args = [arg.format(board=served_board.address, file=tmp_path / "file", out=tmp_path / "out") for arg in command]
-    done = without_hdl_tools(*args)
+def hdl_free(*args: str, **popen) -> subprocess.Popen:
+    script = BLOCKER.format(blocked=sorted(HDL_TOOLS), layers=HOST_SIDE)
+    process = subprocess.Popen([sys.executable, "-c", script, *args], text=True, **popen)
+    STARTED.append(process)
+    return process
+
+
+def test_an_offloaded_transfer_runs_without_the_hdl_tools(tmp_path):
+    """The board's model (sim-board --model), and the host that drives it, in Pythons that
+    cannot import any HDL tool: a file through the model to a software receiver, exact."""
+    model = hdl_free("sim-board", "--model", stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    link = model.stdout.readline().split(":")[-1].strip()
+    netblt_port = model.stdout.readline().split(":")[1].split()[0]
+    assert link.isdigit() and netblt_port.isdigit(), model.stderr.read()
+    source = tmp_path / "file"
+    source.write_bytes(random.Random(3).randbytes(100_000))
+    (tmp_path / "out").mkdir()
+    recv, port = start_recv(tmp_path / "out")
+    sent = hdl_free("send", str(source), f"127.0.0.1:{port}", "--board", f"127.0.0.1:{link}", "--local-port",
+                    netblt_port, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    _, err = sent.communicate(timeout=60)
+    assert sent.returncode == 0, err
+    finish(recv)
+    assert (tmp_path / "out" / "file").read_bytes() == source.read_bytes()
+
+
+def test_a_board_that_describes_no_engine_is_one_line(tmp_path):
+    """A board built from other sources (its registers describe no engine), without the
+    HDL tools: the driver reads its geometry and says so in one line."""
+    board = ServedBoard(SlotGeometry(0, 0, 0, 0, clock_hz=0, data_width=0))
+    try:
+        (tmp_path / "file").write_bytes(bytes(1000))
+        done = without_hdl_tools("send", "--board", board.address, str(tmp_path / "file"), "127.0.0.1:9")
+    finally:
+        board.close()
     assert done.returncode == 1
     assert done.stderr == ("netblt: error: the board describes no engine: 0 transmit and 0 receive slots of 0 bytes, "
                            "0-bit data, a 0 Hz clock\n")
