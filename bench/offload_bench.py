@@ -49,6 +49,7 @@ class Run:
     peer_cpu: float
     model_cpu: float
     buffers: int
+    size: int
     lost: int
     unposted: int
 
@@ -122,7 +123,8 @@ def transfer(source: Path, out: Path, way: str, board: tuple[str, str, int] | No
     what = f"{board[0]} {board[1]}, link {board[2]}" if board else "software path"
     unposted = sum(v for k, v in host["dropped"].items() if "no posted receive slot" in k)
     return Run(what, host["real_mbps"], host["cpu_seconds"] * per_gb, peer["cpu_seconds"] * per_gb,
-               model_cpu * per_gb, -(-source.stat().st_size // host["buffer_size"]), host["packets_lost"], unposted)
+               model_cpu * per_gb, -(-source.stat().st_size // host["buffer_size"]), source.stat().st_size,
+               host["packets_lost"], unposted)
 
 
 def uploads_with_delay(delay: str, mtu: int) -> float:
@@ -166,13 +168,14 @@ def main(argv: list[str] | None = None) -> int:
 def print_tables(console: Console, runs: dict, delayed: float) -> None:
     table = Table(title="Through the board's model at host speed, CPU seconds per GB by process")
     for column in ("transfer", "Mb/s", "host driving it", "its software peer", "the model (the board)",
-                   "buffers", "lost", "unposted"):
+                   "buffers", "host CPU a buffer (us)", "lost", "unposted"):
         table.add_column(column, justify="left" if column == "transfer" else "right")
     for (way, board), run in runs.items():
         name = f"board {'sends' if way == 'send' else 'receives'}: {run.what}" if board else \
             "software send -> software recv (host: the sender)"
         table.add_row(name, f"{run.mbps:.0f}", f"{run.host_cpu:.2f}", f"{run.peer_cpu:.2f}",
-                      f"{run.model_cpu:.2f}" if board else "", str(run.buffers), str(run.lost), str(run.unposted))
+                      f"{run.model_cpu:.2f}" if board else "", str(run.buffers),
+                      f"{run.host_cpu * run.size / 1e9 / run.buffers * 1e6:.0f}", str(run.lost), str(run.unposted))
     console.print(table)
     software = runs["send", None]
     console.print(f"software path: sender {software.host_cpu:.2f} s per GB, receiver {software.peer_cpu:.2f}")

@@ -566,17 +566,21 @@ class BoardDataPath:
             if flags["ldata"]:
                 self.events.append(ev.LdataSeen(slot.buffer, event["value"]))
             if flags["complete"]:
-                slot.size = self._buffer_bytes(slot.buffer, bool(flags["last_buffer"]), event["value"])
-                # The high-ack the peer's DATA carried, which retires this end's control
-                # messages; and, where every packet came in the first pass, the slot's
-                # times for the rate selector.
-                reads = [_read("RX_HIGH_ACK")]
-                if not slot.queried:
-                    reads += [_write("STATUS_SLOT", index), _read("SLOT_RECEIVED"), _read("SLOT_FIRST_AT"),
-                              _read("SLOT_LAST_AT")]
-                (slot.timing,) = self.link.submit([(F.Type.REGISTERS, F.encode_operations(reads), 0)], join=True)
-                slot.data = self.link.download(index * self.geometry.slot_bytes // 4, slot.size)
-                self.events.append(ev.BufferComplete(slot.buffer, slot.size, self._completion_reads(slot)))
+                self._completed(index, slot, bool(flags["last_buffer"]), event["value"])
+
+    def _completed(self, index: int, slot: Slot, last: bool, count: int) -> None:
+        """Receive slot ``index`` holds its whole buffer: its data onto the host, then the
+        engine hears of it."""
+        slot.size = self._buffer_bytes(slot.buffer, last, count)
+        # The high-ack the peer's DATA carried, which retires this end's control messages;
+        # and, where every packet came in the first pass, the slot's times for the rate selector.
+        reads = [_read("RX_HIGH_ACK")]
+        if not slot.queried:
+            reads += [_write("STATUS_SLOT", index), _read("SLOT_RECEIVED"), _read("SLOT_FIRST_AT"),
+                      _read("SLOT_LAST_AT")]
+        (slot.timing,) = self.link.submit([(F.Type.REGISTERS, F.encode_operations(reads), 0)], join=True)
+        slot.data = self.link.download(index * self.geometry.slot_bytes // 4, slot.size)
+        self.events.append(ev.BufferComplete(slot.buffer, slot.size, self._completion_reads(slot)))
 
     def _missing(self, kind: Event, index: int, value: int) -> None:
         """A query's answer, for the buffer it was asked about: one that was delivered and
@@ -591,8 +595,22 @@ class BoardDataPath:
             return
         waiting.pop(0)
         slot = self.rx.get(index)
-        if slot is not None and slot.buffer == number and slot.data is None:
+        if slot is None or slot.buffer != number or slot.data is not None:
+            return
+        if packets:
             self.events.append(ev.MissingPackets(number, tuple(packets)))
+        else:
+            self._complete_unheard(index, slot)
+
+    def _complete_unheard(self, index: int, slot: Slot) -> None:
+        """Nothing missing, yet no completion heard: its RECEIVED event was lost to a full
+        event FIFO (EVENTS_LOST). The slot's state says whether it is whole."""
+        values = self._operations([_write("STATUS_SLOT", index), _read("SLOT_STATE"), _read("SLOT_COUNT")],
+                                  wait=True, urgent=True)
+        if values[0] & 0b101 == 0b101 and slot.data is None:  # posted and complete
+            self.dropped["board completions recovered from a slot's state (its event lost)"] += 1
+            p = self.params
+            self._completed(index, slot, slot.buffer * p.buffer_size >= self.transfer_size, values[1])
 
     def _buffer_bytes(self, number: int, last: bool, count: int) -> int:
         p = self.params

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import random
+import socket
+import time
+
 import pytest
 from link_board import ServedBoard
 
@@ -11,7 +15,9 @@ from netblt.driver.link import Request
 from netblt.formats.registers import (
     ADDRESS, EVENT_WORD, RECEIVED_FLAGS, Event,
 )
+from netblt.driver.framing import pack
 from netblt.protocol import events as ev
+from netblt.protocol.params import Params
 
 
 def flushed(stale: int, readings: list[int]) -> list[int]:
@@ -152,3 +158,43 @@ def test_a_board_left_with_events_pending_opens_cleanly():
     assert dp.tx == {} and dp.rx == {} and dp.events == []
     assert dp.dropped["board events for a released slot"] == 1
     assert dp.dropped["board missing-packet lists never asked for"] == 1
+
+
+def test_a_completion_whose_event_was_lost_is_recovered_from_the_slots_state():
+    """A full event FIFO loses RECEIVED events (EVENTS_LOST): a slot completes and its host
+    never hears. Its next missing-packet query lists nothing; the host then reads the
+    slot's state, finds it whole, downloads it and delivers it, and counts the recovery."""
+    board = ServedBoard()
+    dp = BoardDataPath.open(("127.0.0.1", board.port), local_port=2998)
+    try:
+        params = Params(buffer_size=16384, packet_size=1448, burst_size=1, burst_interval=1, max_buffers=2,
+                        data_checksum=False, death_timer=30)
+        dp.configure(params, ("127.0.0.1", 5000), transfer_size=20000)
+        dp.post_receive(1, params.packets_per_buffer)
+        dp.wait_events(0.5)
+        data = random.Random(4).randbytes(16384)
+        out = bytearray(2000)
+        engine, event = board.engine, board.engine._event
+        # The FIFO is full as the slot completes: its RECEIVED events are lost.
+        engine._event = lambda kind, *args: None if kind == Event.RECEIVED else event(kind, *args)
+        their_port = engine.value("PEER_PORT")  # the peer's NETBLT port, as set-up gave it
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as peer:
+            peer.bind(("127.0.0.1", 5000))
+            for number in range(params.packets_per_buffer):
+                written, _ = pack(out, data, 1448, number, 1, 1, 0, False, their_port, 2998, False)
+                peer.sendto(out[:written], ("127.0.0.1", board.netblt_port))
+            deadline = time.monotonic() + 5
+            while engine.rx[0].received < params.packets_per_buffer and time.monotonic() < deadline:
+                time.sleep(0.01)
+        engine._event = event
+        lost = engine.rx[0].complete
+        assert lost and dp.wait_events(0.3) == []
+        dp.query_missing(1)
+        events = dp.wait_events(2.0) + dp.wait_events(0.2)
+        complete = [e for e in events if isinstance(e, ev.BufferComplete)]
+        assert [(e.buffer, e.size) for e in complete] == [(1, 16384)]
+        assert bytes(dp.take(1)) == data
+        assert dp.dropped["board completions recovered from a slot's state (its event lost)"] == 1
+    finally:
+        dp.close()
+        board.close()

@@ -11,7 +11,7 @@ from netblt.formats import host_link as F
 from netblt.driver import link as link_module
 from netblt.driver.link import BoardLink, LinkClient, LinkError, decode_snapshot
 from netblt.formats.boards import BUILDS
-from netblt.formats.registers import ADDRESS, ENGINE_REGISTERS, LINK_REGISTERS
+from netblt.formats.registers import ADDRESS, COMMAND_WORD, ENGINE_REGISTERS, EVENT_WORD, LINK_REGISTERS, Command, Event
 from netblt.sim.model.host_link import HostLink
 
 IMPAIRED = dict(loss=0.2, duplicate=0.1, reorder=0.2)
@@ -258,3 +258,29 @@ def test_bulk_runs_are_exact_and_run_once_through_a_bad_path(seed):
 def test_the_bulk_path_is_compiled_here():
     """make builds driver/_linkpath.c; without it the same runs go one Python step a datagram."""
     assert link_module._linkpath is not None
+
+
+def test_a_long_missing_list_waits_for_room_and_reaches_the_host_whole():
+    """A slot missing all its 1024 packets lists them all, though the event FIFO holds 512:
+    as the gateware's scanner waits for room, the model's list waits in a backlog and
+    reaches the host in order, MISSING_END last, nothing lost."""
+    board = board_model()
+    engine = board.engine
+    write = lambda name, value: engine.write(ADDRESS[name], value, 0.0)
+    write("PACKET_SIZE", 1448)
+    write("ARG0", 7)
+    write("COMMAND", COMMAND_WORD.pack(op=Command.POST, slot=1))
+    write("ARG0", 1024)
+    write("COMMAND", COMMAND_WORD.pack(op=Command.QUERY_MISSING, slot=1))
+    client, link = opened(board, 2, **IMPAIRED)
+    words: list[int] = []
+
+    def all_in() -> bool:
+        words.extend(client.take_pushed().events)
+        return len(words) == 1025
+
+    link.run(client, all_in)
+    events = [EVENT_WORD.unpack(word) for word in words]
+    assert [e["value"] for e in events] == [*range(1024), 1024]
+    assert [e["kind"] for e in events] == [Event.MISSING] * 1024 + [Event.MISSING_END]
+    assert engine.counts["EVENTS_LOST"] == 0

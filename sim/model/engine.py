@@ -83,6 +83,10 @@ class Engine:
         self.tx = [TransmitSlot() for _ in range(geometry.tx_slots)]
         self.rx = [ReceiveSlot() for _ in range(geometry.rx_slots)]
         self.events: deque[int] = deque()
+        self.backlog: deque[int] = deque()
+        """Events waiting for room in the FIFO: the gateware holds its missing-list scanner
+        and its SENT, FILLED and CHECKED flags until there is room; only RECEIVED events,
+        which the packet path cannot wait for, are lost when it is full."""
         self.control_in: deque[ControlPacket] = deque()
         self.counts: Counter[str] = Counter()
         self.drops: Counter[Drop] = Counter()
@@ -148,7 +152,15 @@ class Engine:
         return values.get(name, self.counts.get(name, self.fixed.get(name, 0)))
 
     def _read_event(self, now: float) -> int:
-        return self.events.popleft() if self.events else 0
+        taken = self.take_events(1)
+        return taken[0] if taken else 0
+
+    def take_events(self, most: int) -> list[int]:
+        """Up to ``most`` events out of the FIFO, which the backlog then fills again."""
+        taken = [self.events.popleft() for _ in range(min(most, len(self.events)))]
+        while self.backlog and len(self.events) < EVENT_DEPTH:
+            self.events.append(self.backlog.popleft())
+        return taken
 
     def _read_control_length(self, now: float) -> int:
         self.popped = self.control_in.popleft() if self.control_in else ControlPacket(0, 0, b"")
@@ -285,10 +297,13 @@ class Engine:
         return True
 
     def _event(self, kind: Event, slot: int, value: int, flags: int = 0) -> None:
-        if len(self.events) >= EVENT_DEPTH:
+        word = EVENT_WORD.pack(valid=1, kind=kind, slot=slot, value=value & 0xFFFF, flags=flags)
+        if len(self.events) < EVENT_DEPTH and not self.backlog:
+            self.events.append(word)
+        elif kind != Event.RECEIVED:
+            self.backlog.append(word)
+        else:
             self.counts["EVENTS_LOST"] += 1
-            return
-        self.events.append(EVENT_WORD.pack(valid=1, kind=kind, slot=slot, value=value & 0xFFFF, flags=flags))
 
     # -- the transmit side ---------------------------------------------------------------------------
 

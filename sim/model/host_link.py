@@ -96,7 +96,7 @@ class HostLink:
             self.counts["LINK_PUSH_RETRIES"] += 1
         elif self.engine.events or self.engine.control_in:
             self.push_number = (self.push_number + 1) % (1 << 16)
-            events = [self.engine.events.popleft() for _ in range(min(EVENTS_PER_PUSH, len(self.engine.events)))]
+            events = self.engine.take_events(EVENTS_PER_PUSH)
             packets = [self.engine.control_in.popleft()] if self.engine.control_in else []
             self.push_sent = F.encode(F.Header(F.Type.EVENTS, id=self.push_number, session=self.session),
                                       F.encode_events(events, packets))
