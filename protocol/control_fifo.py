@@ -85,7 +85,8 @@ class ControlFifo:
         """The lowest unacknowledged messages that fit the budget, marked as sent now."""
         messages, size = [], HEADER.end
         for entry in self._entries:
-            wire = encode_message(entry.message)
+            message = replace(entry.message, seq=entry.message.seq % SEQ_MODULUS)
+            wire = encode_message(message)
             if messages and size + len(wire) > self.budget:
                 break
             size += len(wire)
@@ -93,7 +94,7 @@ class ControlFifo:
                 entry.first_sent = now
             else:
                 entry.resent = True
-            messages.append(replace(entry.message, seq=entry.message.seq % SEQ_MODULUS))
+            messages.append(message)
         return Control(tuple(messages))
 
     def acknowledge(self, wire_high_ack: int, now: float) -> tuple[list[Message], float | None]:

@@ -6,6 +6,7 @@ import pytest
 
 from netblt.protocol import events as ev
 from netblt.protocol.connection import Connection, State
+from netblt.protocol.control_fifo import ControlFifo
 from netblt.protocol.packets import (
     Abort, Control, Done, Go, KeepAlive, NullAck, Ok, Open, Quit, QuitAck, Refused, Resend, Response,
 )
@@ -502,6 +503,20 @@ def test_sequence_numbers_wrap_modulo_2_16():
     assert [a.buffer for a in of(actions, ev.SendBuffer)] == [1, 2]
     assert conn.role.high_ack == 0x10001
     assert of(actions, ev.StampHighAck)[-1] == ev.StampHighAck(1)
+
+
+def test_a_receivers_control_messages_wrap_modulo_2_16_on_the_wire():
+    """The 65,536th control message of a transfer (32,768 buffers of GO and OK: 512 MiB in
+    a board's 16 KiB slots) goes out with sequence number 0, as do those after it modulo
+    2**16; the fifo keeps counting without bound, and acknowledges across the wrap."""
+    fifo = ControlFifo(1400)
+    fifo.next_seq = fifo.acked = 0xFFFE
+    fifo.acked -= 1
+    for buffer in range(5):
+        fifo.go(buffer)
+    assert [m.seq for m in fifo.packet(0.0).messages] == [0xFFFE, 0xFFFF, 0, 1, 2]
+    retired, _ = fifo.acknowledge(1, 0.1)
+    assert [m.buffer for m in retired] == [0, 1, 2, 3] and [m.seq for m in fifo.packet(0.2).messages] == [2]
 
 
 def test_sender_dallies_after_the_last_ok_and_done_ends_it():
