@@ -26,6 +26,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ..formats import host_link as F
+from ..formats.boards import IP_ADDRESS, MAC_ADDRESS
 from ..gateware.config import EngineConfig
 from ..host.units import positive
 from ..hw import build, liteeth_core
@@ -172,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
         report_arp(simulate_arp(Path(tmp) / "bench.json"), console)
     if not args.no_boards:
         for board in boards:
-            placed, seed = build.build(board, liteeth_core.MAC_ADDRESS, liteeth_core.IP_ADDRESS,
+            placed, seed = build.build(board, MAC_ADDRESS, IP_ADDRESS,
                                        build.LINK_PORT, build.ROOT / "build" / f"{board.name}{clocked(board)}")
             console.print(build.summary(board, placed, seed))
     return 0

@@ -20,6 +20,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from ..formats.boards import GATEWAY, IP_ADDRESS, MAC_ADDRESS, NETMASK
 from ..formats.host_link import LINK_PORT
 from . import litedram_core, liteeth_core
 from .boards import BOARDS, Board, BoardTop
@@ -48,8 +49,8 @@ ROUTER2 = "--router router2"
 The block-RAM builds keep the default router, with which their seeds were chosen."""
 
 
-def build(board: Board, mac: str, ip: str, link_port: int, build_dir: Path, netmask: str = liteeth_core.NETMASK,
-          gateway: str = liteeth_core.GATEWAY, slots: str = "block") -> tuple[NextpnrReport, int]:
+def build(board: Board, mac: str, ip: str, link_port: int, build_dir: Path, netmask: str = NETMASK,
+          gateway: str = GATEWAY, slots: str = "block") -> tuple[NextpnrReport, int]:
     """The bitstream, its report and the placement seed that made it.
 
     Synthesis runs once; place and route tries the board's seeds for ``slots`` in turn and
@@ -122,11 +123,11 @@ def summary(board: Board, report: NextpnrReport, seed: int) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--board", choices=sorted(BOARDS), required=True)
-    parser.add_argument("--mac", default=liteeth_core.MAC_ADDRESS, help="the board's MAC address")
-    parser.add_argument("--ip", default=liteeth_core.IP_ADDRESS, help="the board's IPv4 address")
+    parser.add_argument("--mac", default=MAC_ADDRESS, help="the board's MAC address")
+    parser.add_argument("--ip", default=IP_ADDRESS, help="the board's IPv4 address")
     parser.add_argument("--link-port", type=int, default=LINK_PORT, help="the host link's UDP port")
-    parser.add_argument("--netmask", default=liteeth_core.NETMASK, help="the board's subnet (NETMASK after reset)")
-    parser.add_argument("--gateway", default=liteeth_core.GATEWAY,
+    parser.add_argument("--netmask", default=NETMASK, help="the board's subnet (NETMASK after reset)")
+    parser.add_argument("--gateway", default=GATEWAY,
                         help="the router for peers beyond the subnet (GATEWAY after reset; 0.0.0.0: none)")
     parser.add_argument("--slots", choices=("block", "dram"), default="block",
                         help="the buffer slots in block RAM (default) or in the board's DRAM")

@@ -10,6 +10,7 @@ import stat
 
 import pytest
 
+from netblt.formats.boards import IP_ADDRESS, MAC_ADDRESS
 from netblt.hw import alone, build, litedram_core, liteeth_core, load
 from netblt.hw.boards import BOARDS, BoardTop
 from netblt.hw.clocking import PllSettings
@@ -139,13 +140,13 @@ def test_only_the_colorlight_dram_build_leaves_out_ping(tmp_path, monkeypatch):
     for board in BOARDS.values():
         for slots in ("block", "dram"):
             with pytest.raises(Generated) as generated:
-                build.build(board, liteeth_core.MAC_ADDRESS, liteeth_core.IP_ADDRESS, 1, tmp_path, slots=slots)
+                build.build(board, MAC_ADDRESS, IP_ADDRESS, 1, tmp_path, slots=slots)
             asked[board.name, slots] = generated.value.args
     assert asked == {("colorlight_5a75b", "block"): (50e6, True), ("colorlight_5a75b", "dram"): (45e6, False),
                      ("versa_ecp5", "block"): (50e6, True), ("versa_ecp5", "dram"): (50e6, True)}
     monkeypatch.undo()
     for ping in (False, True):
-        core = liteeth_core.generate("rgmii", liteeth_core.MAC_ADDRESS, liteeth_core.IP_ADDRESS, 50e6,
+        core = liteeth_core.generate("rgmii", MAC_ADDRESS, IP_ADDRESS, 50e6,
                                      tmp_path / f"ping_{ping}.v", ping=ping).read_text()
         assert ("icmp_echo" in core) == ping
         # The transmit CRC's byte enables: four at the core's 32 bits (one at the PHY's 8).
@@ -184,7 +185,7 @@ def test_each_build_places_with_its_own_seeds_and_router(tmp_path, monkeypatch):
         monkeypatch.setattr(board.platform, "build", platform_build)
         for slots in ("block", "dram"):
             tried.clear()
-            report, seed = build.build(board, liteeth_core.MAC_ADDRESS, liteeth_core.IP_ADDRESS, 1, tmp_path,
+            report, seed = build.build(board, MAC_ADDRESS, IP_ADDRESS, 1, tmp_path,
                                        slots=slots)
             assert not report.clocks[0].met and seed == tried[-1][0]
             seeds[board.name, slots] = tried[:]
