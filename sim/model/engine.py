@@ -38,8 +38,6 @@ SLOTS_DROPS = {"truncated": Drop.SHORT, "version": Drop.VERSION, "length": Drop.
                "data checksum": Drop.DATA_CHECKSUM, "ports": Drop.CONNECTION, "unknown buffer": Drop.UNPOSTED,
                "outside buffer": Drop.OUTSIDE, "data length": Drop.LENGTH, "past ldata": Drop.PAST_LDATA}
 """The reassembly core's drop reasons, as the board counts them."""
-COUNTERS = ("TX_PACKETS", "TX_CONTROL", "RX_ACCEPTED", "RX_DUPLICATES", "RX_CONTROL", "COMMANDS_REJECTED",
-            "EVENTS_LOST")
 
 Destination = tuple[str, int]
 """Where a datagram goes: (IPv4 address, UDP port); port 0: natively on IP protocol 30."""
@@ -104,7 +102,6 @@ class Engine:
         self.send_words: list[int] = []
         self.popped = ControlPacket(0, 0, b"")
         self.popped_at = 0
-        self.upload_address = self.download_address = 0
         self.control_out: list[tuple[bytes, Destination]] = []
 
     # -- registers ------------------------------------------------------------------------------
@@ -173,25 +170,17 @@ class Engine:
         return int.from_bytes(word.ljust(4, b"\0"), "little")
 
     def _read_download_data(self, now: float) -> int:
-        at = 4 * self.download_address
-        self.download_address += 1
+        at = 4 * self._step("DOWNLOAD_ADDRESS")
         return int.from_bytes(self.rx_memory[at:at + 4].ljust(4, b"\0"), "little")
 
-    def _read_upload_address(self, now: float) -> int:
-        return self.upload_address
-
-    def _read_download_address(self, now: float) -> int:
-        return self.download_address
-
-    def _write_upload_address(self, value: int, now: float) -> None:
-        self.upload_address = value
-
-    def _write_download_address(self, value: int, now: float) -> None:
-        self.download_address = value
-
     def _write_upload_data(self, value: int, now: float) -> None:
-        self.upload(self.upload_address, value.to_bytes(4, "little"))
-        self.upload_address += 1
+        self.upload(self._step("UPLOAD_ADDRESS"), value.to_bytes(4, "little"))
+
+    def _step(self, name: str) -> int:
+        """An address register's value, which its data register's access moves on."""
+        address = self.values[ADDRESS[name]]
+        self.values[ADDRESS[name]] = (address + 1) & 0xFFFF_FFFF
+        return address
 
     def _write_send_data(self, value: int, now: float) -> None:
         self.send_words.append(value)

@@ -67,8 +67,11 @@ class Served:
                 self._take(sock, now)
 
     def _next(self, now: float) -> float:
-        times = [now + 0.05, self.link.push_sent_at + self.link.settings["PUSH_TIMEOUT"] /
-                 self.engine.geometry.clock_hz + 1e-4 if self.link.push_sent else now + 0.05]
+        """When the loop must look again, at the latest: a paced packet, a timed delivery,
+        a push to send again."""
+        times = [now + 0.05]
+        if self.link.push_sent is not None:
+            times.append(self.link.push_sent_at + self.link.settings["PUSH_TIMEOUT"] / self.engine.geometry.clock_hz)
         if (due := self.engine.next_due()) is not None:
             times.append(due)
         if self.later:
