@@ -419,8 +419,12 @@ class BoardLink:
                                      F.WINDOW, word_address, data, step, client.retry)
             except ConnectionRefusedError:
                 raise LinkError(f"no board at {self.shown}: nothing listens on that port") from None
-        specs = F.upload_requests(word_address, bytes(data), self.mtu) if kind == F.Type.UPLOAD else \
-            F.download_requests(word_address, len(data), self.mtu)
+        requests = -(-len(data) // (4 * step))
+        if run["waiting"] or run["next"] < requests:  # the Python requests, only where the run left some
+            specs = F.upload_requests(word_address, bytes(data), self.mtu) if kind == F.Type.UPLOAD else \
+                F.download_requests(word_address, len(data), self.mtu)
+        else:
+            specs = []
         rest = self._take_over(run, specs)
         self.wait([request for _, request in rest])
         if kind == F.Type.DOWNLOAD:

@@ -187,3 +187,13 @@ def test_the_summary_says_when_the_slots_memory_is_not_ready():
     unlevelled = starting | {"DRAM_PHY": DRAM_PHY_WORD.pack(levelling=1, phases=2, words=2, modules=2)}
     assert slots(unlevelled).endswith(", in DRAM whose reads are not levelled yet (a host levels them when "
                                       "it opens the board)")
+
+
+def test_the_model_names_a_port_that_is_taken_in_one_line():
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as taken:
+        taken.bind(("127.0.0.1", 0))
+        port = taken.getsockname()[1]
+        done = subprocess.run(NETBLT + ["sim-board", "--model", "--netblt-port", str(port)], capture_output=True,
+                              text=True, timeout=60)
+    assert done.returncode == 1 and done.stdout == ""
+    assert done.stderr == f"netblt sim-board: error: cannot listen on 127.0.0.1:{port}: Address already in use\n"

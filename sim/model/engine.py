@@ -39,6 +39,8 @@ SLOTS_DROPS = {"truncated": Drop.SHORT, "version": Drop.VERSION, "length": Drop.
                "outside buffer": Drop.OUTSIDE, "data length": Drop.LENGTH, "past ldata": Drop.PAST_LDATA}
 """The reassembly core's drop reasons, as the board counts them."""
 
+PEER_REGISTERS = frozenset({"PEER_ADDRESS", "UDP_PEER_PORT", "FLAGS"})
+"""The registers that name the peer."""
 Destination = tuple[str, int]
 """Where a datagram goes: (IPv4 address, UDP port); port 0: natively on IP protocol 30."""
 
@@ -103,6 +105,8 @@ class Engine:
         self.popped = ControlPacket(0, 0, b"")
         self.popped_at = 0
         self.control_out: list[tuple[bytes, Destination]] = []
+        self.peer: Destination | None = None
+        """The peer, once worked out (:meth:`_destination`)."""
 
     # -- registers ------------------------------------------------------------------------------
 
@@ -122,6 +126,8 @@ class Engine:
             writer(value, now)
         elif address in self.values:
             self.values[address] = value & ((1 << _WIDTHS[address]) - 1)
+        if name in PEER_REGISTERS:
+            self.peer = None
 
     def value(self, name: str) -> int:
         return self.values[ADDRESS[name]]
@@ -339,8 +345,13 @@ class Engine:
             self.next_at = wire
 
     def _destination(self) -> Destination:
-        udp = CONNECTION_FLAGS.unpack(self.value("FLAGS"))["udp"]
-        return str(ipaddress.IPv4Address(self.value("PEER_ADDRESS"))), self.value("UDP_PEER_PORT") if udp else 0
+        """The peer, as PEER_ADDRESS, UDP_PEER_PORT and FLAGS name it: where DATA and control
+        packets go, and the only source whose DATA is placed. Worked out once a connection,
+        not once a packet."""
+        if self.peer is None:
+            udp = CONNECTION_FLAGS.unpack(self.value("FLAGS"))["udp"]
+            self.peer = str(ipaddress.IPv4Address(self.value("PEER_ADDRESS"))), self.value("UDP_PEER_PORT") if udp else 0
+        return self.peer
 
     # -- the receive side ---------------------------------------------------------------------------------
 
@@ -367,12 +378,10 @@ class Engine:
             self.counts["RX_CONTROL"] += 1
 
     def _place(self, datagram: bytes, source: Destination, now: float) -> None:
-        udp = CONNECTION_FLAGS.unpack(self.value("FLAGS"))["udp"]
-        peer = (str(ipaddress.IPv4Address(self.value("PEER_ADDRESS"))), self.value("UDP_PEER_PORT") if udp else 0)
         if len(datagram) < HEADER_SIZE:
             self.drops[Drop.SHORT] += 1
             return
-        if source != peer:
+        if source != self._destination():
             self.drops[Drop.CONNECTION] += 1
             return
         buffer = _field(datagram, "buffer")

@@ -200,9 +200,17 @@ class Pcap:
         self.file.close()
 
 
+class ListenError(Exception):
+    """A port to listen on is taken; the message names it."""
+
+
 def _bind(port: int) -> socket.socket:
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    sock.bind(("127.0.0.1", port))
+    try:
+        sock.bind(("127.0.0.1", port))
+    except OSError as exc:
+        sock.close()
+        raise ListenError(f"cannot listen on 127.0.0.1:{port}: {exc.strerror}") from None
     sock.setblocking(False)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 8 << 20)
@@ -220,8 +228,8 @@ def serve(board: str | None, slots: str, settings: dict) -> int:
     """Run the model until SIGINT or SIGTERM, then print what it carried."""
     try:
         served = Served(BUILDS[board][slots] if board else SIMULATION, settings, board)
-    except OSError as exc:
-        print(f"netblt sim-board: error: cannot listen on 127.0.0.1: {exc.strerror}", file=sys.stderr)
+    except ListenError as exc:
+        print(f"netblt sim-board: error: {exc}", file=sys.stderr)
         return 1
     stopped: list[bool] = []
     for number in (signal.SIGINT, signal.SIGTERM):
