@@ -117,6 +117,10 @@ class LinkClient:
         self.quiet_from: float | None = None
         """When the board last went quiet: the first send since it was last heard."""
         self.recovering = False
+        self.window = float(F.WINDOW)
+        """Requests kept in flight: the whole window on a clean link; halved at each loss and
+        grown back by one a window's worth of replies, so that a lossy link does not send a
+        whole window again for each datagram it loses (the board runs requests in order only)."""
         self.replays = 0
         self.resent = 0
         self.requests = 0
@@ -196,12 +200,12 @@ class LinkClient:
         return out
 
     def _room(self) -> bool:
-        """The next ID is within WINDOW of the oldest unanswered one: the board still keeps
-        the replies to everything in flight."""
+        """The next ID is within :attr:`window` (at most WINDOW) of the oldest unanswered one:
+        the board still keeps the replies to everything in flight."""
         if not self.in_flight:
             return True
         oldest = next(iter(self.in_flight))  # requests go in flight in ID order
-        return (self.next_id - oldest) % ID_MODULUS < F.WINDOW
+        return (self.next_id - oldest) % ID_MODULUS < self.window
 
     @property
     def deadline(self) -> float | None:
@@ -251,6 +255,7 @@ class LinkClient:
                 raise LinkError("another host owns the board now")
             request = self.in_flight.pop(header.id)
             request.reply = (header, bytes(body))
+            self.grow(1)
             self.sent_at = now if self.in_flight or self.recovering else None
 
     # -- inside ------------------------------------------------------------------------------------
@@ -290,9 +295,14 @@ class LinkClient:
             self.sent_at = None
             self._recover(header.ack)
 
+    def grow(self, replies: int) -> None:
+        """``replies`` came in order: the window grows back towards WINDOW."""
+        self.window = min(float(F.WINDOW), self.window + replies / self.window)
+
     def _recover(self, expected: int) -> None:
         """The board expects ``expected`` next: ask again for the replies to what it ran,
-        send again what it never saw."""
+        send again what it never saw; fewer in flight from now on."""
+        self.window = max(1.0, self.window / 2)
         for request in sorted(self.in_flight.values(), key=lambda r: (r.id - expected) % ID_MODULUS):
             if before(request.id, expected):
                 self.replays += 1
@@ -416,7 +426,7 @@ class BoardLink:
         if _linkpath is not None:
             try:
                 run = _linkpath.bulk(self.sock.fileno(), int(kind), client.session, client.held_push, client.next_id,
-                                     F.WINDOW, word_address, data, step, client.retry)
+                                     int(client.window), word_address, data, step, client.retry)
             except ConnectionRefusedError:
                 raise LinkError(f"no board at {self.shown}: nothing listens on that port") from None
         requests = -(-len(data) // (4 * step))
@@ -439,6 +449,7 @@ class BoardLink:
         self.bytes_out += run["bytes_out"]
         self.bytes_in += run["bytes_in"]
         client.requests += run["next"]
+        client.grow(run["next"] - len(run["waiting"]))
         client.next_id = (client.next_id + run["next"]) % ID_MODULUS
         for body in run["pushes"]:
             client.pushed_body(body)

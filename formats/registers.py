@@ -186,6 +186,7 @@ LINK_GROUPS = (
         Register("LINK_OWNER_SILENT", "r", 32, "milliseconds since the owner was last heard (saturates)"),
         Register("LINK_NEXT_ID", "r", 16, "the request ID the board expects next"),
         Register("LINK_PUSH_NUMBER", "r", 16, "the number of the latest event push"),
+        Register("LINK_WINDOW", "r", 8, "replies kept for replay: requests a host may have in flight"),
         Register("PUSH_TIMEOUT", "rw", 32, "cycles before an unacknowledged event push is sent again"),
         Register("TAKEOVER_AFTER", "rw", 32, "milliseconds an owner must have been silent before an "
                                              "OPEN with TAKE_OVER replaces it"),

@@ -17,29 +17,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, Value
-from amaranth.lib import fifo, memory, stream, wiring
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value
+from amaranth.lib import data, fifo, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from ..formats import host_link as F
 from ..formats.registers import ADDRESS, ENGINE_REGISTERS, LINK_BASE, LINK_REGISTERS, REGISTER_MAP
 from .headers import header_bytes, header_fields, lanes, to_beats
 from .link_intake import big_endian
-from .link_sender import SEND_COMMAND, STORE_ADDRESS_WIDTH
+from .link_sender import AREA_WORDS, PUSH_AREA, SCRATCH, SEND_COMMAND, STATUS_AREA, STORE_ADDRESS_WIDTH
 from .packet_fifo import CONTROL_META
 from .readout import CounterBank, register_select
 from .receive_store import READ_AHEAD
 from .register_bus import RegisterBus
 from .transmit_path import UPLOAD_ROOM
 
-AREA_WORDS = 128
-"""One stored reply with its link header: up to 62 operations, or a status snapshot."""
-SCRATCH, STATUS_AREA, PUSH_AREA = 4 * AREA_WORDS, 5 * AREA_WORDS, 8 * AREA_WORDS
-"""Replies not kept (refusals, OPEN), status snapshots, and the event push."""
-PUSH_WORDS = 1024
 HEADER_WORDS = F.HEADER.end // 4
-EVENTS_PER_PUSH = 256
-"""EVENT words in one push; room is left for one control packet after them."""
 DOWNLOAD_QUEUE = 8
 """Words read from slot memory and not yet taken by the sender, where slot memory is
 block RAM: it gives a word a cycle, faster than the wire takes them."""
@@ -50,6 +43,9 @@ word late mid-frame cuts the frame short (a bad FCS on the wire); and after a se
 at a staging line's end, DRAM's words can come late."""
 UPLOADS_UNSEEN = 2
 """UPLOAD_DATA writes on their way that the engine's UPLOAD_ROOM does not show yet."""
+KEPT = data.StructLayout({"words": 12, "sum": 32, "count": 12, "value": 32})
+"""A kept reply's record: its stored words and their sum; for a DOWNLOAD, its data's word
+count (0: none) and address, read again on replay."""
 SNAPSHOT = [ADDRESS[r.name] if r.access in ("r", "rw") else None for r in ENGINE_REGISTERS]
 """What a status snapshot reads of the engine: registers that neither pop nor strobe."""
 COUNTERS = ("LINK_EXECUTED", "LINK_REPLAYED", "LINK_REFUSED", "LINK_STALE", "LINK_DROPPED", "LINK_PUSHES",
@@ -128,7 +124,7 @@ class LinkExecutor(wiring.Component):
         m, regs, ident = self.m, self.regs, self.identity
         for name, value in {"BOARD": ident.board, "IP_ADDRESS": ident.ip_address,
                             "MAC_HIGH": ident.mac_address >> 32, "MAC_LOW": ident.mac_address & 0xFFFF_FFFF,
-                            "REGISTER_MAP": REGISTER_MAP}.items():
+                            "REGISTER_MAP": REGISTER_MAP, "LINK_WINDOW": F.WINDOW}.items():
             m.d.comb += regs[name].eq(value)
         m.d.comb += regs["LINK_UP"].eq(self.link_up)
         self.strobes = {name: Signal(name=f"{name.lower()}_strobe") for name in COUNTERS}
@@ -185,14 +181,14 @@ class LinkExecutor(wiring.Component):
         self.source, self.source_port, self.left = Signal(32), Signal(16), Signal(12)
         self.head = [Signal(32, name=f"head{i}") for i in range(HEADER_WORDS)]
         self.fields = header_fields([F.HEADER], [b for w in self.head for b in lanes(w, 4)])
-        # Replies kept for replay, by ID modulo the window.
-        n = F.WINDOW
-        self.kept = Array(Signal(name=f"kept{i}") for i in range(n))
-        self.kept_words = Array(Signal(12, name=f"kept_words{i}") for i in range(n))
-        self.kept_sum = Array(Signal(32, name=f"kept_sum{i}") for i in range(n))
-        self.kept_count = Array(Signal(12, name=f"kept_count{i}") for i in range(n))
-        """A kept DOWNLOAD's word count (0: none): its data is read again on replay."""
-        self.kept_value = Array(Signal(32, name=f"kept_value{i}") for i in range(n))
+        # Replies kept for replay, by ID modulo the window: which are, and each one's record
+        # (small memories, read as the request's ID names them).
+        self.kept = Signal(F.WINDOW)
+        self.slot = Signal(range(F.WINDOW))
+        m.d.comb += self.slot.eq(self.fields["id"] % F.WINDOW)
+        m.submodules.kept_replies = replies = memory.Memory(shape=KEPT, depth=F.WINDOW, init=[])
+        self.kept_record, self.keeping = replies.read_port(domain="comb"), replies.write_port()
+        m.d.comb += [self.kept_record.addr.eq(self.slot), self.keeping.addr.eq(self.slot)]
         # The reply being built: its area of the store, its body words so far and their sum.
         self.area, self.at, self.sum = Signal(STORE_ADDRESS_WIDTH), Signal(12), Signal(32)
         self.status, self.reply_type, self.reply_id = Signal(8), Signal(8), Signal(16)
@@ -285,7 +281,7 @@ class LinkExecutor(wiring.Component):
     def _decide(self) -> None:
         m, regs, f = self.m, self.regs, self.fields
         behind = (regs["LINK_NEXT_ID"] - f["id"])[:16]
-        kept = (behind >= 1) & (behind <= F.WINDOW) & self.kept[f["id"] % F.WINDOW]
+        kept = (behind >= 1) & (behind <= F.WINDOW) & self.kept.bit_select(self.slot, 1)
         owner = (self.source == regs["LINK_OWNER_ADDRESS"]) & (self.source_port == regs["LINK_OWNER_PORT"])
         in_session = regs["LINK_SESSION"].any() & (f["session"] == regs["LINK_SESSION"])
         words = self.left
@@ -331,9 +327,8 @@ class LinkExecutor(wiring.Component):
 
     def _execute(self, m: Module, state: str) -> None:
         f, regs = self.fields, self.regs
-        self.begin(f["id"] % F.WINDOW * AREA_WORDS, f["type"] | F.REPLY, keep=True)
-        m.d.sync += [regs["LINK_NEXT_ID"].eq(regs["LINK_NEXT_ID"] + 1),
-                     self.kept[f["id"] % F.WINDOW].eq(0), self.kept_count[f["id"] % F.WINDOW].eq(0)]
+        self.begin(self.slot * AREA_WORDS, f["type"] | F.REPLY, keep=True)
+        m.d.sync += [regs["LINK_NEXT_ID"].eq(regs["LINK_NEXT_ID"] + 1), self.kept.bit_select(self.slot, 1).eq(0)]
         self._count("LINK_EXECUTED")
         m.next = state
 
@@ -421,18 +416,17 @@ class LinkExecutor(wiring.Component):
         issued, in_flight = Signal(12), Signal(range(3))
         primed = self.primed = Signal()
         """The queue has been filled and the reply sent (SEND then streams the body)."""
-        slot = f["id"] % F.WINDOW
         with m.State("DOWNLOAD"):
             taken = self.take()
             with m.If(taken):
                 words = big_endian(self.payload.payload)
-                m.d.sync += [count.eq(words), self.streamed.eq(words), value.eq(f["value"]),
-                             self.kept_count[slot].eq(words), self.kept_value[slot].eq(f["value"])]
+                m.d.sync += [count.eq(words), self.streamed.eq(words), value.eq(f["value"])]
                 m.next = "HEAD"
         with m.State("REPLAY"):
-            m.d.sync += [self.area.eq(slot * AREA_WORDS), self.at.eq(self.kept_words[slot] - HEADER_WORDS),
-                         self.sum.eq(self.kept_sum[slot]), self.streamed.eq(self.kept_count[slot]),
-                         count.eq(self.kept_count[slot]), value.eq(self.kept_value[slot]), self.keep.eq(0)]
+            kept = self.kept_record.data
+            m.d.sync += [self.area.eq(self.slot * AREA_WORDS), self.at.eq(kept.words - HEADER_WORDS),
+                         self.sum.eq(kept.sum), self.streamed.eq(kept.count), count.eq(kept.count),
+                         value.eq(kept.value), self.keep.eq(0)]
             m.next = "SEND"
         with m.State("STREAM"):
             self.bus_write(ADDRESS["DOWNLOAD_ADDRESS"], value)
@@ -500,8 +494,7 @@ class LinkExecutor(wiring.Component):
             with m.If(~regs["LINK_SESSION"].any() | owner | taking_over):
                 with m.If(f["session"] != regs["LINK_SESSION"]):
                     m.d.sync += [regs["LINK_SESSION"].eq(f["session"]), regs["LINK_NEXT_ID"].eq(1),
-                                 regs["LINK_PUSH_NUMBER"].eq(0), self.push_pending.eq(0),
-                                 *(k.eq(0) for k in self.kept)]
+                                 regs["LINK_PUSH_NUMBER"].eq(0), self.push_pending.eq(0), self.kept.eq(0)]
                 m.d.sync += [regs["LINK_OWNER_ADDRESS"].eq(self.source), regs["LINK_OWNER_PORT"].eq(self.source_port)]
                 m.d.comb += self.heard.eq(1)
             with m.Else():
@@ -536,7 +529,7 @@ class LinkExecutor(wiring.Component):
         with m.State("PUSH_EVENTS"):
             # EVENT reads one a cycle while events wait; reading past the last one pops nothing
             # and reads 0 (its valid bit, bit 31, clear), so a read or two too many is harmless.
-            issue = (issued != EVENTS_PER_PUSH) & self.events_waiting
+            issue = (issued != F.EVENTS_PER_PUSH) & self.events_waiting
             with m.If(issue):
                 self.bus_read(ADDRESS["EVENT"])
                 m.d.sync += issued.eq(issued + 1)
@@ -595,7 +588,6 @@ class LinkExecutor(wiring.Component):
             "version": F.VERSION, "type": self.reply_type, "status": self.status, "id": self.reply_id,
             "ack": regs["LINK_NEXT_ID"], "session": regs["LINK_SESSION"], "value": f["value"]}), 4)
         word = Signal(range(HEADER_WORDS + 1))
-        slot = f["id"] % F.WINDOW
         with m.State("HEAD"):
             with m.If(self.writable):
                 m.d.sync += word.eq(0)
@@ -620,8 +612,10 @@ class LinkExecutor(wiring.Component):
                          command.port.eq(Mux(self.area == PUSH_AREA, regs["LINK_OWNER_PORT"], self.source_port))]
             with m.If(self.send.valid & self.send.ready):
                 with m.If(self.keep):
-                    m.d.sync += [self.kept[slot].eq(1), self.kept_words[slot].eq(stored),
-                                 self.kept_sum[slot].eq(self.sum)]
+                    m.d.sync += self.kept.bit_select(self.slot, 1).eq(1)
+                    record = self.keeping.data
+                    m.d.comb += [self.keeping.en.eq(1), record.words.eq(stored), record.sum.eq(self.sum),
+                                 record.count.eq(self.streamed), record.value.eq(f["value"])]
                 with m.If(self.area == PUSH_AREA):
                     m.d.sync += [self.push_words.eq(stored), self.push_sum.eq(self.sum),
                                  self.push_sent_at.eq(self.cycles)]

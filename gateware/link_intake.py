@@ -52,7 +52,7 @@ class LinkIntake(wiring.Component):
     source address and source port. ``dropped`` strobes for each datagram dropped (two
     can end in one cycle: one cut short, one judged a cycle late)."""
 
-    def __init__(self, address: int, port: int, depth: int, datagrams: int = 8) -> None:
+    def __init__(self, address: int, port: int, depth: int, datagrams: int = F.WINDOW) -> None:
         self.address, self.port, self.depth, self.datagrams = address, port, depth, datagrams
         super().__init__({
             "net_rx": In(ip_stream(32)),

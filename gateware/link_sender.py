@@ -14,13 +14,25 @@ from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from ..formats import host_link as F
 from .headers import UDP, fold, header_bytes, to_beats
 from .link_intake import pseudo_header
 from .segmenter import UDP_PROTOCOL
 from .streams import ip_stream
 
-STORE_WORDS = 2048
-"""Reply slots and the push buffer, in 32-bit words."""
+AREA_WORDS = 64
+"""One stored reply with its link header: up to F.MAX_OPERATIONS operations."""
+STATUS_WORDS = 128
+"""A status snapshot: the link header, REGISTER_MAP and every register."""
+PUSH_WORDS = 768
+"""An event push: its header, F.EVENTS_PER_PUSH events and one control packet of up to
+a control FIFO's 512 words."""
+SCRATCH = F.WINDOW * AREA_WORDS
+"""Replies kept for replay (one area for each ID in the window) lie below; here, those
+not kept (refusals, OPEN)."""
+STATUS_AREA, PUSH_AREA = SCRATCH + AREA_WORDS, SCRATCH + AREA_WORDS + STATUS_WORDS
+STORE_WORDS = PUSH_AREA + PUSH_WORDS
+"""The store's areas, in 32-bit words: 3008, six of the ECP5's block RAMs."""
 STORE_ADDRESS_WIDTH = (STORE_WORDS - 1).bit_length()
 
 SEND_COMMAND = data.StructLayout({

@@ -261,6 +261,37 @@ def test_hostile_datagrams_are_dropped_and_counted_and_the_owner_is_still_served
     leave(owner)
 
 
+def resent(owner: BoardLink, request_id: int) -> tuple[F.Header, bytes]:
+    """The board's answer to a RESEND of ``request_id``, sent beside the owner's client."""
+    owner.sock.sendto(F.encode(F.Header(F.Type.RESEND, id=request_id, session=owner.client.session)),
+                      owner.address)
+    owner.sock.settimeout(60)
+    try:
+        while True:
+            header, body = F.decode(owner.sock.recv(65536))
+            if header.type != F.Type.EVENTS and header.id == request_id:
+                return header, bytes(body)
+    finally:
+        owner.sock.setblocking(False)  # as the client runs it
+
+
+def test_the_board_keeps_its_last_window_of_replies_and_no_more(board):
+    """Exactly once rests on the kept replies: each of the last WINDOW comes again on a
+    RESEND, byte for byte; the one before them is OUT_OF_WINDOW, ``ack`` the next ID."""
+    owner = taken(board)
+    try:
+        replies = [owner.run(F.Type.REGISTERS, operations(F.Operation(F.Opcode.WRITE, ADDRESS["PEER_PORT"], n),
+                                                          F.Operation(F.Opcode.READ, ADDRESS["PEER_PORT"])))
+                   for n in range(F.WINDOW + 1)]
+        for header, body in replies[1:]:
+            again, again_body = resent(owner, header.id)
+            assert (again.type, again.status, again_body) == (F.Type.REGISTERS | F.REPLY, F.Status.OK, body)
+        refused, _ = resent(owner, replies[0][0].id)
+        assert refused.status == F.Status.OUT_OF_WINDOW and refused.ack == (replies[-1][0].id + 1) % (1 << 16)
+    finally:
+        leave(owner)
+
+
 def test_a_board_sends_a_file_to_a_software_receiver(board, tmp_path):
     sender, receiver = board_sends(board, tmp_path)
     assert sender["ok"] and receiver["ok"] and sender["sha256"] == receiver["sha256"]

@@ -17,8 +17,6 @@ from ...formats.registers import ADDRESS, ENGINE_REGISTERS, LINK_REGISTERS, REGI
 from .engine import Engine
 
 Address = tuple[str, int]
-EVENTS_PER_PUSH = 256
-"""EVENT words in one push; room is left for one control packet after them."""
 DEFAULT_TAKEOVER_MS = 10_000
 
 
@@ -96,7 +94,7 @@ class HostLink:
             self.counts["LINK_PUSH_RETRIES"] += 1
         elif self.engine.events or self.engine.control_in:
             self.push_number = (self.push_number + 1) % (1 << 16)
-            events = self.engine.take_events(EVENTS_PER_PUSH)
+            events = self.engine.take_events(F.EVENTS_PER_PUSH)
             packets = [self.engine.control_in.popleft()] if self.engine.control_in else []
             self.push_sent = F.encode(F.Header(F.Type.EVENTS, id=self.push_number, session=self.session),
                                       F.encode_events(events, packets))
@@ -162,7 +160,8 @@ class HostLink:
             return self.engine.read(address, now)
         values = {"LINK_SESSION": self.session, "LINK_OWNER_ADDRESS": _ipv4(self.owner[0]),
                   "LINK_OWNER_PORT": self.owner[1], "LINK_OWNER_SILENT": self._silent_ms(now),
-                  "LINK_NEXT_ID": self.expected, "LINK_PUSH_NUMBER": self.push_number, "REGISTER_MAP": REGISTER_MAP}
+                  "LINK_NEXT_ID": self.expected, "LINK_PUSH_NUMBER": self.push_number, "LINK_WINDOW": F.WINDOW,
+                  "REGISTER_MAP": REGISTER_MAP}
         return values.get(name, self.counts.get(name, self.settings.get(name, self.engine.fixed.get(name, 0))))
 
     def write(self, address: int, value: int, now: float) -> None:
