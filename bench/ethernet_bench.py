@@ -130,7 +130,7 @@ def report(board: Board, results: dict, console: Console) -> None:
     console.print(table)
     if "link" not in results:  # not measured with the slots in DRAM
         return
-    table = Table(title=f"Host link (requests pipelined, 4 in flight); {clock}")
+    table = Table(title=f"Host link (requests pipelined, up to {F.WINDOW} in flight); {clock}")
     for column in ("case", "bytes", "goodput Mb/s", "theoretical Mb/s", "of theoretical", "DATA meanwhile Mb/s",
                    "latency"):
         table.add_column(column, justify="right")

@@ -494,6 +494,12 @@ class Reception:
         return self.sink.problem()
 
 
+def _board_host(link: Address, address: str) -> str:
+    """Where senders reach a board: its own address, or, for a simulated board reached on
+    loopback (netblt sim-board), the loopback address it bridges its ports on."""
+    return link[0] if host_address(link).is_loopback else address
+
+
 def serve(listen: Address, output: Output, options: Options, feedback: Feedback = Quiet(), *,
           keep_serving: bool = False, force: bool = False, gate: Gate | None = None,
           listening: Callable[[str], None] | None = None) -> tuple[list[TransferReport], Interrupted | None]:
@@ -504,7 +510,8 @@ def serve(listen: Address, output: Output, options: Options, feedback: Feedback 
         params = dp.fit(options.params, sending=False)
         if listening:
             if options.board is not None:
-                listening(f"board {show(options.board)}'s {show((dp.geometry.address, dp.control.local_port))}")
+                listening(f"{show((_board_host(options.board, dp.geometry.address), dp.control.local_port))} "
+                          f"(board {show(options.board)})")
             else:
                 anywhere = "::" if dp.transport.family == socket.AF_INET6 else "0.0.0.0"
                 listening(show((listen[0] or anywhere, dp.transport.local_port)))

@@ -135,6 +135,16 @@ def board_sends(board: SimBoard, tmp_path: Path, *options: str, loss: str = "0%"
     return reports(done.stdout)[0], got[0]
 
 
+def waiting_for_a_sender(recv: subprocess.Popen, board, link: str) -> None:
+    """Read ``netblt recv --board``'s lines up to the one that says where senders go: the
+    board's NETBLT port, as a sender reaches it (loopback, for a simulated board)."""
+    said = ""
+    while "waiting for a sender" not in (line := recv.stderr.readline()):
+        said += line
+        assert line, said + recv.stderr.read()
+    assert f"waiting for a sender on {board.netblt_address} (board {link})" in line, line
+
+
 def board_receives(board: SimBoard, tmp_path: Path, *send_options: str, loss: str = "0%", link_loss: str = "0%",
                    seed: int = 1, during=None, held: int | None = None,
                    recv_options: tuple[str, ...] = (), size: int = SIZE) -> tuple[dict, dict]:
@@ -146,10 +156,7 @@ def board_receives(board: SimBoard, tmp_path: Path, *send_options: str, loss: st
         else board.link_address
     recv = spawn(["recv", "--board", link, "--listen", f":{board.netblt}", "--out", str(out),
                   "--json", *recv_options], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=out)
-    said = ""
-    while "waiting for a sender" not in (line := recv.stderr.readline()):
-        said += line
-        assert line, said + recv.stderr.read()
+    waiting_for_a_sender(recv, board, link)
     peer = f"{board.host}:{relay(board.netblt_address, loss, seed, host=board.host)}" if loss != "0%" \
         else board.netblt_address
     if during:
@@ -474,10 +481,7 @@ def test_a_board_refuses_a_stream_it_cannot_size(board, tmp_path):
     out.mkdir()
     recv = spawn(["recv", "--board", board.link_address, "--listen", f":{board.netblt}", "--out", str(out),
                   "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    said = ""
-    while "waiting for a sender" not in (line := recv.stderr.readline()):
-        said += line
-        assert line, said + recv.stderr.read()
+    waiting_for_a_sender(recv, board, board.link_address)
     done = send("-", board.netblt_address, input=os.urandom(1000).hex(), timeout=120)
     assert done.returncode == 1
     assert "receiving board needs the transfer's size" in done.stderr
