@@ -34,6 +34,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     status.add_argument("--json", action="store_true", help="print the registers as one JSON object")
     status.add_argument("--timeout", type=_timeout, default=3.0, metavar="TIME",
                         help="how long to wait for an answer, with a unit: 500ms, 10s (default: 3s)")
+    sub.metavar = "{" + ",".join(sub.choices) + "}"  # what a missing command's error names
 
 
 def _timeout(text: str) -> float:

