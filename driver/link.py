@@ -117,8 +117,10 @@ class LinkClient:
         self.quiet_from: float | None = None
         """When the board last went quiet: the first send since it was last heard."""
         self.recovering = False
-        self.window = float(F.WINDOW)
-        """Requests kept in flight: the whole window on a clean link; halved at each loss and
+        self.most = float(F.WINDOW)
+        """The widest window: the board's, or fewer where the host's socket holds fewer replies."""
+        self.window = self.most
+        """Requests kept in flight: :attr:`most` on a clean link; halved at each loss and
         grown back by one a window's worth of replies, so that a lossy link does not send a
         whole window again for each datagram it loses (the board runs requests in order only)."""
         self.replays = 0
@@ -297,7 +299,7 @@ class LinkClient:
 
     def grow(self, replies: int) -> None:
         """``replies`` came in order: the window grows back towards WINDOW."""
-        self.window = min(float(F.WINDOW), self.window + replies / self.window)
+        self.window = min(self.most, self.window + replies / self.window)
 
     def _recover(self, expected: int) -> None:
         """The board expects ``expected`` next: ask again for the replies to what it ran,
@@ -352,6 +354,12 @@ def _dotted_quad(value: int) -> str:
     return socket.inet_ntoa(value.to_bytes(4, "big"))
 
 
+RECEIVE_BUFFER = 4 << 20
+"""Asked of the host link's socket: a window of replies arrives at line rate, 32 jumbo
+DOWNLOADs at once. The kernel grants at most net.core.rmem_max; with less, the window
+is made to fit what it holds (dropped replies cost a recovery each)."""
+
+
 class BoardLink:
     """A host-link session with the board at ``address``, over a UDP socket.
 
@@ -368,6 +376,9 @@ class BoardLink:
         self.sock = socket.socket(family, socket.SOCK_DGRAM)
         self.sock.connect(address)
         self.sock.setblocking(False)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RECEIVE_BUFFER)
+        held = self.sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF) // (2 * (mtu + 1024))
+        self.client.most = self.client.window = float(max(1, min(F.WINDOW, held)))
         self.poller = select.poll()
         self.poller.register(self.sock, select.POLLIN)
         self.offload = True

@@ -41,12 +41,13 @@ class Layout:
                 raise ValueError(f"{self.name}: longword {field.name} is not aligned")
             at = field.end
 
-    @property
+    @cached_property
     def start(self) -> int:
         return self.fields[0].offset
 
-    @property
+    @cached_property
     def end(self) -> int:
+        """Read for every datagram the host decodes: worked out once."""
         return self.fields[-1].end
 
     @cached_property

@@ -3,6 +3,7 @@ duplication and reordering in virtual time."""
 
 import os
 import random
+import socket
 
 import pytest
 from link_board import LossyLink, LossyRelay, ServedBoard, board_model
@@ -274,6 +275,27 @@ def test_bulk_runs_are_exact_and_run_once_through_a_bad_path(seed):
     finally:
         link.close()
         relay.close()
+        board.close()
+
+
+def test_a_window_of_jumbo_downloads_fits_the_hosts_socket():
+    """32 DOWNLOAD replies of 9000 bytes arrive at once: 290 KB, more than a socket's
+    default 208 KiB of buffer holds. The link asks for more, and fits its window to what
+    the kernel grants; with the default buffer and the whole window, replies were dropped
+    at every run and each recovery asked for them all again (a receive through a board
+    stalled for good)."""
+    board = ServedBoard(BUILDS["versa_ecp5"]["dram"])
+    link = BoardLink(("127.0.0.1", board.port), give_up=10, mtu=9000)
+    try:
+        link.open()
+        size = 64 * 4 * F.max_words(9000)
+        board.engine.rx_memory[:size] = data = random.Random(3).randbytes(size)
+        for _ in range(4):
+            assert link.download(0, size) == data
+        assert link.client.window * (9000 + 1024) * 2 <= link.sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)
+        assert link.client.replays + link.client.resent == 0  # nothing was dropped on the way
+    finally:
+        link.close()
         board.close()
 
 
