@@ -62,10 +62,11 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
         link.close()
     readable = {r.name for _, group in GROUPS + LINK_GROUPS for r in group if r.access in ("r", "rw")}
     shown = {name: value for name, value in registers.items() if name in readable}
+    board = decoded(link.shown, shown)
     if args.json:
-        out.print(json.dumps({"board": link.shown, "registers": shown}), highlight=False, soft_wrap=True)
+        out.print(json.dumps(board), highlight=False, soft_wrap=True)
         return 0
-    out.print(summary(link.shown, shown), highlight=False, soft_wrap=True)
+    out.print(summary(board), highlight=False, soft_wrap=True)
     table = Table(title=f"Registers of {link.shown} (those that reading does not change)")
     for column in ("group", "register", "value", "meaning"):
         table.add_column(column)
@@ -83,19 +84,36 @@ def value_text(name: str, value: int) -> str:
     return f"{value} (0x{value:x})" if value > 9 else str(value)
 
 
-def summary(where: str, r: dict[str, int]) -> str:
-    mac = ":".join(f"{b:02x}" for b in ((r["MAC_HIGH"] << 32) | r["MAC_LOW"]).to_bytes(6, "big"))
-    board = BOARD_NAMES.get(r["BOARD"], f"board {r['BOARD']}")
-    if r["LINK_SESSION"]:
-        owner = (f"owned by {ipaddress.IPv4Address(r['LINK_OWNER_ADDRESS'])}:{r['LINK_OWNER_PORT']}, "
-                 f"last heard {r['LINK_OWNER_SILENT'] / 1000:g} s ago")
-    else:
-        owner = "no session"
-    gateway = ipaddress.IPv4Address(r["GATEWAY"]) if r["GATEWAY"] else "none"
-    return (f"{where}: {board}, {ipaddress.IPv4Address(r['IP_ADDRESS'])} ({mac}), "
-            f"netmask {ipaddress.IPv4Address(r['NETMASK'])}, gateway {gateway}, "
-            f"link {'up' if r['LINK_UP'] else 'down'}, engine at {r['CLOCK_HZ'] / 1e6:g} MHz with "
-            f"{slots(r)}; {owner}")
+def decoded(where: str, r: dict[str, int]) -> dict:
+    """The snapshot as a reader wants it: addresses as text, words as their fields, the
+    owner, the link, the slots and the counters by name; the raw registers beside them."""
+    g = GEOMETRY_WORD.unpack(r["GEOMETRY"])
+    owner = {"address": f"{ipaddress.IPv4Address(r['LINK_OWNER_ADDRESS'])}:{r['LINK_OWNER_PORT']}",
+             "silent_seconds": r["LINK_OWNER_SILENT"] / 1000} if r["LINK_SESSION"] else None
+    return {
+        "board": where, "name": BOARD_NAMES.get(r["BOARD"], f"board {r['BOARD']}"),
+        "address": str(ipaddress.IPv4Address(r["IP_ADDRESS"])),
+        "mac": ":".join(f"{b:02x}" for b in ((r["MAC_HIGH"] << 32) | r["MAC_LOW"]).to_bytes(6, "big")),
+        "netmask": str(ipaddress.IPv4Address(r["NETMASK"])),
+        "gateway": str(ipaddress.IPv4Address(r["GATEWAY"])) if r["GATEWAY"] else None,
+        "link": {"up": bool(r["LINK_UP"]), "session": r["LINK_SESSION"], "owner": owner, "window": r["LINK_WINDOW"]},
+        "engine": {"clock_hz": r["CLOCK_HZ"], "state": {k: bool(v) for k, v in ENGINE_STATE.unpack(r["STATE"]).items()}},
+        "slots": {"transmit": g["tx_slots"], "receive": g["rx_slots"], "bytes": r["SLOT_BYTES"],
+                  "bitmap_packets": 1 << g["log2_max_packets"], "text": slots(r)},
+        "counters": {reg.name: r[reg.name] for title, group in GROUPS + LINK_GROUPS if "ounters" in title
+                     for reg in group if reg.name in r and reg.access == "r"},
+        "registers": r,
+    }
+
+
+def summary(board: dict) -> str:
+    """The decoded snapshot in one line."""
+    owner = board["link"]["owner"]
+    held = f"owned by {owner['address']}, last heard {owner['silent_seconds']:g} s ago" if owner else "no session"
+    return (f"{board['board']}: {board['name']}, {board['address']} ({board['mac']}), "
+            f"netmask {board['netmask']}, gateway {board['gateway'] or 'none'}, "
+            f"link {'up' if board['link']['up'] else 'down'}, engine at {board['engine']['clock_hz'] / 1e6:g} MHz "
+            f"with {board['slots']['text']}; {held}")
 
 
 def slots(r: dict[str, int]) -> str:

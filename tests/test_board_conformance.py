@@ -189,6 +189,17 @@ def test_board_status_names_the_board_without_a_session(board):
                                    f"netmask 255.255.255.0, gateway none, link up, engine at 50 MHz with "
                                    f"2 transmit and 2 receive slots of 16 KiB (1024-packet bitmaps); ")
     assert "no session" in shown.stdout.splitlines()[0]
+    board_json = subprocess.run(NETBLT + ["board", "status", board.link_address, "--json"], capture_output=True,
+                                text=True, timeout=60)
+    answer = json.loads(board_json.stdout)  # decoded for a reader, the raw registers beside
+    assert (answer["name"], answer["address"], answer["mac"]) == ("simulation", board.ip_address, MAC_ADDRESS)
+    assert (answer["netmask"], answer["gateway"]) == ("255.255.255.0", None)
+    assert answer["link"] == {"up": True, "session": 0, "owner": None, "window": F.WINDOW}
+    assert answer["engine"] == {"clock_hz": SIMULATION.clock_hz,
+                                "state": {"tx_idle": True, "checking": False, "slots_ready": True}}
+    assert answer["slots"]["transmit"] == 2 and answer["slots"]["bytes"] == SIMULATION.slot_bytes
+    assert answer["counters"]["LINK_EXECUTED"] == 0 and "TX_PACKETS" in answer["counters"]
+    assert answer["registers"]["IP_ADDRESS"] == registers["IP_ADDRESS"]
 
 
 def test_board_status_through_a_path_that_loses_a_fifth_of_the_datagrams(board):
