@@ -47,6 +47,11 @@ CLOCK_BASELINE = 0.3
 HARDWARE_MATCH = 0.05
 """A measured clock this close to CLOCK_HZ is the board's own: real hardware."""
 OPERATIONS = F.MAX_OPERATIONS
+RETRY_DATAGRAMS = 4
+"""What the retry timer allows between replies, in full datagrams' time: the board runs
+requests as they come, so with a whole window in flight each reply still follows the one
+before within a few datagrams (a timer of 32, the window, waited 4 s a loss through a
+simulated board, and a lossy host link outlived the peer's death timer)."""
 HEARTBEAT = 1.0
 """Seconds of host-link silence after which a waiting host says it is still there."""
 HOLD = 5.0
@@ -455,11 +460,11 @@ class BoardDataPath:
                 return
 
     def _link_timers(self) -> tuple[float, float]:
-        """The host link's retry time: a window of full datagrams on the wire and back,
+        """The host link's retry time: RETRY_DATAGRAMS full datagrams on the wire and back,
         three times over, in the board's time, plus a millisecond for the host. It gives up
         after 20 retries' silence (at least 3 s), well inside a NETBLT death timer."""
-        window = F.WINDOW * (self.link.mtu + 38) * 8 / WIRE_BPS
-        retry = 0.001 + 3 * window / self.clock.scale
+        datagrams = RETRY_DATAGRAMS * (self.link.mtu + 38) * 8 / WIRE_BPS
+        retry = 0.001 + 3 * datagrams / self.clock.scale
         return retry, max(3.0, 20 * retry)
 
     def _ready_dram(self) -> None:
