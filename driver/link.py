@@ -298,7 +298,7 @@ class LinkClient:
             self._recover(header.ack)
 
     def grow(self, replies: int) -> None:
-        """``replies`` came in order: the window grows back towards WINDOW."""
+        """``replies`` came in order: the window grows back towards :attr:`most`."""
         self.window = min(self.most, self.window + replies / self.window)
 
     def _recover(self, expected: int) -> None:

@@ -100,7 +100,7 @@ def decoded(where: str, r: dict[str, int]) -> dict:
         "engine": {"clock_hz": r["CLOCK_HZ"], "state": {k: bool(v) for k, v in ENGINE_STATE.unpack(r["STATE"]).items()}},
         "slots": {"transmit": g["tx_slots"], "receive": g["rx_slots"], "bytes": r["SLOT_BYTES"],
                   "bitmap_packets": 1 << g["log2_max_packets"], "text": slots(r)},
-        "counters": {reg.name: r[reg.name] for title, group in GROUPS + LINK_GROUPS if "ounters" in title
+        "counters": {reg.name: r[reg.name] for title, group in GROUPS + LINK_GROUPS if "counters" in title.lower()
                      for reg in group if reg.name in r and reg.access == "r"},
         "registers": r,
     }
