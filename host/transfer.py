@@ -439,7 +439,7 @@ class Reception:
     def admit(self, request: ev.Admit) -> Admission:
         why = self._refusal(request)
         if why is not None:
-            self.feedback.status(f"refused {show(request.source)}: {why}")
+            self.refused(request, why)
             return Admission(refusal=why)
         sink, a = self.sink, self.announced
         size = "a stream" if a.size is None else f"{a.size} bytes"
@@ -450,6 +450,9 @@ class Reception:
         return Admission(held=sink.held, last=sink.total_buffers, resumed_bytes=sink.resumed_bytes,
                          client_string=secret.sign_response(request.uid, request.client_string) if secret
                          else None)
+
+    def refused(self, request: ev.Admit, why: str) -> None:
+        self.feedback.status(f"refused {show(request.source)}: {why}")
 
     def _refusal(self, request: ev.Admit) -> str | None:
         if (request.source, request.uid) in self.finished:
@@ -527,7 +530,8 @@ def _serve(dp: RealTimeDataPath, params: Params, output: Output, options: Option
         conn = Connection(active=False, sender=False, params=params, timing=options.timing,
                           client_string=b"netblt-recv")
         reception = Reception(output, gate, feedback, force=force, session=session, finished=finished)
-        endpoint = Endpoint(conn, dp, sink=reception, admit=reception.admit, cpu_clock=time.process_time)
+        endpoint = Endpoint(conn, dp, sink=reception, admit=reception.admit, refused=reception.refused,
+                            cpu_clock=time.process_time)
         waited = time.monotonic() + options.params.death_timer if session else None
         stop = run(endpoint, dp, feedback, lambda: reception.announced.size if reception.announced else None,
                    listen_until=waited)

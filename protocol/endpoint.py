@@ -147,11 +147,14 @@ class Endpoint:
 
     def __init__(self, conn: Connection, datapath: DataPath, *, source: Source | None = None,
                  sink: Sink | None = None, admit: Callable[[ev.Admit], Admission] | None = None,
+                 refused: Callable[[ev.Admit, str], None] | None = None,
                  check_peer: Callable[[bytes], str | None] | None = None,
                  cpu_clock: Callable[[], float] = lambda: 0.0) -> None:
         self.conn, self.dp = conn, datapath
         self.source, self.sink = source, sink
         self.admit, self.check_peer = admit, check_peer
+        self.refused = refused
+        """Told of an OPEN the data path turns down (the client's ``admit`` never sees it)."""
         self.progress = Progress()
         self.cpu_clock = cpu_clock
         self.cpu_start = 0.0
@@ -212,6 +215,8 @@ class Endpoint:
                 return self._deliver(n, index, size, final, now)
             case ev.Admit(params=params, transfer_size=size):
                 if why := dp.unusable(params, size, conn.is_sender):
+                    if self.refused:
+                        self.refused(action, why)
                     return conn.refuse(why, now)
                 answer = self.admit(action) if self.admit else Admission()
                 if answer.refusal is not None:

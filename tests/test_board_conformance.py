@@ -497,6 +497,8 @@ def test_a_board_refuses_a_stream_it_cannot_size(board, tmp_path):
     assert done.returncode == 1
     assert "receiving board needs the transfer's size" in done.stderr
     recv.kill()
+    _, said = recv.communicate(timeout=60)
+    assert "refused 127.0.0.1:" in said and "a receiving board needs the transfer's size" in said, said  # both ends say
     assert not list(out.iterdir())
 
 
