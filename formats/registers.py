@@ -131,7 +131,7 @@ GROUPS = (
         Register("SLOT_FIRST_AT", "r", 32, "CYCLES when the first packet was accepted"),
         Register("SLOT_LAST_AT", "r", 32, "CYCLES when the latest packet was accepted"),
         Register("SLOT_MEAN_GAP", "r", 32, "running average of cycles between packets (weight 1/8)"),
-        Register("RX_HIGH_ACK", "r", 16, "highest high-ack stamp seen on received DATA"),
+        Register("RX_HIGH_ACK", "r", 16, "high-ack stamp of the newest DATA received"),
     ),
     _group(
         "Engine",

@@ -158,9 +158,6 @@ class Reassembly(wiring.Component):
         for i in reversed(range(S)):
             match_slot = Mux(self.match[i], i, match_slot)
         self.match_slot = match_slot
-        high_ack_diff = Signal(16)
-        m.d.comb += high_ack_diff.eq(hdr.high_ack - self.high_ack)
-        self.high_ack_diff = high_ack_diff
 
     def _idle(self) -> None:
         """A command first: POST clears the slot's bitmap, RELEASE frees it; else a packet."""
@@ -235,8 +232,9 @@ class Reassembly(wiring.Component):
             m.d.sync += address.eq(address + 1)
             with m.If(beat.last):
                 m.d.comb += [self.close.valid.eq(write_ok), self.close.payload.eq(~beat.bad)]
-                # Serial-number order: the high-ack stamp only moves forward.
-                with m.If(~beat.bad & (self.high_ack_diff != 0) & (self.high_ack_diff < 0x8000)):
+                # The newest DATA's high-ack, not the highest: a new connection's numbers
+                # start again below the last one's (the host orders them itself).
+                with m.If(~beat.bad):
                     m.d.sync += self.high_ack.eq(hdr.high_ack)
                 with m.If(~beat.bad & rejected):
                     m.d.comb += self.drops.eq(1 << self.reject)

@@ -337,6 +337,21 @@ def test_a_board_receives_a_file_from_a_software_sender(board, tmp_path):
     assert receiver["packets_lost"] == 0 and not receiver["dropped"], receiver
 
 
+def test_a_boards_next_receive_retires_its_control_messages_as_the_first_did(board, tmp_path):
+    """RX_HIGH_ACK is the newest DATA's high-ack, whatever the last connection left there.
+    It used to move only forward in serial order, so a second receive's high-acks, all
+    below the first's last, were ignored until they passed it: each control packet
+    carried every OK since, and the second of two 32 MiB receives into the Colorlight's
+    model took 227 s where the first took 2.5. A shorter receive after a longer one ends
+    with fewer control messages sent, so a lower high-ack."""
+    left = []
+    for attempt, size in (("first", SIZE if board.backend == "rtl" else 25 * SIZE), ("next", SIZE // 2)):
+        sender, receiver = board_receives(board, tmp_path / attempt, size=size, seed=71)
+        assert receiver["ok"] and receiver["packets_lost"] == 0, receiver
+        left.append(board.status()["RX_HIGH_ACK"])
+    assert left[1] < left[0]  # the shorter receive's last high-ack, not the longer one's before it
+
+
 @pytest.mark.parametrize("loss", ["1%", "5%"])
 def test_a_board_sends_over_a_lossy_wan(board, tmp_path, loss):
     within_budget(board, loss)

@@ -404,9 +404,7 @@ class Engine:
         slot.received += 1
         slot.last_at = cycles
         self.counts["RX_ACCEPTED"] += 1
-        high_ack = _field(datagram, "high_ack")
-        if 0 < (high_ack - self.rx_high_ack) & 0xFFFF < 0x8000:
-            self.rx_high_ack = high_ack
+        self.rx_high_ack = _field(datagram, "high_ack")  # the newest DATA's, as the gateware keeps it
         kinds = {type(e).__name__: e for e in events}
         if "LdataSeen" in kinds:
             slot.ldata, slot.count = True, kinds["LdataSeen"].count
