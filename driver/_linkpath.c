@@ -2,7 +2,9 @@
  *
  * driver/link.py keeps the protocol (docs/host-link.md); this runs its common case, a run of
  * equal requests into or out of slot memory, up to the window in flight, batched system
- * calls both ways. Replies to the run are matched here; the board's event pushes that are
+ * calls both ways, and one REGISTERS request after them (the command that follows an upload,
+ * the reads that go with a download: a buffer's steps in one run). Replies to the run are
+ * matched here; the board's event pushes that are
  * next in sequence are held (and acknowledged in the following requests); anything else
  * (another reply, a status that is not OK, a late copy) and a silence longer than the retry
  * time end the run, handing the rest back to link.py, whose recovery (STATUS, RESEND) takes
@@ -20,7 +22,7 @@
 enum { H_VERSION, H_TYPE, H_STATUS, H_FLAGS, H_ID, H_ACK, H_SESSION, H_VALUE, H_COUNT };
 static struct { Py_ssize_t offset; int width; } field[H_COUNT];
 static Py_ssize_t header_size;
-static uint32_t version, reply_bit, type_events, status_ok;
+static uint32_t version, reply_bit, type_events, type_registers, type_upload, type_download, status_ok;
 static int configured;
 
 #define BATCH 64
@@ -43,8 +45,8 @@ static void put(uint8_t *d, int f, uint32_t v)
 static PyObject *layout(PyObject *self, PyObject *args)
 {
     PyObject *fields;
-    if (!PyArg_ParseTuple(args, "O!nIIII", &PyTuple_Type, &fields, &header_size, &version, &reply_bit,
-                          &type_events, &status_ok))
+    if (!PyArg_ParseTuple(args, "O!nIIIIIII", &PyTuple_Type, &fields, &header_size, &version, &reply_bit,
+                          &type_events, &type_registers, &type_upload, &type_download, &status_ok))
         return NULL;
     if (PyTuple_GET_SIZE(fields) != H_COUNT || header_size < 1 || header_size > 64) {
         PyErr_Format(PyExc_ValueError, "layout: %d (offset, width) pairs and a header of 1..64 bytes", H_COUNT);
@@ -66,9 +68,13 @@ static PyObject *layout(PyObject *self, PyObject *args)
 typedef struct {
     int fd, kind;
     uint32_t session, held, first_id, word_address;
+    uint32_t acked;  /* the push acknowledged by the last request sent */
     Py_ssize_t count, window, step, words;  /* requests; in flight at most; words each (the last: fewer) */
     uint8_t *data;
     Py_ssize_t size;
+    Py_buffer after;  /* the REGISTERS request's body after the data's requests, if len > 0 */
+    Py_ssize_t data_count;  /* the data's requests: count, less the one after */
+    PyObject *after_reply;  /* its reply, once answered */
     char *done;
     Py_ssize_t oldest, next;  /* the oldest request not answered; the next to send */
     long long bytes_out, bytes_in, sent;
@@ -86,15 +92,20 @@ static Py_ssize_t request_words(Run *r, Py_ssize_t i)
 /* Request ``i`` into ``d``; its length. */
 static Py_ssize_t build(Run *r, Py_ssize_t i, uint8_t *d)
 {
-    Py_ssize_t words = request_words(r, i), body = r->kind == 4 ? 4 * words : 4;
+    Py_ssize_t words = request_words(r, i), body = r->kind == (int)type_upload ? 4 * words : 4;
     memset(d, 0, header_size);
     put(d, H_VERSION, version);
-    put(d, H_TYPE, (uint32_t)r->kind);
     put(d, H_ID, (r->first_id + (uint32_t)i) & 0xFFFF);
     put(d, H_ACK, r->held);
     put(d, H_SESSION, r->session);
+    if (i == r->data_count) {  /* the REGISTERS request after the data */
+        put(d, H_TYPE, type_registers);
+        memcpy(d + header_size, r->after.buf, r->after.len);
+        return header_size + r->after.len;
+    }
+    put(d, H_TYPE, (uint32_t)r->kind);
     put(d, H_VALUE, r->word_address + (uint32_t)(i * r->step));
-    if (r->kind == 4) {
+    if (r->kind == (int)type_upload) {
         Py_ssize_t at = 4 * i * r->step, have = r->size - at < 4 * words ? r->size - at : 4 * words;
         memcpy(d + header_size, r->data + at, have);
         memset(d + header_size + have, 0, 4 * words - have);
@@ -119,6 +130,8 @@ static int send_window(Run *r)
         msgs[n].msg_hdr.msg_iovlen = 1;
         n++, r->next++;
     }
+    if (n)
+        r->acked = r->held;
     for (Py_ssize_t at = 0; at < n;) {
         int sent = sendmmsg(r->fd, msgs + at, (unsigned)(n - at), MSG_DONTWAIT);
         if (sent < 0) {
@@ -135,8 +148,9 @@ static int send_window(Run *r)
     return 0;
 }
 
-/* A reply of the run's type: 0 taken (or a late copy, ignored); 1 hand it back and stop (a
- * status that is not OK, or a download's words that are not the request's). */
+/* A reply of the run's types: 0 taken (or a late copy, ignored); 1 hand it back and stop (a
+ * status that is not OK, a type that is not its request's, or a download's words that are
+ * not the request's); -1 an error set. */
 static int answer(Run *r, const uint8_t *d, Py_ssize_t len)
 {
     Py_ssize_t i = (Py_ssize_t)((get(d, H_ID) - r->first_id) & 0xFFFF);
@@ -144,7 +158,15 @@ static int answer(Run *r, const uint8_t *d, Py_ssize_t len)
         return 0;
     if (get(d, H_STATUS) != status_ok)
         return 1;
-    if (r->kind == 5) {
+    if (i == r->data_count) {
+        if (get(d, H_TYPE) != (type_registers | reply_bit))
+            return 1;
+        r->after_reply = PyBytes_FromStringAndSize((const char *)d, len);
+        if (!r->after_reply)
+            return -1;
+    } else if (get(d, H_TYPE) != ((uint32_t)r->kind | reply_bit)) {
+        return 1;
+    } else if (r->kind == (int)type_download) {
         Py_ssize_t words = request_words(r, i), at = 4 * i * r->step;
         if (len - header_size != 4 * words)
             return 1;
@@ -178,8 +200,10 @@ static int take(Run *r, const uint8_t *d, Py_ssize_t len)
     if (get(d, H_SESSION) != r->session)
         return hand_back(r, d, len, 1);
     uint32_t type = get(d, H_TYPE), id = get(d, H_ID);
-    if (type == ((uint32_t)r->kind | reply_bit))
-        return answer(r, d, len) ? hand_back(r, d, len, 1) : 0;
+    if (type == ((uint32_t)r->kind | reply_bit) || (r->after.len && type == (type_registers | reply_bit))) {
+        int answered = answer(r, d, len);
+        return answered > 0 ? hand_back(r, d, len, 1) : answered;
+    }
     if (type == type_events && id == ((r->held + 1) & 0xFFFF)) {
         PyObject *body = PyBytes_FromStringAndSize((const char *)d + header_size, len - header_size);
         if (!body || PyList_Append(r->pushes, body) < 0)
@@ -229,7 +253,10 @@ static int go(Run *r, int timeout_ms)
         if ((result = send_window(r)) < 0)
             break;
         struct pollfd p = {r->fd, POLLIN, 0};
-        int ready = poll(&p, 1, timeout_ms);
+        int ready;
+        Py_BEGIN_ALLOW_THREADS  /* a board simulated in this process answers meanwhile */
+        ready = poll(&p, 1, timeout_ms);
+        Py_END_ALLOW_THREADS
         if (ready == 0)
             r->stopped = "timeout";
         else if (ready < 0 && errno != EINTR) {
@@ -247,29 +274,36 @@ static int go(Run *r, int timeout_ms)
 static PyObject *bulk(PyObject *self, PyObject *args, PyObject *kwargs)
 {
     static char *names[] = {"fd", "kind", "session", "held", "first_id", "window", "word_address", "data",
-                            "step", "timeout", NULL};
+                            "step", "timeout", "after", NULL};
     Run r;
     memset(&r, 0, sizeof r);
     Py_buffer view;
-    PyObject *data;
+    PyObject *data, *after = NULL;
     double timeout;
     if (!configured) {
         PyErr_SetString(PyExc_RuntimeError, "layout() first");
         return NULL;
     }
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "iiIIInIOnd", names, &r.fd, &r.kind, &r.session, &r.held,
-                                     &r.first_id, &r.window, &r.word_address, &data, &r.step, &timeout))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "iiIIInIOnd|O", names, &r.fd, &r.kind, &r.session, &r.held,
+                                     &r.first_id, &r.window, &r.word_address, &data, &r.step, &timeout, &after))
         return NULL;
-    if (PyObject_GetBuffer(data, &view, r.kind == 5 ? PyBUF_WRITABLE : PyBUF_SIMPLE) < 0)
+    if (PyObject_GetBuffer(data, &view, r.kind == (int)type_download ? PyBUF_WRITABLE : PyBUF_SIMPLE) < 0)
         return NULL;  /* a download needs somewhere to write */
+    if (after && after != Py_None && PyObject_GetBuffer(after, &r.after, PyBUF_SIMPLE) < 0) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
     PyObject *result = NULL;
     r.data = view.buf, r.size = view.len;
     r.words = (view.len + 3) / 4;
-    r.count = r.step > 0 ? (r.words + r.step - 1) / r.step : 0;
-    if ((r.kind != 4 && r.kind != 5) || r.window < 1 || r.step < 1 || header_size + 4 * r.step > MAX_DATAGRAM
-        || r.count > 0x4000 || r.window > 0x4000) {
-        PyErr_SetString(PyExc_ValueError, "bulk: a kind of 4 (UPLOAD) or 5 (DOWNLOAD), a window, a step, and "
-                                          "at most 16384 requests (their IDs must not wrap)");
+    r.data_count = r.step > 0 ? (r.words + r.step - 1) / r.step : 0;
+    r.count = r.data_count + (r.after.len > 0);
+    if ((r.kind != (int)type_upload && r.kind != (int)type_download) || r.window < 1 || r.step < 1
+        || header_size + 4 * r.step > MAX_DATAGRAM || r.after.len > 4 * r.step || r.count > 0x4000
+        || r.window > 0x4000) {
+        PyErr_SetString(PyExc_ValueError, "bulk: a kind of UPLOAD or DOWNLOAD, a window, a step, a request after "
+                                          "no longer than one of the data's, and at most 16384 requests (their "
+                                          "IDs must not wrap)");
         goto done;
     }
     r.done = PyMem_Calloc(r.count ? r.count : 1, 1);
@@ -291,10 +325,14 @@ static PyObject *bulk(PyObject *self, PyObject *args, PyObject *kwargs)
         Py_XDECREF(pair);
     }
     if (waiting)
-        result = Py_BuildValue("{s:n,s:n,s:N,s:O,s:O,s:I,s:L,s:L,s:z}", "count", r.count, "next", r.next,
+        result = Py_BuildValue("{s:n,s:n,s:N,s:O,s:O,s:I,s:I,s:L,s:L,s:z,s:O}", "count", r.count, "next", r.next,
                                "waiting", waiting, "others", r.others, "pushes", r.pushes, "held", r.held,
-                               "bytes_out", r.bytes_out, "bytes_in", r.bytes_in, "stopped", r.stopped);
+                               "acked", r.acked, "bytes_out", r.bytes_out, "bytes_in", r.bytes_in,
+                               "stopped", r.stopped, "after", r.after_reply ? r.after_reply : Py_None);
 done:
+    Py_XDECREF(r.after_reply);
+    if (r.after.obj)
+        PyBuffer_Release(&r.after);
     PyMem_Free(r.done);
     PyMem_Free(r.out);
     Py_XDECREF(r.others);
@@ -307,8 +345,9 @@ static PyMethodDef methods[] = {
     {"layout", layout, METH_VARARGS,
      "layout(fields, header_size, version, reply_bit, type_events, status_ok): the header's layout."},
     {"bulk", (PyCFunction)(void (*)(void))bulk, METH_VARARGS | METH_KEYWORDS,
-     "bulk(fd, kind, session, held, first_id, window, word_address, data, step, timeout) -> dict: a run of "
-     "UPLOADs of data, or DOWNLOADs into it, until every one is answered or the link needs link.py."},
+     "bulk(fd, kind, session, held, first_id, window, word_address, data, step, timeout, after=None) -> dict: "
+     "a run of UPLOADs of data, or DOWNLOADs into it, and a REGISTERS request with the body after, until every "
+     "one is answered or the link needs link.py."},
     {NULL, NULL, 0, NULL},
 };
 

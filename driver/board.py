@@ -133,7 +133,7 @@ class Slot:
     data: bytes | None = None
     queried: bool = False
     """Its missing packets were asked for: resends came, so its arrivals are no first pass."""
-    timing: Request | Part | None = None
+    timing: Request | None = None
     """The reads made as it completed: RX_HIGH_ACK, and its arrival times if every
     packet came in the first pass."""
     posted: list[Request | Part] = field(default_factory=list)
@@ -583,8 +583,8 @@ class BoardDataPath:
         if not slot.queried:
             reads += [_write("STATUS_SLOT", index), _read("SLOT_RECEIVED"), _read("SLOT_FIRST_AT"),
                       _read("SLOT_LAST_AT")]
-        (slot.timing,) = self.link.submit([(F.Type.REGISTERS, F.encode_operations(reads), 0)], join=True)
-        slot.data = self.link.download(index * self.geometry.slot_bytes // 4, slot.size)
+        slot.timing = Request(F.Type.REGISTERS, F.encode_operations(reads))  # in the download's run
+        slot.data = self.link.download(index * self.geometry.slot_bytes // 4, slot.size, then=slot.timing)
         self.events.append(ev.BufferComplete(slot.buffer, slot.size, self._completion_reads(slot)))
 
     def _missing(self, kind: Event, index: int, value: int) -> None:
@@ -626,8 +626,8 @@ class BoardDataPath:
         return count * p.packet_size  # unusable() keeps this from happening
 
     def _completion_reads(self, slot: Slot) -> ev.FirstPass | None:
-        """What the reads made as the slot completed say (they were queued before its
-        download, which waits for them): the high-ack, and a loss-free buffer's first pass."""
+        """What the reads made as the slot completed say (they ran after its download, in
+        the same run): the high-ack, and a loss-free buffer's first pass."""
         values = [op.value for op in F.decode_operations(slot.timing.reply[1])
                   if op.opcode & ~F.DONE == F.Opcode.READ]
         self._note_high_ack(values[0])

@@ -41,7 +41,8 @@ else:
     _linkpath.layout(tuple((F.HEADER.field(name).offset, F.HEADER.field(name).width) for name in (
                          # the order of the C code's field enum
                          "version", "type", "status", "flags", "id", "ack", "session", "value")),
-                     F.HEADER.end, F.VERSION, F.REPLY, F.Type.EVENTS, F.Status.OK)
+                     F.HEADER.end, F.VERSION, F.REPLY, F.Type.EVENTS, F.Type.REGISTERS, F.Type.UPLOAD,
+                     F.Type.DOWNLOAD, F.Status.OK)
 
 
 def before(a: int, b: int) -> bool:
@@ -418,38 +419,48 @@ class BoardLink:
     def upload(self, word_address: int, data: bytes | memoryview) -> None:
         """``data`` into transmit slot memory from ``word_address`` on, once every request
         queued before it has run; returns when the board holds it all."""
-        self._bulk(F.Type.UPLOAD, word_address, data)
+        self._bulk(F.Type.UPLOAD, word_address, data, None)
 
-    def download(self, word_address: int, size: int) -> bytes:
+    def download(self, word_address: int, size: int, then: Request | None = None) -> bytes:
         """``size`` bytes of receive slot memory from ``word_address`` on, once every
-        request queued before has run."""
+        request queued before has run, and the REGISTERS request ``then`` after them in
+        the same run (the reads that go with a completed buffer: no round trip of their
+        own before the download); returns with ``then``'s reply in it."""
         out = bytearray(size)
-        self._bulk(F.Type.DOWNLOAD, word_address, out)
+        self._bulk(F.Type.DOWNLOAD, word_address, out, then)
         return bytes(out)
 
-    def _bulk(self, kind: F.Type, word_address: int, data: bytes | memoryview | bytearray) -> None:
-        """A run of UPLOADs or DOWNLOADs: compiled (driver/_linkpath.c) where it was built,
-        with the client's recovery taking over from wherever the run had to stop."""
+    def _bulk(self, kind: F.Type, word_address: int, data: bytes | memoryview | bytearray,
+              then: Request | None) -> None:
+        """A run of UPLOADs or DOWNLOADs and ``then``: compiled (driver/_linkpath.c) where it
+        was built, with the client's recovery taking over from wherever the run had to stop."""
         client, step = self.client, F.max_words(self.mtu)
         self._run(lambda: client.idle)  # the run takes the next IDs
+        after = then.body if then else b""
         run = {"count": 0, "next": 0, "waiting": [], "others": [], "pushes": [], "held": client.held_push,
-               "bytes_out": 0, "bytes_in": 0}
+               "acked": None, "bytes_out": 0, "bytes_in": 0, "after": None}
         if _linkpath is not None:
             try:
                 run = _linkpath.bulk(self.sock.fileno(), int(kind), client.session, client.held_push, client.next_id,
-                                     int(client.window), word_address, data, step, client.retry)
+                                     int(client.window), word_address, data, step, client.retry, after)
             except ConnectionRefusedError:
                 raise LinkError(f"no board at {self.shown}: nothing listens on that port") from None
-        requests = -(-len(data) // (4 * step))
+        if then is not None and run["after"] is not None:
+            header, body = F.decode(run["after"])
+            then.reply = (header, bytes(body))
+        requests = -(-len(data) // (4 * step)) + bool(after)
         if run["waiting"] or run["next"] < requests:  # the Python requests, only where the run left some
             specs = F.upload_requests(word_address, bytes(data), self.mtu) if kind == F.Type.UPLOAD else \
                 F.download_requests(word_address, len(data), self.mtu)
+            specs += [(F.Type.REGISTERS, after, 0)] if after else []
         else:
             specs = []
         rest = self._take_over(run, specs)
         self.wait([request for _, request in rest])
-        if kind == F.Type.DOWNLOAD:
-            for index, request in rest:
+        for index, request in rest:
+            if after and index == len(specs) - 1:
+                then.reply = request.reply
+            elif kind == F.Type.DOWNLOAD:
                 data[4 * step * index:4 * step * (index + 1)] = request.reply[1][:len(data) - 4 * step * index]
 
     def _take_over(self, run: dict, specs: F.Requests) -> list[tuple[int, Request]]:
@@ -465,7 +476,10 @@ class BoardLink:
         for body in run["pushes"]:
             client.pushed_body(body)
         client.held_push = run["held"]
-        client.ack_owed |= bool(run["pushes"])
+        if run["next"]:  # its requests carried the acknowledgement, up to the push held when it last sent
+            client.ack_owed = run["acked"] != run["held"]
+        else:
+            client.ack_owed |= bool(run["pushes"])
         rest = []
         for index, number in run["waiting"]:
             request = Request(*specs[index], id=number)

@@ -10,7 +10,7 @@ from link_board import LossyLink, LossyRelay, ServedBoard, board_model
 
 from netblt.formats import host_link as F
 from netblt.driver import link as link_module
-from netblt.driver.link import BoardLink, LinkClient, LinkError, decode_snapshot
+from netblt.driver.link import BoardLink, LinkClient, LinkError, Request, decode_snapshot
 from netblt.formats.boards import BUILDS
 from netblt.formats.registers import ADDRESS, COMMAND_WORD, ENGINE_REGISTERS, EVENT_WORD, LINK_REGISTERS, Command, Event
 from netblt.sim.model.host_link import HostLink
@@ -252,11 +252,16 @@ def test_a_board_with_another_register_table_is_named_as_such():
         decode_snapshot(body[:3])
 
 
+@pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "python"])
 @pytest.mark.parametrize("seed", range(3))
-def test_bulk_runs_are_exact_and_run_once_through_a_bad_path(seed):
-    """Uploads and downloads in the compiled bulk path (driver/_linkpath.c) through a relay
-    that loses, duplicates and reorders: where a run stops, the client's recovery finishes
-    it; the board runs every request once, in order, and the bytes are exact both ways."""
+def test_bulk_runs_are_exact_and_run_once_through_a_bad_path(seed, compiled, monkeypatch):
+    """Uploads and downloads in the compiled bulk path (driver/_linkpath.c), or the Python
+    requests where it is not built, through a relay that loses, duplicates and reorders:
+    where a run stops, the client's recovery finishes it; the board runs every request
+    once, in order, and the bytes are exact both ways. A download's register operations
+    after it (``then``) run in its run, after its data, and their reply comes back."""
+    if not compiled:
+        monkeypatch.setattr(link_module, "_linkpath", None)
     board = ServedBoard(BUILDS["versa_ecp5"]["block"])
     relay = LossyRelay(board.port, seed)
     link = BoardLink(("127.0.0.1", relay.port), give_up=10)
@@ -264,11 +269,15 @@ def test_bulk_runs_are_exact_and_run_once_through_a_bad_path(seed):
     try:
         link.open()
         data = random.Random(seed).randbytes(len(board.engine.tx_memory) - 3)  # not whole words
-        for _ in range(3):
+        for at in range(3):
             link.upload(0, data)
             board.engine.rx_memory[:len(data)] = board.engine.tx_memory[:len(data)][::-1]
-            assert link.download(0, len(data)) == bytes(board.engine.tx_memory[:len(data)][::-1])
+            then = Request(F.Type.REGISTERS, F.encode_operations([
+                F.Operation(F.Opcode.WRITE, ADDRESS["PEER_PORT"], 4000 + at), F.Operation(F.Opcode.READ, ADDRESS["PEER_PORT"])]))
+            assert link.download(0, len(data), then=then) == bytes(board.engine.tx_memory[:len(data)][::-1])
             assert bytes(board.engine.tx_memory[:len(data)]) == data
+            assert F.decode_operations(then.reply[1])[1].value == 4000 + at
+            assert board.link.executed[-1] == (link.client.requests, F.Type.REGISTERS)  # it ran last, once
         executed = [number for number, _ in board.link.executed]
         assert executed == list(range(1, len(executed) + 1)) == list(range(1, link.client.requests + 1))
         assert relay.counts["lost"] and link.client.replays + link.client.resent > 0  # recovery ran
@@ -290,8 +299,10 @@ def test_a_window_of_jumbo_downloads_fits_the_hosts_socket():
         link.open()
         size = 64 * 4 * F.max_words(9000)
         board.engine.rx_memory[:size] = data = random.Random(3).randbytes(size)
-        for _ in range(4):
-            assert link.download(0, size) == data
+        for at in range(4):
+            then = Request(F.Type.REGISTERS, F.encode_operations([F.Operation(F.Opcode.READ, ADDRESS["CYCLES"])]))
+            assert link.download(0, size, then=then) == data
+            assert then.reply[0].type == F.Type.REGISTERS | F.REPLY and len(then.reply[1]) == F.OPERATION.end
         assert link.client.window * (9000 + 1024) * 2 <= link.sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)
         assert link.client.replays + link.client.resent == 0  # nothing was dropped on the way
     finally:
