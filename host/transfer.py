@@ -356,7 +356,9 @@ def _send_one(item: Outgoing, index: int, count: int, session: str, peer: Addres
             check = (lambda answer: secret.check_response(uid, client_string, answer)) if secret else None
             endpoint = Endpoint(conn, dp, source=source, check_peer=check, cpu_clock=time.process_time)
             opening = f"connecting to {show(peer)}" + (f" (file {index} of {count})" if count > 1 else "")
-            feedback.status(f"{opening}" + (f" through board {show(options.board)}" if options.board else "") + " ...")
+            if options.board:  # the port the peer must answer, which a simulated board may not bridge
+                opening += f" through board {show(options.board)} from its NETBLT port {dp.control.local_port}"
+            feedback.status(f"{opening} ...")
             stop = run(endpoint, dp, feedback, lambda: source.size, opening)
             report = _report(endpoint, dp, "sender", name=item.name, path=shown)
         if report.ok:

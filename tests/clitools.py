@@ -77,6 +77,22 @@ class SimBoard:
         assert line.startswith(prefix), line + self.proc.stderr.read()
         return int(line[len(prefix):].split()[0])
 
+    def next_line(self, prefix: str, timeout: float) -> str:
+        """The next line it prints that starts with ``prefix``, within ``timeout`` seconds."""
+        found: list[str] = []
+
+        def read() -> None:
+            for line in self.proc.stdout:
+                if line.startswith(prefix):
+                    found.append(line)
+                    return
+
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+        reader.join(timeout)
+        assert found, f"sim-board printed no line starting {prefix!r} in {timeout:g} s"
+        return found[0]
+
     @property
     def link_address(self) -> str:
         return f"{self.host}:{self.link}"
@@ -113,6 +129,22 @@ class RealBoard(SimBoard):
         address, _, port = board.partition(":")
         self.board_host, self.host = address, host
         self.link, self.netblt = int(port or 2990), 2998
+
+    def next_line(self, prefix: str, timeout: float) -> str:
+        """The next line it prints that starts with ``prefix``, within ``timeout`` seconds."""
+        found: list[str] = []
+
+        def read() -> None:
+            for line in self.proc.stdout:
+                if line.startswith(prefix):
+                    found.append(line)
+                    return
+
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+        reader.join(timeout)
+        assert found, f"sim-board printed no line starting {prefix!r} in {timeout:g} s"
+        return found[0]
 
     @property
     def link_address(self) -> str:

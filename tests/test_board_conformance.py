@@ -15,6 +15,7 @@ import json
 import math
 import os
 import random
+import re
 import signal
 import socket
 import subprocess
@@ -130,6 +131,7 @@ def board_sends(board: SimBoard, tmp_path: Path, *options: str, loss: str = "0%"
                 str(board.netblt), "--json", *options, timeout=240)
     got, err = finish(recv, timeout=60)
     assert done.returncode == 0, f"board's host: {done.stderr}\nreceiver: {err}"
+    assert f"through board {link} from its NETBLT port {board.netblt} ..." in done.stderr  # what the peer answers
     assert (out / "data.bin").read_bytes() == source.read_bytes()
     assert sorted(p.name for p in out.iterdir()) == ["data.bin"]
     return reports(done.stdout)[0], got[0]
@@ -535,6 +537,16 @@ def test_a_board_whose_host_was_killed_mid_transfer_serves_the_next_host(board, 
     assert not (tmp_path / "first" / "data.bin").exists()  # it died mid-transfer
     sender, receiver = board_sends(board, tmp_path / "second", seed=82)
     assert sender["ok"] and receiver["ok"]
+
+
+def test_the_simulated_board_reports_drops_as_they_happen(board):
+    """A datagram over its MTU is dropped and said so while sim-board runs, not only when
+    it exits (a sender that gets no answer has a reason to look for)."""
+    simulated(board)
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.sendto(bytes(9100), ("127.0.0.1", board.netblt))
+    line = board.next_line("dropped: ", timeout=60)
+    assert re.search(r"datagrams in over the \d+-byte MTU: [1-9]", line), line
 
 
 def test_stopping_the_simulated_board_prints_what_it_carried(board):

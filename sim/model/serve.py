@@ -25,6 +25,7 @@ from pathlib import Path
 from ...formats import host_link as F
 from ...formats.boards import BUILDS, SIMULATION, SlotGeometry
 from ...formats.registers import BOARD_NAMES
+from ..drops import DropReport
 from ..wan.netem import Path as WanPath, PathConfig, describe
 from .engine import Engine
 from .host_link import HostLink
@@ -52,6 +53,7 @@ class Served:
         self.later: list[tuple[float, int, Send]] = []
         self.order = itertools.count()
         self.counts: Counter[str] = Counter()
+        self.drops = DropReport(self.counts)
         self.pcap = Pcap(Path(settings["pcap"])) if settings.get("pcap") else None
 
     # -- the loop -------------------------------------------------------------------------------------
@@ -65,6 +67,8 @@ class Served:
             now = time.monotonic()
             for sock in readable:
                 self._take(sock, now)
+            if (line := self.drops.line(now)) is not None:
+                print(line, flush=True)
 
     def _next(self, now: float) -> float:
         """When the loop must look again, at the latest: a paced packet, a timed delivery,

@@ -42,6 +42,7 @@ from ...driver.transport import Transport, TransportError
 from ...formats import host_link as F, rfc998 as L
 from ...formats.rfc998 import IP_PROTOCOL
 from ...formats.boards import IP_ADDRESS, MAC_ADDRESS
+from ..drops import DropReport
 from ..wan.netem import Path as WanPath, PathConfig, describe
 from .ethernet_wire import HOST_MAC, GmiiWire, udp_payload
 
@@ -110,8 +111,12 @@ class Bridge(GmiiWire):
                 await self.answer_arp(packet)
             return
         native = self.native is not None and IP in packet and packet[IP].proto == IP_PROTOCOL
-        if not native and (UDP not in packet or packet[UDP].sport not in self.sockets):
-            self.counts["from the board, not UDP from a bridged port (dropped)"] += 1
+        if not native and UDP not in packet:
+            self.counts["from the board, neither UDP nor NETBLT on IP (dropped)"] += 1
+            return
+        if not native and packet[UDP].sport not in self.sockets:
+            self.counts[f"from the board's UDP port {packet[UDP].sport}, which is not bridged: the host's "
+                        f"--local-port {self.netblt_port} gives the board the one that is (dropped)"] += 1
             return
         destination = packet[IP].dst
         if not ipaddress.ip_address(destination).is_loopback:
@@ -213,6 +218,7 @@ async def serve(dut):
     native = raw() if settings["transport"] == "ip" else None
     wan = Wan(PathConfig(delay=settings["wan_delay"], loss=settings["wan_loss"]), settings["wan_seed"])
     bridge.attach({F.LINK_PORT: link, netblt_port: netblt}, settings["mtu"], wan, native, netblt_port)
+    drops = DropReport(bridge.counts)
     clock_hz = settings["clock_hz"]
     print(f"management 127.0.0.1:{link.getsockname()[1]}", flush=True)  # the host link: --board, board status
     print(f"netblt 127.0.0.1:{netblt_port} (the board's NETBLT UDP port is {netblt_port}"
@@ -230,6 +236,8 @@ async def serve(dut):
         for _ in range(POLL_CYCLES // step):
             await ClockCycles(dut.clk, step)
             pace.keep(time.monotonic() - started, (get_sim_time("ns") - begun_ns) / 1e9)
+        if (line := drops.line(time.monotonic())) is not None:
+            print(line, flush=True)
         if not told and time.monotonic() - started > 2:
             told = True
             print(f"time runs {ratio(started, begun_ns):,.0f} times slower than real time "

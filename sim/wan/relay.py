@@ -7,18 +7,15 @@ The kernel here has no netem qdisc, so the WAN is emulated in user space.
 
 from __future__ import annotations
 
-import argparse
 import heapq
 import itertools
 import selectors
-import signal
 import socket
-import sys
 import time
 from dataclasses import dataclass
 
 from ...driver.transport import GSO_MAX_BYTES, GSO_MAX_SEGMENTS, Address, Transport
-from .netem import Path, PathConfig, describe
+from .netem import Path, PathConfig
 
 BATCH = 64
 """Reads from one socket (each up to 64 datagrams the kernel coalesced) before looking at
