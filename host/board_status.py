@@ -1,8 +1,9 @@
-"""``netblt board status``: what a board says about itself, over the host link.
+"""``netblt board status`` and ``watch``: what a board says about itself, over the host link.
 
-A STATUS request needs no session, so this never takes the board from the host that
-drives it: it shows the board, its address, who owns it, and every register that
-reading does not change (docs/register-map.md says what each one means).
+A STATUS request needs no session, so neither takes the board from the host that
+drives it: ``status`` shows the board, its address, who owns it, and every register that
+reading does not change (docs/register-map.md says what each one means); ``watch`` asks
+again and again and shows the counters with their rates, the board's ``top``.
 """
 
 from __future__ import annotations
@@ -10,9 +11,12 @@ from __future__ import annotations
 import argparse
 import ipaddress
 import json
+import time
 
-from rich.console import Console
+from rich.console import Console, Group
+from rich.live import Live
 from rich.table import Table
+from rich.text import Text
 
 from ..driver.link import BoardLink, LinkError
 from ..driver.transport import TransportError, parse_address
@@ -34,6 +38,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     status.add_argument("--json", action="store_true", help="print the registers as one JSON object")
     status.add_argument("--timeout", type=_timeout, default=3.0, metavar="TIME",
                         help="how long to wait for an answer, with a unit: 500ms, 10s (default: 3s)")
+    watch = sub.add_parser("watch", help="show a board's counters and their rates, refreshed (its top)",
+                           description="Ask a board (or netblt sim-board) for its registers again and again: "
+                                       "the owner, the engine's state, and every counter with its rate since the "
+                                       "last refresh, drops by reason. Needs no session. Ctrl-C ends it.")
+    watch.add_argument("board", metavar="ADDR[:PORT]", help=f"the board's host link (port {LINK_PORT})")
+    watch.add_argument("--interval", type=_timeout, default=1.0, metavar="TIME",
+                       help="time between refreshes, with a unit: 500ms, 2s (default: 1s)")
+    watch.add_argument("--count", type=_count, default=0, metavar="N",
+                       help="stop after N refreshes (default: until Ctrl-C)")
+    watch.add_argument("--timeout", type=_timeout, default=3.0, metavar="TIME",
+                       help="how long to wait for each answer (default: 3s)")
     sub.metavar = "{" + ",".join(sub.choices) + "}"  # what a missing command's error names
 
 
@@ -42,6 +57,12 @@ def _timeout(text: str) -> float:
     if seconds <= 0:
         raise argparse.ArgumentTypeError(f"timeout {text!r} must be longer than 0")
     return seconds
+
+
+def _count(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"count {text!r} must be a whole number, at least 1")
+    return int(text)
 
 
 def run(args: argparse.Namespace, out: Console, err: Console) -> int:
@@ -54,15 +75,23 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
         err.print(f"netblt: error: {exc}", highlight=False, soft_wrap=True)
         return 2
     try:
-        registers = link.status()
+        return (watch if args.board_command == "watch" else status)(link, args, out)
     except LinkError as exc:
         err.print(f"netblt: error: {exc}", highlight=False, soft_wrap=True)
         return 1
     finally:
         link.close()
+
+
+def snapshot(link: BoardLink) -> dict:
+    """The board's registers that reading does not change, decoded."""
     readable = {r.name for _, group in GROUPS + LINK_GROUPS for r in group if r.access in ("r", "rw")}
-    shown = {name: value for name, value in registers.items() if name in readable}
-    board = decoded(link.shown, shown)
+    return decoded(link.shown, {name: value for name, value in link.status().items() if name in readable})
+
+
+def status(link: BoardLink, args: argparse.Namespace, out: Console) -> int:
+    board = snapshot(link)
+    shown = board["registers"]
     if args.json:
         out.print(json.dumps(board), highlight=False, soft_wrap=True)
         return 0
@@ -76,6 +105,54 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
                 table.add_row(title.split(" (")[0], r.name, value_text(r.name, shown[r.name]), r.doc)
     out.print(table)
     return 0
+
+
+def watch(link: BoardLink, args: argparse.Namespace, out: Console) -> int:
+    """Refresh until ``--count`` refreshes or Ctrl-C; on a terminal in place, else one
+    table after another."""
+    last = None
+    with Live(console=out, auto_refresh=False, transient=False) if out.is_terminal else _Printed(out) as live:
+        try:
+            for refresh in range(args.count or 1 << 62):
+                if refresh:
+                    time.sleep(args.interval)
+                now, board = time.monotonic(), snapshot(link)
+                live.update(Group(Text(summary(board)), counters_table(board, last, now)), refresh=True)
+                last = (now, board)
+        except KeyboardInterrupt:
+            pass
+    return 0
+
+
+class _Printed:
+    """Live's calls, for output that is not a terminal: each refresh printed after the last."""
+
+    def __init__(self, out: Console) -> None:
+        self.out = out
+
+    def __enter__(self) -> _Printed:
+        return self
+
+    def __exit__(self, *_) -> None:
+        pass
+
+    def update(self, renderable, refresh: bool = False) -> None:
+        self.out.print(renderable, highlight=False, soft_wrap=True)
+
+
+def counters_table(board: dict, last: tuple[float, dict] | None, now: float) -> Table:
+    """Every counter with its rate since ``last`` (host seconds; a counter wraps at 32 bits)."""
+    table = Table(title=f"Counters of {board['board']}, engine {'idle' if board['engine']['state']['tx_idle'] else 'sending'}")
+    for column, justify in (("counter", "left"), ("value", "right"), ("per second", "right")):
+        table.add_column(column, justify=justify)
+    for name, value in board["counters"].items():
+        if name.startswith("DROPPED_") and not value:
+            continue  # drops by reason: only those that happened
+        rate = ""
+        if last is not None:
+            rate = f"{((value - last[1]['counters'][name]) & 0xFFFF_FFFF) / max(1e-9, now - last[0]):,.0f}"
+        table.add_row(name, f"{value:,}", rate)
+    return table
 
 
 def value_text(name: str, value: int) -> str:

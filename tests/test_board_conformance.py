@@ -204,6 +204,18 @@ def test_board_status_names_the_board_without_a_session(board):
     assert answer["registers"]["IP_ADDRESS"] == registers["IP_ADDRESS"]
 
 
+def test_board_watch_refreshes_the_counters_with_their_rates(board):
+    """``netblt board watch``, piped: each refresh a summary and the counters; from the
+    second on, each counter's rate since the one before."""
+    done = subprocess.run(NETBLT + ["board", "watch", board.link_address, "--count", "3", "--interval", "200ms"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count(f"{board.link_address}: ") == done.stdout.count(f"Counters of {board.link_address}") == 3
+    rows = [line.split("│")[1:-1] for line in done.stdout.splitlines() if line.startswith("│ TX_PACKETS ")]
+    assert [bool(row[2].strip()) for row in rows] == [False, True, True], rows
+    assert all(int(row[2].replace(",", "")) >= 0 for row in rows[1:])
+
+
 def test_board_status_through_a_path_that_loses_a_fifth_of_the_datagrams(board):
     port = relay(board.link_address, "20%", 3)
     for _ in range(5):  # each needs its STATUS and the reply both through
