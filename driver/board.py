@@ -388,7 +388,7 @@ class BoardDataPath:
 
     def reset(self) -> None:
         """Forget the finished connection; keep the session and the board's port."""
-        self.control = ControlCodec(self.control.local_port)
+        self.control = self.control.fresh()
         self.params = self.transfer_size = None
         self.tx, self.rx, self.queries = {}, {}, {}
         self.resent, self.tx_busy, self.destination, self.high_ack = 0, False, None, 0

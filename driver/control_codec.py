@@ -25,7 +25,14 @@ class ControlCodec:
         self.local_port, self.foreign_port, self.peer = local_port, foreign_port, peer
         self.established = False
         self._openers: OrderedDict[ev.Address, int] = OrderedDict()
-        """Source address -> NETBLT port of the latest OPEN from it, before set-up."""
+        """Source address -> NETBLT port of the latest OPEN from it not yet answered."""
+
+    def fresh(self) -> ControlCodec:
+        """A codec for this port's next connection, knowing the ports of the OPENs that came
+        during this one (a restarted peer's, which may replace it)."""
+        codec = ControlCodec(self.local_port)
+        codec._openers = self._openers
+        return codec
 
     def configure(self, peer: ev.Address) -> None:
         self.peer, self.established = peer, True
@@ -45,18 +52,17 @@ class ControlCodec:
         except CodecError as exc:
             dropped[str(exc).split(":")[0]] += 1
             return None
-        if not self.established:
-            # Each end learns the other's NETBLT port from the set-up exchange: through a
-            # relay or NAT the UDP port the user named is not the peer's own.
-            if isinstance(frame.packet, Open):
-                self._openers[source] = frame.local_port
-                self._openers.move_to_end(source)
-                while len(self._openers) > OPENERS_KEPT:
-                    self._openers.popitem(last=False)
-            elif isinstance(frame.packet, Response) and source == self.peer:
-                self.foreign_port = frame.local_port
-        elif source == self.peer and (frame.foreign_port != self.local_port
-                                      or frame.local_port != self.foreign_port):
+        if self.established and source == self.peer and (frame.foreign_port != self.local_port
+                                                          or frame.local_port != self.foreign_port):
             dropped["ports"] += 1
             return None
+        # Each end learns the other's NETBLT port from the set-up exchange: through a relay
+        # or NAT the UDP port the user named is not the peer's own.
+        if isinstance(frame.packet, Open):
+            self._openers[source] = frame.local_port
+            self._openers.move_to_end(source)
+            while len(self._openers) > OPENERS_KEPT:
+                self._openers.popitem(last=False)
+        elif isinstance(frame.packet, Response) and source == self.peer and not self.established:
+            self.foreign_port = frame.local_port
         return frame.packet

@@ -60,11 +60,11 @@ class SoftwareDataPath(DataPathCore):
 
     def reset(self) -> None:
         """Forget the finished connection; keep the socket, threads and unread events
-        (an OPEN for the next connection may be among them)."""
+        (an OPEN for the next connection may be among them), and the ports of OPENs heard."""
         with self._lock:
-            events, dropped = self.events, self.dropped
+            events, dropped, control = self.events, self.dropped, self.control
             DataPathCore.__init__(self, self.transport.local_port)
-            self.events, self.dropped = events, dropped
+            self.events, self.dropped, self.control = events, dropped, control.fresh()
             self.unreachable = None
 
     def configure(self, params: Params, peer: Address, transfer_size: int | None = None) -> None:

@@ -192,7 +192,8 @@ def run(endpoint: Endpoint, dp: RealTimeDataPath, feedback: Feedback, total: Cal
                 endpoint.timeout(now)
             if opening and conn.state is State.OPEN_SENT and conn.open_tries > tries:
                 tries = conn.open_tries
-                feedback.status(f"{opening}: no answer yet, try {tries} (giving up in {conn.open_until - now:.0f} s)")
+                feedback.status(f"{opening}: {conn.held_by or 'no answer yet'}, try {tries} "
+                                f"(giving up in {conn.open_until - now:.0f} s)")
             heard = conn.heard_at
             if heard is not None and now - heard > SILENCE_WARNING and warned != heard and not conn.finished:
                 warned = heard
@@ -528,12 +529,16 @@ def _serve(dp: RealTimeDataPath, params: Params, output: Output, options: Option
     finished: deque[tuple[Address, int]] = deque(maxlen=RECENT_UIDS)
     reports: list[TransferReport] = []
     session: str | None = None
+    reopening: ev.PacketReceived | None = None
     while True:
         conn = Connection(active=False, sender=False, params=params, timing=options.timing,
                           client_string=b"netblt-recv")
         reception = Reception(output, gate, feedback, force=force, session=session, finished=finished)
         endpoint = Endpoint(conn, dp, sink=reception, admit=reception.admit, refused=reception.refused,
                             cpu_clock=time.process_time)
+        if reopening is not None:  # the OPEN that replaced the last connection
+            endpoint.handle(reopening, time.monotonic())
+            reopening = None
         waited = time.monotonic() + options.params.death_timer if session else None
         stop = run(endpoint, dp, feedback, lambda: reception.announced.size if reception.announced else None,
                    listen_until=waited)
@@ -546,6 +551,11 @@ def _serve(dp: RealTimeDataPath, params: Params, output: Output, options: Option
         report = _received(endpoint, dp, reception)
         if conn.peer is not None:
             finished.append((conn.peer, conn.uid))
+        if conn.replaced_by is not None:  # its sender restarted and is opening again: serve that one
+            feedback.status(f"{report.name}: {report.reason}" + (f"; {report.note}" if report.note else ""))
+            reopening = conn.replaced_by
+            dp.reset()
+            continue
         if report.established:
             reports.append(report)
             feedback.report(report)

@@ -23,6 +23,9 @@ from .sender import Sender
 from .timers import Timers
 
 BUSY = "busy with another transfer; try again when it ends"
+HELD = "still holding this port pair's last connection"
+"""Begins the REFUSED a passive end gives a new OPEN from its peer's own address and port
+while the old connection may be alive; the active end keeps trying (reading A21)."""
 
 
 class State(enum.Enum):
@@ -74,6 +77,12 @@ class Connection:
         """When the peer was last heard from (once the connection is open)."""
         self.strangers = 0
         """Packets from addresses other than the peer's, refused or ignored."""
+        self.replaced_by: ev.PacketReceived | None = None
+        """The OPEN of a new connection on this port pair, from a peer that went quiet (it
+        restarted): this one ended for it, and a new listener should take it at once."""
+        self.held_by: str | None = None
+        """An active end's: why the peer does not answer yet (the REFUSED that says it holds
+        this port pair's last connection, and for how long at most)."""
         self.finished = False
         self.result: ev.Finished | None = None
         self._admitting: tuple[Open, Params] | None = None
@@ -218,13 +227,17 @@ class Connection:
         if source != self.peer:
             self._stranger(packet, source)
             return
+        if isinstance(packet, Open) and self._another_connection(packet, now):
+            return  # a new connection's OPEN is no sign that this one lives
         self._alive(now)
         if isinstance(packet, Abort):
             self.finish(False, f"aborted by peer: {packet.reason or 'no reason given'}")
         elif isinstance(packet, (Open, Response)):
             self._setup_packet(packet, now)
         elif isinstance(packet, Refused):
-            if self.state is State.OPEN_SENT:
+            if self.state is State.OPEN_SENT and packet.reason.startswith(HELD):
+                self.held_by = packet.reason  # the open timer keeps trying until it lets go
+            elif self.state is State.OPEN_SENT:
                 self.finish(False, f"refused by peer: {packet.reason or 'no reason given'}")
         elif isinstance(packet, Quit):
             self._quit_received(packet, now)
@@ -241,6 +254,24 @@ class Connection:
         self.strangers += 1
         if isinstance(packet, Open):
             self._send_to(Refused(BUSY), source)
+
+    def _another_connection(self, packet: Open, now: float) -> bool:
+        """An OPEN of another UID from the peer's own address and port: that end restarted
+        (one port can hold one connection), or it is a late copy of an old OPEN. A peer
+        that has been quiet for two of its keepalive intervals (half the death timer) is
+        gone: this connection ends so that a new one can take the port pair (reading A21);
+        until then the OPEN is told how long, and this connection goes on."""
+        if self.state in (State.OPEN_SENT, State.ADMITTING) or packet.uid == self.setup.uid:
+            return False
+        quiet, limit = now - (self.heard_at or now), self.params.death_timer / 2
+        if quiet >= limit:
+            self.replaced_by = ev.PacketReceived(packet, self.peer)
+            self.finish(False, f"replaced: its peer opened connection {packet.uid:#010x} on the same port pair "
+                               f"after {quiet:.0f} s of silence (it restarted)")
+        else:
+            self.transmit(Refused(f"{HELD} ({self.setup.uid:#010x}, its peer heard {quiet:.0f} s ago); "
+                                  f"a new one replaces it after {limit:.0f} s of silence"), now)
+        return True
 
     def _setup_packet(self, packet: Open | Response, now: float) -> None:
         if self.state is State.OPEN_SENT and isinstance(packet, Response):

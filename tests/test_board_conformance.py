@@ -534,21 +534,28 @@ def test_a_board_refuses_a_stream_it_cannot_size(board, tmp_path):
 def test_a_board_whose_host_was_killed_mid_transfer_serves_the_next_host(board, tmp_path):
     """kill -9 of a sending host mid-transfer leaves the board with an owner that never
     comes back, packets still to send, events and control packets pending and slots in
-    use: the next host takes it over and its transfer runs byte-exact."""
+    use, and the receiver with a connection from the board's port that nothing will end
+    (a board's port sends no ICMP). The same send again at once takes the board over; the
+    receiver, told by its OPEN, says how long it holds the port pair (it answered "already
+    open" before, and each try fed the dead connection's death timer), then lets the new
+    connection replace the quiet one: the file arrives whole, resumed, in one receiver."""
     size, options = (SIZE, ()) if board.backend == "rtl" else (40 * SIZE, ("--rate", "2M"))
     source = data(tmp_path, 81, size)
-    (tmp_path / "first").mkdir()
-    recv, port = start_recv(tmp_path / "first", host=board.host)
-    host = spawn(["send", str(source), f"{board.host}:{port}", "--board", board.link_address, "--local-port",
-                  str(board.netblt), *options], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    (tmp_path / "out").mkdir()
+    recv, port = start_recv(tmp_path / "out", "--death-timer", "20", host=board.host)
+    args = ["send", str(source), f"{board.host}:{port}", "--board", board.link_address, "--local-port",
+            str(board.netblt), *options]
+    host = spawn(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     while "receiving data.bin" not in (line := recv.stderr.readline()):
         assert line, recv.stderr.read()
     host.send_signal(signal.SIGKILL)
     host.wait()
-    recv.kill()
-    assert not (tmp_path / "first" / "data.bin").exists()  # it died mid-transfer
-    sender, receiver = board_sends(board, tmp_path / "second", seed=82)
-    assert sender["ok"] and receiver["ok"]
+    again = send(*args[1:], timeout=120)
+    (report,), recv_err = finish(recv, timeout=60)
+    assert again.returncode == 0, f"{again.stderr}\nreceiver: {recv_err}"
+    assert "still holding this port pair's last connection" in again.stderr, again.stderr
+    assert "data.bin: replaced: its peer opened connection" in recv_err, recv_err
+    assert report["ok"] and (tmp_path / "out" / "data.bin").read_bytes() == source.read_bytes()
 
 
 def test_the_simulated_board_reports_drops_as_they_happen(board):

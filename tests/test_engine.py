@@ -5,7 +5,7 @@ from dataclasses import replace
 import pytest
 
 from netblt.protocol import events as ev
-from netblt.protocol.connection import Connection, State
+from netblt.protocol.connection import HELD, Connection, State
 from netblt.protocol.control_fifo import ControlFifo
 from netblt.protocol.packets import (
     Abort, Control, Done, Go, KeepAlive, NullAck, Ok, Open, Quit, QuitAck, Refused, Resend, Response,
@@ -125,12 +125,42 @@ def test_active_end_reports_refusal():
     assert not result.ok and result.reason == "refused by peer: disk full"
 
 
-def test_duplicate_open_gets_response_again_and_another_uid_gets_abort():
+def test_duplicate_open_gets_response_again_and_another_uid_is_told_the_port_pair_is_held():
     conn, _ = receiver()
     (again,) = sent(conn.handle(ev.PacketReceived(open_packet()), 0.1))
     assert isinstance(again, Response) and again.uid == 77
-    (abort,) = sent(conn.handle(ev.PacketReceived(open_packet(uid=78)), 0.2))
-    assert isinstance(abort, Abort) and "already open" in abort.reason
+    (refused,) = sent(conn.handle(ev.PacketReceived(open_packet(uid=78)), 0.2))
+    assert isinstance(refused, Refused) and refused.reason.startswith(HELD), refused
+    assert "0x0000004d" in refused.reason and "after 10 s of silence" in refused.reason  # half of 20
+    assert conn.state is State.ESTABLISHED
+
+
+def test_a_restarted_senders_opens_never_feed_the_old_connection_and_replace_it_once_quiet():
+    """A sender killed and started again opens with a new UID from the same port. Its tries
+    do not keep the dead connection alive (they did, and a receiver gave up after 73 s
+    instead of 30); once the old connection has been quiet for half its death timer (two
+    of the sender's keepalive intervals) the next try ends it, telling nobody, so that the
+    try after is served."""
+    conn, _ = receiver()  # death timer 20 s
+    conn.handle(ev.PacketReceived(KeepAlive()), 2.0)
+    for now in (4.0, 7.0, 11.9):
+        (refused,) = sent(conn.handle(ev.PacketReceived(open_packet(uid=78)), now))
+        assert isinstance(refused, Refused) and not conn.finished
+    assert conn.heard_at == 2.0
+    actions = conn.handle(ev.PacketReceived(open_packet(uid=78)), 12.0)
+    assert conn.replaced_by == ev.PacketReceived(open_packet(uid=78), None) and not sent(actions)
+    assert finished(actions).reason == ("replaced: its peer opened connection 0x0000004e on the same port pair "
+                                        "after 10 s of silence (it restarted)")
+
+
+def test_an_opener_told_the_port_pair_is_held_keeps_trying_and_knows_why():
+    conn = Connection(active=True, sender=True, params=PARAMS, timing=TIMING, transfer_size=25_000, uid=5)
+    (open_,) = sent(conn.connect(0.0))
+    why = f"{HELD} (0x0000004d, its peer heard 3 s ago); a new one replaces it after 10 s of silence"
+    conn.handle(ev.PacketReceived(Refused(why)), 0.1)
+    assert not conn.finished and conn.held_by == why
+    assert sent(conn.handle_timeout(conn.deadline), Open)  # the open timer tries again
+    conn.handle(ev.PacketReceived(Response(**{**open_.__dict__, "death_timer": 20})), 1.0)
     assert conn.state is State.ESTABLISHED
 
 
