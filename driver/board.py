@@ -57,6 +57,9 @@ HEARTBEAT = 1.0
 HOLD = 5.0
 """Seconds without a word from this host after which another may take the board: a
 host that ends its session lets the next one in at once; one that died, after this."""
+WAIT_FOR_BOARD = 3 * HOLD
+"""Seconds a host waits for a board another host holds: a dead one's HOLD, and the
+board's own millisecond after a host leaves (thousands of real ones when simulated)."""
 
 
 class BoardClock:
@@ -196,23 +199,29 @@ class BoardDataPath:
             self._point_at(peer)
 
     @classmethod
-    def open(cls, address: tuple[str, int], *, mtu: int = 1500, **options) -> BoardDataPath:
+    def open(cls, address: tuple[str, int], *, mtu: int = 1500, notice: Callable[[str], None] = lambda text: None,
+             **options) -> BoardDataPath:
         """A session with the board whose host link is at ``address``, taken from a host that
         left or has been silent for HOLD seconds; raises LinkError."""
         link = BoardLink(address, mtu=mtu, give_up=2 * HOLD)  # until the board's clock is known
         try:
             # A host that just left has given the board up, but only after one more of the
             # board's milliseconds: thousands of real ones on a simulated board.
-            deadline = time.monotonic() + 3 * HOLD
+            deadline, told = time.monotonic() + WAIT_FOR_BOARD, False
             while True:
                 try:
                     link.open(take_over=True)
                     break
-                except BoardInUse:
+                except BoardInUse as exc:
                     if time.monotonic() > deadline:
-                        raise
+                        raise BoardInUse(f"{exc}, after {WAIT_FOR_BOARD:g} s of waiting (a netblt host frees it "
+                                         f"as it ends, or by {HOLD:g} s of silence if it died)") from None
+                    if not told:
+                        notice(f"{exc}; waiting up to {WAIT_FOR_BOARD:g} s for it to end its session or go "
+                               f"silent for {HOLD:g} s")
+                        told = True
                     time.sleep(0.1)
-            return cls(link, **options)
+            return cls(link, notice=notice, **options)
         except BaseException:
             link.close()
             raise

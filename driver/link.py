@@ -282,8 +282,7 @@ class LinkClient:
         if header.status != F.Status.OK:
             owner = F.words(body[:12]) if len(body) >= 12 else [0, 0, 0]
             raise BoardInUse(f"the board is in use by {_dotted_quad(owner[0])}:{owner[1]} (last heard "
-                             f"{owner[2] / 1000:g} s ago); it can be taken once that host has been silent "
-                             "long enough")
+                             f"{owner[2] / 1000:g} s ago by the board's clock)")
         self.opening.reply = (header, body)
         self.sent_at = None
 

@@ -250,6 +250,25 @@ def test_one_host_owns_the_board_and_another_is_refused(board):
         leave(owner)
 
 
+def test_a_host_that_finds_the_board_in_use_says_so_and_waits(board, tmp_path):
+    """A second host says at once who holds the board and how long it will wait (it used
+    to wait 15.7 s in silence), and gets the board as soon as the first host leaves."""
+    owner = taken(board)
+    source = data(tmp_path, 91)
+    (tmp_path / "out").mkdir()
+    recv, port = start_recv(tmp_path / "out", host=board.host)
+    second = spawn(["send", str(source), f"{board.host}:{port}", "--board", board.link_address, "--local-port",
+                    str(board.netblt)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = second.stderr.readline()
+    assert f"in use by 127.0.0.1:{owner.sock.getsockname()[1]}" in line and \
+        "waiting up to 15 s for it to end its session or go silent for 5 s" in line, line
+    leave(owner)
+    _, err = second.communicate(timeout=120)
+    assert second.returncode == 0, err
+    (report,), _ = finish(recv)
+    assert report["ok"] and (tmp_path / "out" / "data.bin").read_bytes() == source.read_bytes()
+
+
 def taken(board) -> BoardLink:
     """A session, taken over from a host that left: at once on a board, after one of its
     milliseconds in simulation (seconds of real time)."""
