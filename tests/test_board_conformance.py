@@ -254,6 +254,7 @@ def test_a_host_that_finds_the_board_in_use_says_so_and_waits(board, tmp_path):
     """A second host says at once who holds the board and how long it will wait (it used
     to wait 15.7 s in silence), and gets the board as soon as the first host leaves."""
     owner = taken(board)
+    owner.run(F.Type.REGISTERS, operations(F.Operation(F.Opcode.WRITE, ADDRESS["TAKEOVER_AFTER"], 60_000)))
     source = data(tmp_path, 91)
     (tmp_path / "out").mkdir()
     recv, port = start_recv(tmp_path / "out", host=board.host)
