@@ -443,7 +443,7 @@ class BoardLink:
                 run = _linkpath.bulk(self.sock.fileno(), int(kind), client.session, client.held_push, client.next_id,
                                      int(client.window), word_address, data, step, client.retry, after)
             except ConnectionRefusedError:
-                raise LinkError(f"no board at {self.shown}: nothing listens on that port") from None
+                raise self._gone() from None
         if then is not None and run["after"] is not None:
             header, body = F.decode(run["after"])
             then.reply = (header, bytes(body))
@@ -502,6 +502,13 @@ class BoardLink:
     def close(self) -> None:
         self.sock.close()
 
+    def _gone(self) -> LinkError:
+        """Nothing listens on the host link's port (ICMP port unreachable)."""
+        if self.client.opened:
+            return LinkError(f"board {self.shown} went away: nothing listens on its host link any more "
+                             "(a simulated board stopped, or the board's port changed)")
+        return LinkError(f"no board at {self.shown}: nothing listens on that port")
+
     def _run(self, done) -> None:
         while not done():
             self.step(None)
@@ -530,7 +537,7 @@ class BoardLink:
             for datagram in came:
                 client.receive(datagram, now)
         except ConnectionRefusedError:
-            raise LinkError(f"no board at {self.shown}: nothing listens on that port") from None
+            raise self._gone() from None
         except LinkError as exc:
             raise type(exc)(f"board {self.shown}: {exc}") from None
 

@@ -202,6 +202,25 @@ def test_a_board_that_never_answers_is_an_error_within_the_give_up_time():
     assert 1.0 < link.now < 1.1
 
 
+@pytest.mark.parametrize("bulk", [False, True], ids=["registers", "upload"])
+def test_a_board_that_goes_away_mid_session_is_said_to_have_gone(bulk):
+    """Nothing listening any more where the session was open (a simulated board stopped):
+    "went away", not "no board at" as for a port that never had one."""
+    board = ServedBoard(BUILDS["versa_ecp5"]["block"])
+    link = BoardLink(("127.0.0.1", board.port), give_up=10)
+    try:
+        link.open()
+        board.close()
+        with pytest.raises(LinkError, match=f"board 127.0.0.1:{board.port} went away: nothing listens on its host"):
+            for _ in range(10):  # the port's ICMP answers the datagram after the first
+                if bulk:
+                    link.upload(0, bytes(4096))
+                else:
+                    link.run(F.Type.REGISTERS, F.encode_operations([F.Operation(F.Opcode.READ, ADDRESS["CYCLES"])]))
+    finally:
+        link.close()
+
+
 def test_another_host_is_refused_until_the_owner_has_been_silent_long_enough():
     board = board_model()
     board.settings["TAKEOVER_AFTER"] = 5000
