@@ -77,20 +77,21 @@ class SimBoard:
         assert line.startswith(prefix), line + self.proc.stderr.read()
         return int(line[len(prefix):].split()[0])
 
-    def next_line(self, prefix: str, timeout: float) -> str:
-        """The next line it prints that starts with ``prefix``, within ``timeout`` seconds."""
+    def line_with(self, text: str, timeout: float) -> str:
+        """The next line it prints that holds ``text`` (those before are read and passed
+        over), within ``timeout`` seconds."""
         found: list[str] = []
 
         def read() -> None:
             for line in self.proc.stdout:
-                if line.startswith(prefix):
+                if text in line:
                     found.append(line)
                     return
 
         reader = threading.Thread(target=read, daemon=True)
         reader.start()
         reader.join(timeout)
-        assert found, f"sim-board printed no line starting {prefix!r} in {timeout:g} s"
+        assert found, f"sim-board printed no line with {text!r} in {timeout:g} s"
         return found[0]
 
     @property
@@ -130,20 +131,21 @@ class RealBoard(SimBoard):
         self.board_host, self.host = address, host
         self.link, self.netblt = int(port or 2990), 2998
 
-    def next_line(self, prefix: str, timeout: float) -> str:
-        """The next line it prints that starts with ``prefix``, within ``timeout`` seconds."""
+    def line_with(self, text: str, timeout: float) -> str:
+        """The next line it prints that holds ``text`` (those before are read and passed
+        over), within ``timeout`` seconds."""
         found: list[str] = []
 
         def read() -> None:
             for line in self.proc.stdout:
-                if line.startswith(prefix):
+                if text in line:
                     found.append(line)
                     return
 
         reader = threading.Thread(target=read, daemon=True)
         reader.start()
         reader.join(timeout)
-        assert found, f"sim-board printed no line starting {prefix!r} in {timeout:g} s"
+        assert found, f"sim-board printed no line with {text!r} in {timeout:g} s"
         return found[0]
 
     @property

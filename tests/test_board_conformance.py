@@ -536,6 +536,17 @@ def test_a_board_sends_and_receives_natively_on_ip(board, tmp_path):
         native.proc.wait()
 
 
+def test_native_ip_through_a_simulated_board_that_does_not_carry_it_is_named_as_dropped(board, tmp_path):
+    """``--transport ip`` through a sim-board started without it: the sender hears nothing,
+    and sim-board says at once why (it said so only at exit)."""
+    simulated(board)
+    (tmp_path / "f").write_bytes(bytes(1000))
+    done = send(str(tmp_path / "f"), "127.0.0.1:9", "--board", board.link_address, "--local-port", str(board.netblt),
+                "--transport", "ip", "--death-timer", "2", timeout=120)
+    assert done.returncode == 1 and "no answer to OPEN in 2 s" in done.stderr, done.stderr
+    assert board.line_with("NETBLT natively on IP, which", timeout=30).startswith("dropped: ")
+
+
 def test_a_board_refuses_a_stream_it_cannot_size(board, tmp_path):
     out = tmp_path / "out"
     out.mkdir()
@@ -584,8 +595,8 @@ def test_the_simulated_board_reports_drops_as_they_happen(board):
     simulated(board)
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
         s.sendto(bytes(9100), ("127.0.0.1", board.netblt))
-    line = board.next_line("dropped: ", timeout=60)
-    assert re.search(r"datagrams in over the \d+-byte MTU: [1-9]", line), line
+    line = board.line_with("-byte MTU: ", timeout=60)
+    assert line.startswith("dropped: ") and re.search(r"datagrams in over the \d+-byte MTU: [1-9]", line), line
 
 
 def test_stopping_the_simulated_board_prints_what_it_carried(board):

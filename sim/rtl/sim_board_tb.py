@@ -112,7 +112,9 @@ class Bridge(GmiiWire):
             return
         native = self.native is not None and IP in packet and packet[IP].proto == IP_PROTOCOL
         if not native and UDP not in packet:
-            self.counts["from the board, neither UDP nor NETBLT on IP (dropped)"] += 1
+            carried = IP in packet and packet[IP].proto == IP_PROTOCOL
+            self.counts["from the board, NETBLT natively on IP, which only sim-board --transport ip carries (dropped)"
+                        if carried else "from the board, neither UDP nor NETBLT on IP (dropped)"] += 1
             return
         if not native and packet[UDP].sport not in self.sockets:
             self.counts[f"from the board's UDP port {packet[UDP].sport}, which is not bridged: the host's "
