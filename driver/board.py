@@ -201,26 +201,10 @@ class BoardDataPath:
     @classmethod
     def open(cls, address: tuple[str, int], *, mtu: int = 1500, notice: Callable[[str], None] = lambda text: None,
              **options) -> BoardDataPath:
-        """A session with the board whose host link is at ``address``, taken from a host that
-        left or has been silent for HOLD seconds; raises LinkError."""
-        link = BoardLink(address, mtu=mtu, give_up=2 * HOLD)  # until the board's clock is known
+        """A session with the board whose host link is at ``address`` (:func:`take`); raises
+        LinkError."""
+        link = take(address, mtu=mtu, notice=notice)
         try:
-            # A host that just left has given the board up, but only after one more of the
-            # board's milliseconds: thousands of real ones on a simulated board.
-            deadline, told = time.monotonic() + WAIT_FOR_BOARD, False
-            while True:
-                try:
-                    link.open(take_over=True)
-                    break
-                except BoardInUse as exc:
-                    if time.monotonic() > deadline:
-                        raise BoardInUse(f"{exc}, after {WAIT_FOR_BOARD:g} s of waiting (a netblt host frees it "
-                                         f"as it ends, or by {HOLD:g} s of silence if it died)") from None
-                    if not told:
-                        notice(f"{exc}; waiting up to {WAIT_FOR_BOARD:g} s for it to end its session or go "
-                               f"silent for {HOLD:g} s")
-                        told = True
-                    time.sleep(0.1)
             return cls(link, notice=notice, **options)
         except BaseException:
             link.close()
@@ -686,6 +670,41 @@ class BoardDataPath:
     def _submit(self, operations: list[F.Operation], urgent: bool = False) -> list[Request | Part]:
         return self.link.submit([(F.Type.REGISTERS, F.encode_operations(operations[at:at + OPERATIONS]), 0)
                                  for at in range(0, len(operations), OPERATIONS)], join=True, urgent=urgent)
+
+
+def take(address: tuple[str, int], *, mtu: int = 1500, notice: Callable[[str], None] = lambda text: None) -> BoardLink:
+    """A session with the board at ``address``, taken from a host that left or has been
+    silent for HOLD seconds, waiting WAIT_FOR_BOARD at most (and saying so); raises LinkError."""
+    link = BoardLink(address, mtu=mtu, give_up=2 * HOLD)  # until the board's clock is known
+    try:
+        # A host that just left has given the board up, but only after one more of the
+        # board's milliseconds: thousands of real ones on a simulated board.
+        deadline, told = time.monotonic() + WAIT_FOR_BOARD, False
+        while True:
+            try:
+                link.open(take_over=True)
+                return link
+            except BoardInUse as exc:
+                if time.monotonic() > deadline:
+                    raise BoardInUse(f"{exc}, after {WAIT_FOR_BOARD:g} s of waiting (a netblt host frees it "
+                                     f"as it ends, or by {HOLD:g} s of silence if it died)") from None
+                if not told:
+                    notice(f"{exc}; waiting up to {WAIT_FOR_BOARD:g} s for it to end its session or go "
+                           f"silent for {HOLD:g} s")
+                    told = True
+                time.sleep(0.1)
+    except BaseException:
+        link.close()
+        raise
+
+
+def leave(link: BoardLink) -> None:
+    """End a session as a netblt host does: what is queued reaches the board, and the next
+    host may take it at once."""
+    try:
+        link.many([(F.Type.REGISTERS, F.encode_operations([_write("TAKEOVER_AFTER", 0)]), 0)])
+    finally:
+        link.close()
 
 
 def _write(name: str, value: int) -> F.Operation:

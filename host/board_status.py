@@ -18,8 +18,9 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from ..driver.board import BoardDataPath, leave, take
 from ..driver.link import BoardLink, LinkError
-from ..driver.transport import TransportError, parse_address
+from ..driver.transport import TransportError, parse_address, show
 from ..formats.dram_csr import DramPhy
 from ..formats.host_link import LINK_PORT
 from ..formats.registers import BOARD_NAMES, DRAM_LEVELS_WORD, ENGINE_STATE, GEOMETRY_WORD, GROUPS, LINK_GROUPS
@@ -49,6 +50,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help="stop after N refreshes (default: until Ctrl-C)")
     watch.add_argument("--timeout", type=_timeout, default=3.0, metavar="TIME",
                        help="how long to wait for each answer (default: 3s)")
+    for name, text in (("release", "free a board that a host holds: take its session (from a host that died, "
+                                   "once it has been silent for 5 s) and end it, so that the next host gets it "
+                                   "at once"),
+                       ("reset", "release a board and put its engine back as a host finds it: every receive "
+                                 "slot released, its counters zeroed, its ports and peer cleared")):
+        command = sub.add_parser(name, help=text.split(":")[0], description=text[0].upper() + text[1:] + ".",
+                                 aliases=["take-over"] if name == "release" else [])
+        command.add_argument("board", metavar="ADDR[:PORT]", help=f"the board's host link (port {LINK_PORT})")
     sub.metavar = "{" + ",".join(sub.choices) + "}"  # what a missing command's error names
 
 
@@ -70,6 +79,8 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
         address = parse_address(args.board, LINK_PORT)
         if not address[0] or address[1] == 0:
             raise TransportError(f"{args.board!r} names no board: give ADDR[:PORT]")
+        if args.board_command in ("release", "take-over", "reset"):
+            return release(address, args.board_command == "reset", out, err)
         link = BoardLink(address, give_up=args.timeout)
     except (TransportError, OSError) as exc:
         err.print(f"netblt: error: {exc}", highlight=False, soft_wrap=True)
@@ -81,6 +92,31 @@ def run(args: argparse.Namespace, out: Console, err: Console) -> int:
         return 1
     finally:
         link.close()
+
+
+def release(address: tuple[str, int], reset: bool, out: Console, err: Console) -> int:
+    """Take the board's session as a host does (saying whose it was) and end it at once."""
+    def say(text: str) -> None:
+        err.print(f"netblt: {text}", highlight=False, soft_wrap=True)
+
+    try:
+        link = BoardLink(address)
+        try:
+            board = snapshot(link)
+        finally:
+            link.close()
+        held = board["link"]["owner"] if board["registers"]["TAKEOVER_AFTER"] else None  # 0: that host left
+        if reset:
+            BoardDataPath.open(address, local_port=0, notice=say).close()
+        else:
+            leave(take(address, notice=say))
+    except LinkError as exc:
+        say(f"error: {exc}")
+        return 1
+    was = f"it was held by {held['address']}" if held else "no host held it"
+    done = "reset (receive slots released, counters zeroed, ports and peer cleared) and free" if reset else "free"
+    out.print(f"board {show(address)}: {done} for the next host ({was})", highlight=False, soft_wrap=True)
+    return 0
 
 
 def snapshot(link: BoardLink) -> dict:

@@ -270,6 +270,29 @@ def test_a_host_that_finds_the_board_in_use_says_so_and_waits(board, tmp_path):
     assert report["ok"] and (tmp_path / "out" / "data.bin").read_bytes() == source.read_bytes()
 
 
+def test_board_release_frees_a_board_a_silent_host_holds_and_reset_clears_it(board):
+    """A host holds the board and goes silent, as one that died: ``netblt board release``
+    takes the session once the board lets it and ends it, naming who held it; the board is
+    then free (TAKEOVER_AFTER 0) for the next host. ``reset`` also zeroes its counters."""
+    owner = taken(board)
+    owner.run(F.Type.REGISTERS, operations(F.Operation(F.Opcode.WRITE, ADDRESS["TAKEOVER_AFTER"], 1)))
+    port = owner.sock.getsockname()[1]
+    owner.close()  # silent from now on
+    done = subprocess.run(NETBLT + ["board", "release", board.link_address], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"board {board.link_address}: free for the next host (it was held by 127.0.0.1:{port})\n"
+    registers = board.status()
+    assert registers["TAKEOVER_AFTER"] == 0 and registers["LINK_OWNER_PORT"] != port
+    done = subprocess.run(NETBLT + ["board", "reset", board.link_address], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0 and "reset (receive slots released, counters zeroed" in done.stdout, done.stderr
+    assert "(no host held it)" in done.stdout  # release left it free
+    registers = board.status()
+    assert registers["TAKEOVER_AFTER"] == 0 and registers["LOCAL_PORT"] == 0
+    assert registers["TX_PACKETS"] == registers["RX_ACCEPTED"] == registers["TX_CONTROL"] == 0
+
+
 def taken(board) -> BoardLink:
     """A session, taken over from a host that left: at once on a board, after one of its
     milliseconds in simulation (seconds of real time)."""
