@@ -202,7 +202,8 @@ def decoded(where: str, r: dict[str, int]) -> dict:
     owner, the link, the slots and the counters by name; the raw registers beside them."""
     g = GEOMETRY_WORD.unpack(r["GEOMETRY"])
     owner = {"address": f"{ipaddress.IPv4Address(r['LINK_OWNER_ADDRESS'])}:{r['LINK_OWNER_PORT']}",
-             "silent_seconds": r["LINK_OWNER_SILENT"] / 1000} if r["LINK_SESSION"] else None
+             "silent_seconds": r["LINK_OWNER_SILENT"] / 1000,  # by the board's clock
+             "left": not r["TAKEOVER_AFTER"]} if r["LINK_SESSION"] else None  # a host that ends sets 0
     return {
         "board": where, "name": BOARD_NAMES.get(r["BOARD"], f"board {r['BOARD']}"),
         "address": str(ipaddress.IPv4Address(r["IP_ADDRESS"])),
@@ -222,7 +223,12 @@ def decoded(where: str, r: dict[str, int]) -> dict:
 def summary(board: dict) -> str:
     """The decoded snapshot in one line."""
     owner = board["link"]["owner"]
-    held = f"owned by {owner['address']}, last heard {owner['silent_seconds']:g} s ago" if owner else "no session"
+    if owner is None:
+        held = "no session"
+    elif owner["left"]:
+        held = f"free: its last host, {owner['address']}, ended its session"
+    else:
+        held = f"owned by {owner['address']}, silent {owner['silent_seconds']:g} s by the board's clock"
     return (f"{board['board']}: {board['name']}, {board['address']} ({board['mac']}), "
             f"netmask {board['netmask']}, gateway {board['gateway'] or 'none'}, "
             f"link {'up' if board['link']['up'] else 'down'}, engine at {board['engine']['clock_hz'] / 1e6:g} MHz "

@@ -284,6 +284,9 @@ def test_board_release_frees_a_board_a_silent_host_holds_and_reset_clears_it(boa
     assert done.stdout == f"board {board.link_address}: free for the next host (it was held by 127.0.0.1:{port})\n"
     registers = board.status()
     assert registers["TAKEOVER_AFTER"] == 0 and registers["LINK_OWNER_PORT"] != port
+    shown = subprocess.run(NETBLT + ["board", "status", board.link_address], capture_output=True, text=True,
+                           timeout=60)
+    assert "; free: its last host, 127.0.0.1:" in shown.stdout.splitlines()[0], shown.stdout
     done = subprocess.run(NETBLT + ["board", "reset", board.link_address], capture_output=True, text=True,
                           timeout=120)
     assert done.returncode == 0 and "reset (receive slots released, counters zeroed" in done.stdout, done.stderr
