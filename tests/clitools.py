@@ -131,23 +131,6 @@ class RealBoard(SimBoard):
         self.board_host, self.host = address, host
         self.link, self.netblt = int(port or 2990), 2998
 
-    def line_with(self, text: str, timeout: float) -> str:
-        """The next line it prints that holds ``text`` (those before are read and passed
-        over), within ``timeout`` seconds."""
-        found: list[str] = []
-
-        def read() -> None:
-            for line in self.proc.stdout:
-                if text in line:
-                    found.append(line)
-                    return
-
-        reader = threading.Thread(target=read, daemon=True)
-        reader.start()
-        reader.join(timeout)
-        assert found, f"sim-board printed no line with {text!r} in {timeout:g} s"
-        return found[0]
-
     @property
     def link_address(self) -> str:
         return f"{self.board_host}:{self.link}"
