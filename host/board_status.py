@@ -19,7 +19,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..driver.board import BoardDataPath, leave, take
-from ..driver.link import BoardLink, LinkError
+from ..driver.link import FIND_MOST, BoardLink, LinkError, find
 from ..driver.transport import TransportError, parse_address, show
 from ..formats.dram_csr import DramPhy
 from ..formats.host_link import LINK_PORT
@@ -50,6 +50,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help="stop after N refreshes (default: until Ctrl-C)")
     watch.add_argument("--timeout", type=_timeout, default=3.0, metavar="TIME",
                        help="how long to wait for each answer (default: 3s)")
+    find_ = sub.add_parser("find", help="find the boards on a segment",
+                           description="Ask every address of a network (at most 4096) and its broadcast "
+                                       "address for a board's STATUS, which needs no session, and list the "
+                                       "boards that answer.")
+    find_.add_argument("network", metavar="NETWORK", type=_network, help="addresses to ask, e.g. 192.168.1.0/24")
+    find_.add_argument("--port", type=int, default=LINK_PORT, help=f"the boards' host link port ({LINK_PORT})")
+    find_.add_argument("--timeout", type=_timeout, default=1.0, metavar="TIME",
+                       help="how long to wait for answers (default: 1s)")
+    find_.add_argument("--json", action="store_true", help="each board's decoded status, one JSON line each")
     for name, text in (("release", "free a board that a host holds: take its session (from a host that died, "
                                    "once it has been silent for 5 s) and end it, so that the next host gets it "
                                    "at once"),
@@ -68,6 +77,17 @@ def _timeout(text: str) -> float:
     return seconds
 
 
+def _network(text: str) -> ipaddress.IPv4Network:
+    try:
+        network = ipaddress.IPv4Network(text, strict=False)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an IPv4 network (give ADDR/PREFIX)") from None
+    if network.num_addresses > FIND_MOST:
+        raise argparse.ArgumentTypeError(f"{text} has {network.num_addresses} addresses; ask at most {FIND_MOST} "
+                                         f"(/{32 - FIND_MOST.bit_length() + 1} or longer)")
+    return network
+
+
 def _count(text: str) -> int:
     if not text.isdigit() or int(text) < 1:
         raise argparse.ArgumentTypeError(f"count {text!r} must be a whole number, at least 1")
@@ -75,6 +95,8 @@ def _count(text: str) -> int:
 
 
 def run(args: argparse.Namespace, out: Console, err: Console) -> int:
+    if args.board_command == "find":
+        return find_boards(args, out, err)
     try:
         address = parse_address(args.board, LINK_PORT)
         if not address[0] or address[1] == 0:
@@ -119,10 +141,35 @@ def release(address: tuple[str, int], reset: bool, out: Console, err: Console) -
     return 0
 
 
+def find_boards(args: argparse.Namespace, out: Console, err: Console) -> int:
+    """One line (or JSON object) per board that answers, in address order; 1 if none did."""
+    network = args.network
+    addresses = [str(a) for a in (network if network.num_addresses <= 2 else network.hosts())]
+    if network.num_addresses > 2:
+        addresses.append(str(network.broadcast_address))  # a board that hears broadcasts answers once more
+    found = find(addresses, args.port, args.timeout)
+    for where in sorted(found, key=lambda source: ipaddress.IPv4Address(source[0])):
+        shown, answer = show(where), found[where]
+        if isinstance(answer, str):
+            err.print(f"netblt: {shown}: {answer}", highlight=False, soft_wrap=True)
+            continue
+        board = decoded(shown, unchanged_by_reading(answer))
+        out.print(json.dumps(board) if args.json else summary(board), highlight=False, soft_wrap=True)
+    if not found:
+        err.print(f"netblt: no board answered on {network} at port {args.port} within {args.timeout:g} s",
+                  highlight=False, soft_wrap=True)
+    return 0 if found else 1
+
+
 def snapshot(link: BoardLink) -> dict:
     """The board's registers that reading does not change, decoded."""
+    return decoded(link.shown, unchanged_by_reading(link.status()))
+
+
+def unchanged_by_reading(registers: dict[str, int]) -> dict[str, int]:
+    """Those of a STATUS snapshot that reading does not change (the rest read 0 there)."""
     readable = {r.name for _, group in GROUPS + LINK_GROUPS for r in group if r.access in ("r", "rw")}
-    return decoded(link.shown, {name: value for name, value in link.status().items() if name in readable})
+    return {name: value for name, value in registers.items() if name in readable}
 
 
 def status(link: BoardLink, args: argparse.Namespace, out: Console) -> int:

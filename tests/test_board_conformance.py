@@ -204,6 +204,21 @@ def test_board_status_names_the_board_without_a_session(board):
     assert answer["registers"]["IP_ADDRESS"] == registers["IP_ADDRESS"]
 
 
+def test_board_find_lists_the_boards_that_answer_on_a_network(board):
+    """``netblt board find`` asks every address of a network for STATUS (no session) and
+    lists each board that answers, once; here the simulated board among 127.0.0.0/29."""
+    simulated(board)
+    done = subprocess.run(NETBLT + ["board", "find", "127.0.0.0/29", "--port", str(board.link), "--json"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    (found,) = [json.loads(line) for line in done.stdout.splitlines()]
+    assert found["board"] == board.link_address and found["address"] == board.ip_address
+    done = subprocess.run(NETBLT + ["board", "find", "127.0.0.0/29", "--port", str(free_port()), "--timeout",
+                                    "300ms"], capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr.startswith("netblt: no board answered on 127.0.0.0/29 at port ")
+
+
 def test_board_watch_refreshes_the_counters_with_their_rates(board):
     """``netblt board watch``, piped: each refresh a summary and the counters; from the
     second on, each counter's rate since the one before."""

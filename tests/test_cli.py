@@ -94,7 +94,9 @@ def test_no_receiver_is_one_clear_error_and_no_report(payload):
     (["send", "x", "127.0.0.1", "--rate", "1"], "rate 1 b/s is below the slowest 1448-byte packets allow"),
     (["recv", "--allow", "300.1.1.1"], "bad address or prefix '300.1.1.1'"),
     (["send", "x", "127.0.0.1", "--secret-file", "/nonexistent"], "cannot read the secret file /nonexistent"),
-    (["board"], "the following arguments are required: {status,watch,release,take-over,reset}"),
+    (["board"], "the following arguments are required: {status,watch,find,release,take-over,reset}"),
+    (["board", "find", "10.0.0.0/8"], "10.0.0.0/8 has 16777216 addresses; ask at most 4096 (/20 or longer)"),
+    (["board", "find", "nonsense"], "'nonsense' is not an IPv4 network (give ADDR/PREFIX)"),
 ])
 def test_bad_arguments_exit_2_with_one_line(args, message, tmp_path):
     result = subprocess.run(NETBLT + args, capture_output=True, text=True, cwd=tmp_path)
