@@ -16,6 +16,8 @@ VERSION = 2
 """RFC 998's version number (reading A3)."""
 
 IP_PROTOCOL = 30
+UDP_PROTOCOL = 17
+"""The IP protocol numbers of NETBLT (assigned to it) and of UDP."""
 ALIGNMENT = 4
 
 

@@ -13,7 +13,6 @@ from amaranth.hdl import Cat, Const, Value
 
 from ..formats import rfc998 as L
 from ..formats.layout import Layout
-from ..formats.rfc998 import UDP
 
 DATA_LAYOUTS = (L.HEADER, L.DATA)
 """The 24-byte DATA/LDATA header, which its checksum covers (reading A13)."""

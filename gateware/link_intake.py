@@ -21,7 +21,7 @@ from ..formats.rfc998 import UDP
 from .headers import fold, halfwords, lanes
 from .packet_fifo import CONTROL_META, PacketFifo
 from .parser import control_beat
-from .segmenter import UDP_PROTOCOL
+from ..formats.rfc998 import UDP_PROTOCOL
 from .streams import ip_stream
 
 UDP_WORDS = UDP.end // 4

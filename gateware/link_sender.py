@@ -15,9 +15,9 @@ from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from ..formats import host_link as F
-from .headers import UDP, fold, header_bytes, to_beats
+from ..formats.rfc998 import UDP, UDP_PROTOCOL
+from .headers import fold, header_bytes, to_beats
 from .link_intake import pseudo_header
-from .segmenter import UDP_PROTOCOL
 from .streams import ip_stream
 
 AREA_WORDS = 64

@@ -13,11 +13,12 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from ..formats import rfc998 as L
+from ..formats.rfc998 import UDP, UDP_PROTOCOL
 from .config import EngineConfig
-from .headers import UDP, header_bytes, to_beats
+from .headers import header_bytes, to_beats
 from .packet_fifo import PacketFifo
 from .parser import control_beat
-from .segmenter import TX_SETTINGS, UDP_PROTOCOL, padded
+from .segmenter import TX_SETTINGS, padded
 from .streams import ip_stream
 
 

@@ -20,7 +20,7 @@ from ..formats.drops import Drop
 from .config import EngineConfig
 from ..formats.rfc998 import UDP
 from .headers import DATA_LAYOUTS, fold, halfwords, header_fields, lanes, layouts_size
-from .segmenter import UDP_PROTOCOL
+from ..formats.rfc998 import UDP_PROTOCOL
 from .streams import CONNECTION, ip_stream, rx_data
 
 RX_SETTINGS = data.StructLayout(CONNECTION)

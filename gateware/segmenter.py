@@ -15,13 +15,13 @@ from amaranth.lib import data, fifo, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from ..formats import rfc998 as L
+from ..formats.rfc998 import UDP, UDP_PROTOCOL
 from .checksum_table import ChecksumLookup
 from .config import EngineConfig
-from .headers import DATA_LAYOUTS, UDP, fold, halfwords, header_bytes, lanes, layouts_size, to_beats
+from .headers import DATA_LAYOUTS, fold, halfwords, header_bytes, lanes, layouts_size, to_beats
 from .streams import CONNECTION, ip_stream
 from .transmit_store import RUNS, read_address, run_reader, store_fetch
 
-UDP_PROTOCOL = 17
 
 TX_COMMAND = data.StructLayout({
     "resend": 1,

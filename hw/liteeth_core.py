@@ -40,7 +40,7 @@ from migen import ClockDomain, ClockDomainsRenamer, Mux
 from ..formats import rfc998 as L
 from ..formats.boards import IP_ADDRESS, MAC_ADDRESS
 from ..gateware.config import EngineConfig
-from ..gateware.segmenter import UDP_PROTOCOL
+from ..formats.rfc998 import UDP_PROTOCOL
 from .litex_core import DEVICE, run_generator, write_verilog
 
 PROTOCOLS = (L.IP_PROTOCOL, UDP_PROTOCOL)

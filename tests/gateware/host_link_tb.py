@@ -24,7 +24,7 @@ from netblt.formats import host_link as F
 from netblt.driver.link import LinkClient, LinkError
 from netblt.gateware.receive_store import READ_AHEAD
 from netblt.formats.registers import ADDRESS, ENGINE_REGISTERS, LINK_REGISTERS, REGISTER_MAP
-from netblt.gateware.segmenter import UDP_PROTOCOL
+from netblt.formats.rfc998 import UDP_PROTOCOL
 from netblt.gateware.streams import ip_payload
 from netblt.gateware.transmit_path import UPLOAD_ROOM
 from netblt.formats import rfc998 as L

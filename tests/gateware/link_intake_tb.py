@@ -11,7 +11,7 @@ from scapy.packet import Raw
 
 from netblt.formats import host_link as F
 from netblt.gateware.packet_fifo import CONTROL_META
-from netblt.gateware.segmenter import UDP_PROTOCOL
+from netblt.formats.rfc998 import UDP_PROTOCOL
 from netblt.gateware.streams import ip_payload
 from netblt.formats import rfc998 as L
 from netblt.sim.rtl.beats import BeatSink, BeatSource, beat_bytes, to_beats
