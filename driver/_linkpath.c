@@ -2,8 +2,8 @@
  *
  * driver/link.py keeps the protocol (docs/host-link.md); this runs its common case, a run of
  * equal requests into or out of slot memory, up to the window in flight, batched system
- * calls both ways, and one REGISTERS request after them (the command that follows an upload,
- * the reads that go with a download: a buffer's steps in one run). Replies to the run are
+ * calls both ways, and one REGISTERS request before them (the reads that go with a download:
+ * a buffer's steps in one run, in the order the board runs them). Replies to the run are
  * matched here; the board's event pushes that are
  * next in sequence are held (and acknowledged in the following requests); anything else
  * (another reply, a status that is not OK, a late copy) and a silence longer than the retry
@@ -72,9 +72,9 @@ typedef struct {
     Py_ssize_t count, window, step, words;  /* requests; in flight at most; words each (the last: fewer) */
     uint8_t *data;
     Py_ssize_t size;
-    Py_buffer after;  /* the REGISTERS request's body after the data's requests, if len > 0 */
-    Py_ssize_t data_count;  /* the data's requests: count, less the one after */
-    PyObject *after_reply;  /* its reply, once answered */
+    Py_buffer first;  /* the REGISTERS request's body before the data's requests, if len > 0 */
+    Py_ssize_t lead;  /* 1 with it (request 0), else 0: the data's request j is request j + lead */
+    PyObject *first_reply;  /* its reply, once answered */
     char *done;
     Py_ssize_t oldest, next;  /* the oldest request not answered; the next to send */
     long long bytes_out, bytes_in, sent;
@@ -92,17 +92,18 @@ static Py_ssize_t request_words(Run *r, Py_ssize_t i)
 /* Request ``i`` into ``d``; its length. */
 static Py_ssize_t build(Run *r, Py_ssize_t i, uint8_t *d)
 {
-    Py_ssize_t words = request_words(r, i), body = r->kind == (int)type_upload ? 4 * words : 4;
     memset(d, 0, header_size);
     put(d, H_VERSION, version);
     put(d, H_ID, (r->first_id + (uint32_t)i) & 0xFFFF);
     put(d, H_ACK, r->held);
     put(d, H_SESSION, r->session);
-    if (i == r->data_count) {  /* the REGISTERS request after the data */
+    if (i < r->lead) {  /* the REGISTERS request before the data */
         put(d, H_TYPE, type_registers);
-        memcpy(d + header_size, r->after.buf, r->after.len);
-        return header_size + r->after.len;
+        memcpy(d + header_size, r->first.buf, r->first.len);
+        return header_size + r->first.len;
     }
+    i -= r->lead;
+    Py_ssize_t words = request_words(r, i), body = r->kind == (int)type_upload ? 4 * words : 4;
     put(d, H_TYPE, (uint32_t)r->kind);
     put(d, H_VALUE, r->word_address + (uint32_t)(i * r->step));
     if (r->kind == (int)type_upload) {
@@ -158,16 +159,16 @@ static int answer(Run *r, const uint8_t *d, Py_ssize_t len)
         return 0;
     if (get(d, H_STATUS) != status_ok)
         return 1;
-    if (i == r->data_count) {
+    if (i < r->lead) {
         if (get(d, H_TYPE) != (type_registers | reply_bit))
             return 1;
-        r->after_reply = PyBytes_FromStringAndSize((const char *)d, len);
-        if (!r->after_reply)
+        r->first_reply = PyBytes_FromStringAndSize((const char *)d, len);
+        if (!r->first_reply)
             return -1;
     } else if (get(d, H_TYPE) != ((uint32_t)r->kind | reply_bit)) {
         return 1;
     } else if (r->kind == (int)type_download) {
-        Py_ssize_t words = request_words(r, i), at = 4 * i * r->step;
+        Py_ssize_t j = i - r->lead, words = request_words(r, j), at = 4 * j * r->step;
         if (len - header_size != 4 * words)
             return 1;
         Py_ssize_t have = r->size - at < 4 * words ? r->size - at : 4 * words;
@@ -200,7 +201,7 @@ static int take(Run *r, const uint8_t *d, Py_ssize_t len)
     if (get(d, H_SESSION) != r->session)
         return hand_back(r, d, len, 1);
     uint32_t type = get(d, H_TYPE), id = get(d, H_ID);
-    if (type == ((uint32_t)r->kind | reply_bit) || (r->after.len && type == (type_registers | reply_bit))) {
+    if (type == ((uint32_t)r->kind | reply_bit) || (r->lead && type == (type_registers | reply_bit))) {
         int answered = answer(r, d, len);
         return answered > 0 ? hand_back(r, d, len, 1) : answered;
     }
@@ -274,34 +275,34 @@ static int go(Run *r, int timeout_ms)
 static PyObject *bulk(PyObject *self, PyObject *args, PyObject *kwargs)
 {
     static char *names[] = {"fd", "kind", "session", "held", "first_id", "window", "word_address", "data",
-                            "step", "timeout", "after", NULL};
+                            "step", "timeout", "first", NULL};
     Run r;
     memset(&r, 0, sizeof r);
     Py_buffer view;
-    PyObject *data, *after = NULL;
+    PyObject *data, *first = NULL;
     double timeout;
     if (!configured) {
         PyErr_SetString(PyExc_RuntimeError, "layout() first");
         return NULL;
     }
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "iiIIInIOnd|O", names, &r.fd, &r.kind, &r.session, &r.held,
-                                     &r.first_id, &r.window, &r.word_address, &data, &r.step, &timeout, &after))
+                                     &r.first_id, &r.window, &r.word_address, &data, &r.step, &timeout, &first))
         return NULL;
     if (PyObject_GetBuffer(data, &view, r.kind == (int)type_download ? PyBUF_WRITABLE : PyBUF_SIMPLE) < 0)
         return NULL;  /* a download needs somewhere to write */
-    if (after && after != Py_None && PyObject_GetBuffer(after, &r.after, PyBUF_SIMPLE) < 0) {
+    if (first && first != Py_None && PyObject_GetBuffer(first, &r.first, PyBUF_SIMPLE) < 0) {
         PyBuffer_Release(&view);
         return NULL;
     }
     PyObject *result = NULL;
     r.data = view.buf, r.size = view.len;
     r.words = (view.len + 3) / 4;
-    r.data_count = r.step > 0 ? (r.words + r.step - 1) / r.step : 0;
-    r.count = r.data_count + (r.after.len > 0);
+    r.lead = r.first.len > 0;
+    r.count = (r.step > 0 ? (r.words + r.step - 1) / r.step : 0) + r.lead;
     if ((r.kind != (int)type_upload && r.kind != (int)type_download) || r.window < 1 || r.step < 1
-        || header_size + 4 * r.step > MAX_DATAGRAM || r.after.len > 4 * r.step || r.count > 0x4000
+        || header_size + 4 * r.step > MAX_DATAGRAM || r.first.len > 4 * r.step || r.count > 0x4000
         || r.window > 0x4000) {
-        PyErr_SetString(PyExc_ValueError, "bulk: a kind of UPLOAD or DOWNLOAD, a window, a step, a request after "
+        PyErr_SetString(PyExc_ValueError, "bulk: a kind of UPLOAD or DOWNLOAD, a window, a step, a request first "
                                           "no longer than one of the data's, and at most 16384 requests (their "
                                           "IDs must not wrap)");
         goto done;
@@ -328,11 +329,11 @@ static PyObject *bulk(PyObject *self, PyObject *args, PyObject *kwargs)
         result = Py_BuildValue("{s:n,s:n,s:N,s:O,s:O,s:I,s:I,s:L,s:L,s:z,s:O}", "count", r.count, "next", r.next,
                                "waiting", waiting, "others", r.others, "pushes", r.pushes, "held", r.held,
                                "acked", r.acked, "bytes_out", r.bytes_out, "bytes_in", r.bytes_in,
-                               "stopped", r.stopped, "after", r.after_reply ? r.after_reply : Py_None);
+                               "stopped", r.stopped, "first", r.first_reply ? r.first_reply : Py_None);
 done:
-    Py_XDECREF(r.after_reply);
-    if (r.after.obj)
-        PyBuffer_Release(&r.after);
+    Py_XDECREF(r.first_reply);
+    if (r.first.obj)
+        PyBuffer_Release(&r.first);
     PyMem_Free(r.done);
     PyMem_Free(r.out);
     Py_XDECREF(r.others);
@@ -345,8 +346,8 @@ static PyMethodDef methods[] = {
     {"layout", layout, METH_VARARGS,
      "layout(fields, header_size, version, reply_bit, type_events, status_ok): the header's layout."},
     {"bulk", (PyCFunction)(void (*)(void))bulk, METH_VARARGS | METH_KEYWORDS,
-     "bulk(fd, kind, session, held, first_id, window, word_address, data, step, timeout, after=None) -> dict: "
-     "a run of UPLOADs of data, or DOWNLOADs into it, and a REGISTERS request with the body after, until every "
+     "bulk(fd, kind, session, held, first_id, window, word_address, data, step, timeout, first=None) -> dict: "
+     "a REGISTERS request with the body first, then a run of UPLOADs of data or DOWNLOADs into it, until every "
      "one is answered or the link needs link.py."},
     {NULL, NULL, 0, NULL},
 };

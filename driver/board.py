@@ -136,9 +136,6 @@ class Slot:
     data: bytes | None = None
     queried: bool = False
     """Its missing packets were asked for: resends came, so its arrivals are no first pass."""
-    timing: Request | None = None
-    """The reads made as it completed: RX_HIGH_ACK, and its arrival times if every
-    packet came in the first pass."""
     posted: list[Request | Part] = field(default_factory=list)
     """A receive slot's POST: until the board has run it, the slot's status registers
     are a previous buffer's."""
@@ -568,17 +565,29 @@ class BoardDataPath:
 
     def _completed(self, index: int, slot: Slot, last: bool, count: int) -> None:
         """Receive slot ``index`` holds its whole buffer: its data onto the host, then the
-        engine hears of it."""
-        slot.size = self._buffer_bytes(slot.buffer, last, count)
-        # The high-ack the peer's DATA carried, which retires this end's control messages;
-        # and, where every packet came in the first pass, the slot's times for the rate selector.
-        reads = [_read("RX_HIGH_ACK")]
+        engine hears of it. The slot's state is read first, in the download's run: a
+        RECEIVED event can come after a query's answer found the buffer whole, the engine
+        took it and the slot went to the next buffer, which is not whole (its download
+        delivered as that buffer failed a transfer's SHA-256 check in CI)."""
+        if slot.data is not None:
+            self.dropped["board completions of a buffer already delivered"] += 1
+            return
+        size = self._buffer_bytes(slot.buffer, last, count)
+        # Whole or not; the high-ack the peer's DATA carried, which retires this end's control
+        # messages; and, where every packet came in the first pass, the times for the rate selector.
+        reads = [_write("STATUS_SLOT", index), _read("SLOT_STATE"), _read("RX_HIGH_ACK")]
         if not slot.queried:
-            reads += [_write("STATUS_SLOT", index), _read("SLOT_RECEIVED"), _read("SLOT_FIRST_AT"),
-                      _read("SLOT_LAST_AT")]
-        slot.timing = Request(F.Type.REGISTERS, F.encode_operations(reads))  # in the download's run
-        slot.data = self.link.download(index * self.geometry.slot_bytes // 4, slot.size, then=slot.timing)
-        self.events.append(ev.BufferComplete(slot.buffer, slot.size, self._completion_reads(slot)))
+            reads += [_read("SLOT_RECEIVED"), _read("SLOT_FIRST_AT"), _read("SLOT_LAST_AT")]
+        first = Request(F.Type.REGISTERS, F.encode_operations(reads))
+        data = self.link.download(index * self.geometry.slot_bytes // 4, size, first=first)
+        state, high_ack, *timing = [op.value for op in F.decode_operations(first.reply[1])
+                                    if op.opcode & ~F.DONE == F.Opcode.READ]
+        self._note_high_ack(high_ack)
+        if not _whole(state):
+            self.dropped["board completions for a slot given to its next buffer since"] += 1
+            return
+        slot.size, slot.data = size, data
+        self.events.append(ev.BufferComplete(slot.buffer, size, self._first_pass(timing)))
 
     def _missing(self, kind: Event, index: int, value: int) -> None:
         """A query's answer, for the buffer it was asked about: one that was delivered and
@@ -605,7 +614,7 @@ class BoardDataPath:
         event FIFO (EVENTS_LOST). The slot's state says whether it is whole."""
         values = self._operations([_write("STATUS_SLOT", index), _read("SLOT_STATE"), _read("SLOT_COUNT")],
                                   wait=True, urgent=True)
-        if values[0] & 0b101 == 0b101 and slot.data is None:  # posted and complete
+        if _whole(values[0]) and slot.data is None:
             self.dropped["board completions recovered from a slot's state (its event lost)"] += 1
             p = self.params
             self._completed(index, slot, slot.buffer * p.buffer_size >= self.transfer_size, values[1])
@@ -618,15 +627,12 @@ class BoardDataPath:
             return self.transfer_size - (number - 1) * p.buffer_size
         return count * p.packet_size  # unusable() keeps this from happening
 
-    def _completion_reads(self, slot: Slot) -> ev.FirstPass | None:
-        """What the reads made as the slot completed say (they ran after its download, in
-        the same run): the high-ack, and a loss-free buffer's first pass."""
-        values = [op.value for op in F.decode_operations(slot.timing.reply[1])
-                  if op.opcode & ~F.DONE == F.Opcode.READ]
-        self._note_high_ack(values[0])
-        if len(values) == 1:
+    def _first_pass(self, timing: list[int]) -> ev.FirstPass | None:
+        """A loss-free buffer's first pass, from its slot's SLOT_RECEIVED, SLOT_FIRST_AT and
+        SLOT_LAST_AT (none for a buffer whose missing packets were asked for)."""
+        if not timing:
             return None
-        received, first_at, last_at = values[1:]
+        received, first_at, last_at = timing
         return ev.FirstPass(self.clock.seconds((last_at - first_at) & 0xFFFF_FFFF), received, 0)
 
     def _free(self, slots: dict[int, Slot], count: int, side: str) -> int:
@@ -705,6 +711,11 @@ def leave(link: BoardLink) -> None:
         link.many([(F.Type.REGISTERS, F.encode_operations([_write("TAKEOVER_AFTER", 0)]), 0)])
     finally:
         link.close()
+
+
+def _whole(state: int) -> bool:
+    """SLOT_STATE says posted (bit 0) and complete (bit 2)."""
+    return state & 0b101 == 0b101
 
 
 def _write(name: str, value: int) -> F.Operation:

@@ -454,47 +454,48 @@ class BoardLink:
         queued before it has run; returns when the board holds it all."""
         self._bulk(F.Type.UPLOAD, word_address, data, None)
 
-    def download(self, word_address: int, size: int, then: Request | None = None) -> bytes:
+    def download(self, word_address: int, size: int, first: Request | None = None) -> bytes:
         """``size`` bytes of receive slot memory from ``word_address`` on, once every
-        request queued before has run, and the REGISTERS request ``then`` after them in
-        the same run (the reads that go with a completed buffer: no round trip of their
-        own before the download); returns with ``then``'s reply in it."""
+        request queued before has run; the REGISTERS request ``first`` runs just before
+        them, in the same run (the reads that say the slot is whole, with no round trip of
+        their own); returns with ``first``'s reply in it."""
         out = bytearray(size)
-        self._bulk(F.Type.DOWNLOAD, word_address, out, then)
+        self._bulk(F.Type.DOWNLOAD, word_address, out, first)
         return bytes(out)
 
     def _bulk(self, kind: F.Type, word_address: int, data: bytes | memoryview | bytearray,
-              then: Request | None) -> None:
-        """A run of UPLOADs or DOWNLOADs and ``then``: compiled (driver/_linkpath.c) where it
+              first: Request | None) -> None:
+        """``first`` and a run of UPLOADs or DOWNLOADs: compiled (driver/_linkpath.c) where it
         was built, with the client's recovery taking over from wherever the run had to stop."""
         client, step = self.client, F.max_words(self.mtu)
         self._run(lambda: client.idle)  # the run takes the next IDs
-        after = then.body if then else b""
+        lead = [(F.Type.REGISTERS, first.body, 0)] if first else []
         run = {"count": 0, "next": 0, "waiting": [], "others": [], "pushes": [], "held": client.held_push,
-               "acked": None, "bytes_out": 0, "bytes_in": 0, "after": None}
+               "acked": None, "bytes_out": 0, "bytes_in": 0, "first": None}
         if _linkpath is not None:
             try:
                 run = _linkpath.bulk(self.sock.fileno(), int(kind), client.session, client.held_push, client.next_id,
-                                     int(client.window), word_address, data, step, client.retry, after)
+                                     int(client.window), word_address, data, step, client.retry,
+                                     first.body if first else None)
             except ConnectionRefusedError:
                 raise self._gone() from None
-        if then is not None and run["after"] is not None:
-            header, body = F.decode(run["after"])
-            then.reply = (header, bytes(body))
-        requests = -(-len(data) // (4 * step)) + bool(after)
+        if run["first"] is not None:
+            header, body = F.decode(run["first"])
+            first.reply = (header, bytes(body))
+        requests = len(lead) - (-len(data) // (4 * step))
         if run["waiting"] or run["next"] < requests:  # the Python requests, only where the run left some
-            specs = F.upload_requests(word_address, bytes(data), self.mtu) if kind == F.Type.UPLOAD else \
-                F.download_requests(word_address, len(data), self.mtu)
-            specs += [(F.Type.REGISTERS, after, 0)] if after else []
+            specs = lead + (F.upload_requests(word_address, bytes(data), self.mtu) if kind == F.Type.UPLOAD else
+                            F.download_requests(word_address, len(data), self.mtu))
         else:
             specs = []
         rest = self._take_over(run, specs)
         self.wait([request for _, request in rest])
         for index, request in rest:
-            if after and index == len(specs) - 1:
-                then.reply = request.reply
+            if index < len(lead):
+                first.reply = request.reply
             elif kind == F.Type.DOWNLOAD:
-                data[4 * step * index:4 * step * (index + 1)] = request.reply[1][:len(data) - 4 * step * index]
+                at = 4 * step * (index - len(lead))
+                data[at:at + 4 * step] = request.reply[1][:len(data) - at]
 
     def _take_over(self, run: dict, specs: F.Requests) -> list[tuple[int, Request]]:
         """The client's state after a compiled run: its IDs, pushes and bytes; the requests it

@@ -198,3 +198,53 @@ def test_a_completion_whose_event_was_lost_is_recovered_from_the_slots_state():
     finally:
         dp.close()
         board.close()
+
+
+def test_a_late_completion_event_does_not_deliver_the_next_buffer_of_its_slot():
+    """A query's answer finds slot 0 whole before its RECEIVED event comes; the engine
+    takes buffer 1 and posts buffer 2 into slot 0; then the late event arrives. It was
+    taken for buffer 2's completion, and buffer 2's half-filled slot was delivered (a
+    SHA-256 mismatch through the Versa's DRAM in CI): now the slot's state, read in the
+    download's run, says it is not whole, and the event is counted and dropped."""
+    board = ServedBoard()
+    dp = BoardDataPath.open(("127.0.0.1", board.port), local_port=2998)
+    try:
+        params = Params(buffer_size=16384, packet_size=1448, burst_size=1, burst_interval=1, max_buffers=2,
+                        data_checksum=False, death_timer=30)
+        dp.configure(params, ("127.0.0.1", 5000), transfer_size=40000)
+        dp.post_receive(1, params.packets_per_buffer)
+        dp.wait_events(0.5)
+        engine, event = board.engine, board.engine._event
+        held: list[tuple] = []
+        engine._event = lambda kind, *args: held.append((kind, *args)) if kind == Event.RECEIVED else event(kind, *args)
+        their_port = engine.value("PEER_PORT")
+        out = bytearray(2000)
+        first = random.Random(5).randbytes(16384)
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as peer:
+            peer.bind(("127.0.0.1", 5000))
+
+            def arrive(buffer: int, data: bytes, packets: range) -> None:
+                for number in packets:
+                    written, _ = pack(out, data, 1448, number, 1, buffer, 0, False, their_port, 2998, False)
+                    peer.sendto(out[:written], ("127.0.0.1", board.netblt_port))
+                deadline = time.monotonic() + 5
+                while engine.rx[0].received < len(packets) and time.monotonic() < deadline:
+                    time.sleep(0.01)
+
+            arrive(1, first, range(params.packets_per_buffer))
+            dp.query_missing(1)
+            delivered = [e for e in dp.wait_events(2.0) + dp.wait_events(0.2) if isinstance(e, ev.BufferComplete)]
+            assert [e.buffer for e in delivered] == [1] and bytes(dp.take(1)) == first
+            dp.drop_receive(1)
+            dp.post_receive(2, params.packets_per_buffer)
+            dp.wait_events(0.3)
+            arrive(2, random.Random(6).randbytes(16384), range(3))  # buffer 2 begins in slot 0
+        engine._event = event
+        for kind, *args in held:  # buffer 1's events, late
+            event(kind, *args)
+        events = dp.wait_events(1.0) + dp.wait_events(0.2)
+        assert not [e for e in events if isinstance(e, ev.BufferComplete)], events
+        assert dp.dropped["board completions for a slot given to its next buffer since"] == 1
+    finally:
+        dp.close()
+        board.close()

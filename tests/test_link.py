@@ -278,7 +278,7 @@ def test_bulk_runs_are_exact_and_run_once_through_a_bad_path(seed, compiled, mon
     requests where it is not built, through a relay that loses, duplicates and reorders:
     where a run stops, the client's recovery finishes it; the board runs every request
     once, in order, and the bytes are exact both ways. A download's register operations
-    after it (``then``) run in its run, after its data, and their reply comes back."""
+    before it (``first``) run in its run, just before its data, and their reply comes back."""
     if not compiled:
         monkeypatch.setattr(link_module, "_linkpath", None)
     board = ServedBoard(BUILDS["versa_ecp5"]["block"])
@@ -291,12 +291,13 @@ def test_bulk_runs_are_exact_and_run_once_through_a_bad_path(seed, compiled, mon
         for at in range(3):
             link.upload(0, data)
             board.engine.rx_memory[:len(data)] = board.engine.tx_memory[:len(data)][::-1]
-            then = Request(F.Type.REGISTERS, F.encode_operations([
+            before = link.client.requests
+            first = Request(F.Type.REGISTERS, F.encode_operations([
                 F.Operation(F.Opcode.WRITE, ADDRESS["PEER_PORT"], 4000 + at), F.Operation(F.Opcode.READ, ADDRESS["PEER_PORT"])]))
-            assert link.download(0, len(data), then=then) == bytes(board.engine.tx_memory[:len(data)][::-1])
+            assert link.download(0, len(data), first=first) == bytes(board.engine.tx_memory[:len(data)][::-1])
             assert bytes(board.engine.tx_memory[:len(data)]) == data
-            assert F.decode_operations(then.reply[1])[1].value == 4000 + at
-            assert board.link.executed[-1] == (link.client.requests, F.Type.REGISTERS)  # it ran last, once
+            assert F.decode_operations(first.reply[1])[1].value == 4000 + at
+            assert board.link.executed[before] == (before + 1, F.Type.REGISTERS)  # it ran first, once
         executed = [number for number, _ in board.link.executed]
         assert executed == list(range(1, len(executed) + 1)) == list(range(1, link.client.requests + 1))
         assert relay.counts["lost"] and link.client.replays + link.client.resent > 0  # recovery ran
@@ -319,9 +320,9 @@ def test_a_window_of_jumbo_downloads_fits_the_hosts_socket():
         size = 64 * 4 * F.max_words(9000)
         board.engine.rx_memory[:size] = data = random.Random(3).randbytes(size)
         for at in range(4):
-            then = Request(F.Type.REGISTERS, F.encode_operations([F.Operation(F.Opcode.READ, ADDRESS["CYCLES"])]))
-            assert link.download(0, size, then=then) == data
-            assert then.reply[0].type == F.Type.REGISTERS | F.REPLY and len(then.reply[1]) == F.OPERATION.end
+            first = Request(F.Type.REGISTERS, F.encode_operations([F.Operation(F.Opcode.READ, ADDRESS["CYCLES"])]))
+            assert link.download(0, size, first=first) == data
+            assert first.reply[0].type == F.Type.REGISTERS | F.REPLY and len(first.reply[1]) == F.OPERATION.end
         assert link.client.window * (9000 + 1024) * 2 <= link.sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)
         assert link.client.replays + link.client.resent == 0  # nothing was dropped on the way
     finally:
