@@ -24,7 +24,7 @@ from ..driver.transport import TransportError, parse_address, show
 from ..formats.dram_csr import DramPhy
 from ..formats.host_link import LINK_PORT
 from ..formats.registers import BOARD_NAMES, DRAM_LEVELS_WORD, ENGINE_STATE, GEOMETRY_WORD, GROUPS, LINK_GROUPS
-from .units import parse_duration
+from .units import parse_duration, parse_port
 
 ADDRESSES = {"PEER_ADDRESS", "CONTROL_FROM", "LINK_OWNER_ADDRESS", "IP_ADDRESS", "NETMASK", "GATEWAY"}
 """Registers that hold an IPv4 address."""
@@ -55,7 +55,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                                        "address for a board's STATUS, which needs no session, and list the "
                                        "boards that answer.")
     find_.add_argument("network", metavar="NETWORK", type=_network, help="addresses to ask, e.g. 192.168.1.0/24")
-    find_.add_argument("--port", type=int, default=LINK_PORT, help=f"the boards' host link port ({LINK_PORT})")
+    find_.add_argument("--port", type=_link_port, default=LINK_PORT, help=f"the boards' host link port ({LINK_PORT})")
     find_.add_argument("--timeout", type=_timeout, default=1.0, metavar="TIME",
                        help="how long to wait for answers (default: 1s)")
     find_.add_argument("--json", action="store_true", help="each board's decoded status, one JSON line each")
@@ -86,6 +86,13 @@ def _network(text: str) -> ipaddress.IPv4Network:
         raise argparse.ArgumentTypeError(f"{text} has {network.num_addresses} addresses; ask at most {FIND_MOST} "
                                          f"(/{32 - FIND_MOST.bit_length() + 1} or longer)")
     return network
+
+
+def _link_port(text: str) -> int:
+    port = parse_port(text)
+    if not port:
+        raise argparse.ArgumentTypeError("port 0 names no board's host link")
+    return port
 
 
 def _count(text: str) -> int:

@@ -97,6 +97,8 @@ def test_no_receiver_is_one_clear_error_and_no_report(payload):
     (["board"], "the following arguments are required: {status,watch,find,release,take-over,reset}"),
     (["board", "find", "10.0.0.0/8"], "10.0.0.0/8 has 16777216 addresses; ask at most 4096 (/20 or longer)"),
     (["board", "find", "nonsense"], "'nonsense' is not an IPv4 network (give ADDR/PREFIX)"),
+    (["board", "find", "127.0.0.1/32", "--port", "99999"], "port 99999 is outside 0..65535"),
+    (["board", "find", "127.0.0.1/32", "--port", "0"], "port 0 names no board's host link"),
 ])
 def test_bad_arguments_exit_2_with_one_line(args, message, tmp_path):
     result = subprocess.run(NETBLT + args, capture_output=True, text=True, cwd=tmp_path)
