@@ -35,21 +35,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     status = sub.add_parser("status", help="show a board's identity, owner and registers",
                             description="Ask a board (or netblt sim-board) for a snapshot of its "
                                         "registers. Needs no session: the host driving it is not disturbed.")
-    status.add_argument("board", metavar="ADDR[:PORT]", help=f"the board's host link (port {LINK_PORT})")
+    _asks(status, "how long to wait for an answer, with a unit: 500ms, 10s (default: 3s)")
     status.add_argument("--json", action="store_true", help="print the registers as one JSON object")
-    status.add_argument("--timeout", type=_timeout, default=3.0, metavar="TIME",
-                        help="how long to wait for an answer, with a unit: 500ms, 10s (default: 3s)")
     watch = sub.add_parser("watch", help="show a board's counters and their rates, refreshed (its top)",
                            description="Ask a board (or netblt sim-board) for its registers again and again: "
                                        "the owner, the engine's state, and every counter with its rate since the "
                                        "last refresh, drops by reason. Needs no session. Ctrl-C ends it.")
-    watch.add_argument("board", metavar="ADDR[:PORT]", help=f"the board's host link (port {LINK_PORT})")
+    _asks(watch, "how long to wait for each answer (default: 3s)")
     watch.add_argument("--interval", type=_timeout, default=1.0, metavar="TIME",
                        help="time between refreshes, with a unit: 500ms, 2s (default: 1s)")
     watch.add_argument("--count", type=_count, default=0, metavar="N",
                        help="stop after N refreshes (default: until Ctrl-C)")
-    watch.add_argument("--timeout", type=_timeout, default=3.0, metavar="TIME",
-                       help="how long to wait for each answer (default: 3s)")
     find_ = sub.add_parser("find", help="find the boards on a segment",
                            description="Ask every address of a network (at most 4096) and its broadcast "
                                        "address for a board's STATUS, which needs no session, and list the "
@@ -68,6 +64,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                                  aliases=["take-over"] if name == "release" else [])
         command.add_argument("board", metavar="ADDR[:PORT]", help=f"the board's host link (port {LINK_PORT})")
     sub.metavar = "{" + ",".join(sub.choices) + "}"  # what a missing command's error names
+
+
+def _asks(command: argparse.ArgumentParser, timeout_help: str) -> None:
+    """A command that asks one board for its STATUS: the board, and how long to wait."""
+    command.add_argument("board", metavar="ADDR[:PORT]", help=f"the board's host link (port {LINK_PORT})")
+    command.add_argument("--timeout", type=_timeout, default=3.0, metavar="TIME", help=timeout_help)
 
 
 def _timeout(text: str) -> float:

@@ -31,6 +31,7 @@ from test_scapy_vectors import TYPES, read
 
 from netblt.bench import wire_pacing
 from netblt.driver.framing import HEADER_SIZE
+from netblt.driver.board import leave
 from netblt.driver.link import BoardInUse, BoardLink, LinkError
 from netblt.formats import host_link as F
 from netblt.formats.boards import IP_ADDRESS, MAC_ADDRESS, SIMULATION
@@ -323,12 +324,6 @@ def taken(board) -> BoardLink:
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.2)
-
-
-def leave(owner: BoardLink) -> None:
-    """End a session as a host does: the next host may take the board at once."""
-    owner.run(F.Type.REGISTERS, operations(F.Operation(F.Opcode.WRITE, ADDRESS["TAKEOVER_AFTER"], 0)))
-    owner.close()
 
 
 def test_hostile_datagrams_are_dropped_and_counted_and_the_owner_is_still_served(board):
