@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import ipaddress
 import signal
 import socket
 import sys
@@ -129,8 +130,11 @@ def add_sim_board_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--slots", choices=("block", "dram"), default="block",
                         help="where the board's buffer slots live: block RAM (default), or its DRAM, "
                              "on LiteDRAM's model of the board's chip, with the DRAM geometry (needs --board)")
+    parser.add_argument("--link-address", type=_address, default="127.0.0.1", metavar="ADDR",
+                        help="with --model: the host link's IPv4 address, one of this host's, e.g. in a network "
+                             "namespace where boards are looked for (default: 127.0.0.1)")
     parser.add_argument("--link-port", type=parse_port, default=0, metavar="PORT",
-                        help="the host link's port on 127.0.0.1 (default: any free one, printed)")
+                        help="the host link's port (default: any free one, printed)")
     parser.add_argument("--netblt-port", type=parse_port, default=0, metavar="PORT",
                         help="the board's NETBLT UDP port, on 127.0.0.1 too (default: any free one, printed)")
     parser.add_argument("--mtu", type=int, default=1500, choices=(1500, 9000),
@@ -153,6 +157,13 @@ def add_sim_board_arguments(parser: argparse.ArgumentParser) -> None:
                      help="random loss each way, e.g. 0.01 or 1%% (default: 0)")
     wan.add_argument("--wan-seed", type=int, default=1, metavar="N",
                      help="random seed: the same seed loses the same datagrams (default: 1)")
+
+
+def _address(text: str) -> str:
+    try:
+        return str(ipaddress.IPv4Address(text))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an IPv4 address") from None
 
 
 def _pace(text: str) -> int:
@@ -198,7 +209,7 @@ def run_sim_board(args: argparse.Namespace) -> int:
 
 
 def _settings(args: argparse.Namespace) -> dict:
-    return {"link_port": args.link_port, "netblt_port": args.netblt_port, "mtu": args.mtu,
+    return {"link_address": args.link_address, "link_port": args.link_port, "netblt_port": args.netblt_port, "mtu": args.mtu,
             "transport": args.transport, "wan_delay": args.wan_delay, "wan_loss": args.wan_loss,
             "wan_seed": args.wan_seed, "pace": args.pace, "link_delay": args.link_delay,
             "pcap": str(args.pcap.resolve()) if args.pcap else ""}
@@ -216,6 +227,8 @@ def _model_options(args: argparse.Namespace) -> str | None:
         return "the model runs in real time; --pace is for the design under Verilator"
     if args.link_delay and not args.model:
         return "--link-delay needs --model: the design under Verilator has no host-link delay"
+    if args.link_address != "127.0.0.1" and not args.model:
+        return "--link-address needs --model: the design under Verilator listens on 127.0.0.1"
     if args.pcap is not None and not args.pcap.parent.is_dir():
         return f"no directory {str(args.pcap.parent)!r} for the pcap"
     return None

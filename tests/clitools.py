@@ -61,13 +61,16 @@ class SimBoard:
     host = "127.0.0.1"
     """Where the board's software peers are, and where it is reached."""
 
-    def __init__(self, *args: str) -> None:
-        self.proc = subprocess.Popen(NETBLT + ["sim-board", *args], stdout=subprocess.PIPE,
+    def __init__(self, *args: str, within: tuple[str, ...] = (), link_host: str = "127.0.0.1") -> None:
+        """``within`` runs it inside something, e.g. ``ip netns exec NAME``; ``link_host`` is
+        where its host link listens (``--link-address``)."""
+        self.link_host = link_host
+        self.proc = subprocess.Popen([*within, *NETBLT, "sim-board", *args], stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, text=True)
         watchdog = threading.Timer(900, self.proc.kill)  # a first build takes minutes, never this long
         watchdog.start()
         try:
-            self.link = self._port("management 127.0.0.1:")
+            self.link = self._port(f"management {link_host}:")
             self.netblt = self._port("netblt 127.0.0.1:")
         finally:
             watchdog.cancel()
@@ -96,7 +99,7 @@ class SimBoard:
 
     @property
     def link_address(self) -> str:
-        return f"{self.host}:{self.link}"
+        return f"{self.link_host}:{self.link}"
 
     @property
     def netblt_address(self) -> str:
@@ -128,16 +131,12 @@ class RealBoard(SimBoard):
 
     def __init__(self, board: str, host: str) -> None:
         address, _, port = board.partition(":")
-        self.board_host, self.host = address, host
+        self.link_host, self.host = address, host
         self.link, self.netblt = int(port or 2990), 2998
 
     @property
-    def link_address(self) -> str:
-        return f"{self.board_host}:{self.link}"
-
-    @property
     def netblt_address(self) -> str:
-        return f"{self.board_host}:{self.netblt}"
+        return f"{self.link_host}:{self.netblt}"
 
     def close(self) -> None:
         pass

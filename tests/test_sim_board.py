@@ -151,10 +151,15 @@ def test_a_board_that_does_not_answer_is_one_line_naming_it():
                                                     f"nothing listens on that port\n"
 
 
-def test_slots_in_dram_need_a_board_and_say_so_in_one_line():
-    done = subprocess.run(NETBLT + ["sim-board", "--slots", "dram"], capture_output=True, text=True, timeout=60)
+@pytest.mark.parametrize("args, error", [
+    (["--slots", "dram"], "--slots dram needs --board: the slots go in that board's DRAM"),
+    (["--link-address", "10.79.0.2"], "--link-address needs --model: the design under Verilator listens on 127.0.0.1"),
+    (["--model", "--link-address", "board"], "argument --link-address: 'board' is not an IPv4 address"),
+])
+def test_sim_board_options_it_cannot_take_say_so_in_one_line(args, error):
+    done = subprocess.run(NETBLT + ["sim-board", *args], capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and done.stdout == ""
-    assert done.stderr == "netblt sim-board: error: --slots dram needs --board: the slots go in that board's DRAM\n"
+    assert done.stderr.splitlines()[-1] == f"netblt sim-board: error: {error}"
 
 
 def test_a_pace_waits_while_the_simulation_is_ahead_and_counts_how_far_it_fell_behind(monkeypatch):

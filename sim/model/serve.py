@@ -45,7 +45,9 @@ class Served:
         self.engine = Engine(geometry, board=number)
         self.link = HostLink(self.engine)
         self.mtu, self.link_delay = settings["mtu"], settings.get("link_delay", 0.0)
-        self.link_socket, self.netblt_socket = _bind(settings["link_port"]), _bind(settings["netblt_port"])
+        self.link_address = settings.get("link_address", "127.0.0.1")
+        self.link_socket = _bind(settings["link_port"], self.link_address)
+        self.netblt_socket = _bind(settings["netblt_port"])
         self.netblt_port = self.netblt_socket.getsockname()[1]
         self.wan_config = PathConfig(delay=settings["wan_delay"], loss=settings["wan_loss"])
         self.wan = {way: WanPath(self.wan_config, settings["wan_seed"] + i)
@@ -107,7 +109,7 @@ class Served:
 
     def _link_request(self, datagram: bytes, source: tuple[str, int]) -> None:
         now = time.monotonic()
-        self._record(datagram, source, ("127.0.0.1", F.LINK_PORT), now)
+        self._record(datagram, source, (self.link_address, F.LINK_PORT), now)
         for reply in self.link.receive(datagram, source, now):
             self._to_host(reply, source, now)
         for push in self.link.pushes(now):
@@ -140,10 +142,10 @@ class Served:
             heapq.heappush(self.later, (when, next(self.order), action))
 
     def _out(self, sock: socket.socket, datagram: bytes, to: tuple[str, int], port: int) -> None:
-        if not _loopback(to[0]):
+        if sock is self.netblt_socket and not _loopback(to[0]):  # the host link answers only who asked it
             self.counts[f"from the board to {to[0]}, not loopback (dropped)"] += 1
             return
-        self._record(datagram, ("127.0.0.1", port), to, time.monotonic())
+        self._record(datagram, (sock.getsockname()[0], port), to, time.monotonic())
         try:
             sock.sendto(datagram, to)
             self.counts["datagrams out"] += 1
@@ -158,7 +160,7 @@ class Served:
 
     def banner(self) -> list[str]:
         g = self.engine.geometry
-        lines = [f"management 127.0.0.1:{self.link_socket.getsockname()[1]}",
+        lines = [f"management {self.link_address}:{self.link_socket.getsockname()[1]}",
                  f"netblt 127.0.0.1:{self.netblt_port} (the board's NETBLT UDP port is {self.netblt_port})",
                  f"a functional model at host speed: {g.tx_slots} transmit and {g.rx_slots} receive slots of "
                  f"{g.slot_bytes} bytes, {g.clock_hz / 1e6:g} MHz"]
@@ -208,13 +210,13 @@ class ListenError(Exception):
     """A port to listen on is taken; the message names it."""
 
 
-def _bind(port: int) -> socket.socket:
+def _bind(port: int, address: str = "127.0.0.1") -> socket.socket:
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     try:
-        sock.bind(("127.0.0.1", port))
+        sock.bind((address, port))
     except OSError as exc:
         sock.close()
-        raise ListenError(f"cannot listen on 127.0.0.1:{port}: {exc.strerror}") from None
+        raise ListenError(f"cannot listen on {address}:{port}: {exc.strerror}") from None
     sock.setblocking(False)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 8 << 20)
