@@ -2,8 +2,11 @@
  *
  * driver/link.py keeps the protocol (docs/host-link.md); this runs its common case, a run of
  * equal requests into or out of slot memory, up to the window in flight, batched system
- * calls both ways, and one REGISTERS request before them (the reads that go with a download:
- * a buffer's steps in one run, in the order the board runs them). Replies to the run are
+ * calls both ways (an upload's datagrams cut by the kernel, UDP segmentation offload), and
+ * one REGISTERS request before them (the reads that go with a download: a buffer's steps in
+ * one run, in the order the board runs them). An upload asks for a reply from one request
+ * in a quarter window and the last of each batch (QUIET on the rest): the board runs
+ * requests in ID order, so a reply says the quiet ones before it ran. Replies to the run are
  * matched here; the board's event pushes that are
  * next in sequence are held (and acknowledged in the following requests); anything else
  * (another reply, a status that is not OK, a late copy) and a silence longer than the retry
@@ -17,16 +20,22 @@
 #include <poll.h>
 #include <stdint.h>
 #include <string.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 
 enum { H_VERSION, H_TYPE, H_STATUS, H_FLAGS, H_ID, H_ACK, H_SESSION, H_VALUE, H_COUNT };
 static struct { Py_ssize_t offset; int width; } field[H_COUNT];
 static Py_ssize_t header_size;
-static uint32_t version, reply_bit, type_events, type_registers, type_upload, type_download, status_ok;
+static uint32_t version, reply_bit, type_events, type_registers, type_upload, type_download, status_ok, flag_quiet;
 static int configured;
 
 #define BATCH 64
 #define MAX_DATAGRAM 65536
+#define GSO_SEGMENTS 64  /* the kernel's limits (UDP_MAX_SEGMENTS; a datagram's 64 KiB), as transport.py's */
+#define GSO_BYTES 65000
+#ifndef UDP_SEGMENT
+#define UDP_SEGMENT 103
+#endif
 
 static uint32_t get(const uint8_t *d, int f)
 {
@@ -45,8 +54,8 @@ static void put(uint8_t *d, int f, uint32_t v)
 static PyObject *layout(PyObject *self, PyObject *args)
 {
     PyObject *fields;
-    if (!PyArg_ParseTuple(args, "O!nIIIIIII", &PyTuple_Type, &fields, &header_size, &version, &reply_bit,
-                          &type_events, &type_registers, &type_upload, &type_download, &status_ok))
+    if (!PyArg_ParseTuple(args, "O!nIIIIIIII", &PyTuple_Type, &fields, &header_size, &version, &reply_bit,
+                          &type_events, &type_registers, &type_upload, &type_download, &status_ok, &flag_quiet))
         return NULL;
     if (PyTuple_GET_SIZE(fields) != H_COUNT || header_size < 1 || header_size > 64) {
         PyErr_Format(PyExc_ValueError, "layout: %d (offset, width) pairs and a header of 1..64 bytes", H_COUNT);
@@ -66,7 +75,7 @@ static PyObject *layout(PyObject *self, PyObject *args)
 
 /* One run's state. */
 typedef struct {
-    int fd, kind;
+    int fd, kind, offload;  /* offload: the socket takes segmentation offload */
     uint32_t session, held, first_id, word_address;
     uint32_t acked;  /* the push acknowledged by the last request sent */
     Py_ssize_t count, window, step, words;  /* requests; in flight at most; words each (the last: fewer) */
@@ -77,8 +86,10 @@ typedef struct {
     PyObject *first_reply;  /* its reply, once answered */
     char *done;
     Py_ssize_t oldest, next;  /* the oldest request not answered; the next to send */
+    Py_ssize_t loud_every;  /* an upload asks for its reply one in this many (and each batch's last) */
     long long bytes_out, bytes_in, sent;
-    uint8_t *out;  /* datagrams being built, window of them */
+    uint8_t *out;  /* datagrams being built: a window of them, end to end, then the REGISTERS request */
+    Py_ssize_t stride;  /* bytes each in out: the longest of the data's requests */
     PyObject *others, *pushes;
     const char *stopped;
 } Run;
@@ -106,6 +117,8 @@ static Py_ssize_t build(Run *r, Py_ssize_t i, uint8_t *d)
     Py_ssize_t words = request_words(r, i), body = r->kind == (int)type_upload ? 4 * words : 4;
     put(d, H_TYPE, (uint32_t)r->kind);
     put(d, H_VALUE, r->word_address + (uint32_t)(i * r->step));
+    if (r->kind == (int)type_upload && (i + 1) % r->loud_every && i + r->lead + 1 < r->count)
+        put(d, H_FLAGS, flag_quiet);  /* a later reply says it ran */
     if (r->kind == (int)type_upload) {
         Py_ssize_t at = 4 * i * r->step, have = r->size - at < 4 * words ? r->size - at : 4 * words;
         memcpy(d + header_size, r->data + at, have);
@@ -117,33 +130,71 @@ static Py_ssize_t build(Run *r, Py_ssize_t i, uint8_t *d)
     return header_size + body;
 }
 
+/* Datagrams that lie end to end in r->out, all one size but the last (which may be shorter),
+ * go as one message that the kernel cuts into them (UDP segmentation offload) where the
+ * socket allows: the upload's datagrams cross the kernel once a group, not once each. */
+static int group(Run *r, uint8_t **at, size_t *len, int n, int k)
+{
+    size_t total = len[k];
+    int end = k + 1;
+    while (r->offload && end < n && end - k < GSO_SEGMENTS && at[end] == at[end - 1] + len[end - 1]
+           && len[end - 1] == len[k] && len[end] <= len[k] && total + len[end] <= GSO_BYTES)
+        total += len[end++];
+    return end;
+}
+
 static int send_window(Run *r)
 {
     struct mmsghdr msgs[BATCH];
     struct iovec iov[BATCH];
-    Py_ssize_t slot_size = header_size + 4 * r->step, n = 0;
+    union { char buf[CMSG_SPACE(sizeof(uint16_t))]; struct cmsghdr align; } control[BATCH];
+    uint8_t *at[BATCH];
+    size_t len[BATCH];
+    int n = 0;
     while (r->next < r->count && r->next - r->oldest < r->window && n < BATCH) {
-        uint8_t *d = r->out + ((r->next % r->window) * slot_size);
-        iov[n].iov_base = d;
-        iov[n].iov_len = (size_t)build(r, r->next, d);
-        memset(&msgs[n], 0, sizeof msgs[n]);
-        msgs[n].msg_hdr.msg_iov = &iov[n];
-        msgs[n].msg_hdr.msg_iovlen = 1;
+        at[n] = r->out + (r->next < r->lead ? r->window : r->next % r->window) * r->stride;
+        len[n] = (size_t)build(r, r->next, at[n]);
         n++, r->next++;
     }
-    if (n)
+    if (n) {
         r->acked = r->held;
-    for (Py_ssize_t at = 0; at < n;) {
-        int sent = sendmmsg(r->fd, msgs + at, (unsigned)(n - at), MSG_DONTWAIT);
+        put(at[n - 1], H_FLAGS, 0);  /* each batch's last is answered: the run never waits on silence */
+    }
+    for (int k = 0; k < n;) {
+        int m = 0, first = k;
+        for (; k < n; m++) {
+            int end = group(r, at, len, n, k);
+            memset(&msgs[m], 0, sizeof msgs[m]);
+            iov[m].iov_base = at[k];
+            iov[m].iov_len = (size_t)(at[end - 1] - at[k]) + len[end - 1];
+            msgs[m].msg_hdr.msg_iov = &iov[m];
+            msgs[m].msg_hdr.msg_iovlen = 1;
+            if (end - k > 1) {
+                msgs[m].msg_hdr.msg_control = control[m].buf;
+                msgs[m].msg_hdr.msg_controllen = sizeof control[m].buf;
+                struct cmsghdr *c = CMSG_FIRSTHDR(&msgs[m].msg_hdr);
+                c->cmsg_level = IPPROTO_UDP, c->cmsg_type = UDP_SEGMENT, c->cmsg_len = CMSG_LEN(sizeof(uint16_t));
+                uint16_t size = (uint16_t)len[k];
+                memcpy(CMSG_DATA(c), &size, sizeof size);
+            }
+            k = end;
+        }
+        int sent = sendmmsg(r->fd, msgs, (unsigned)m, MSG_DONTWAIT);
+        if (sent < 0 && r->offload && (errno == EIO || errno == EINVAL || errno == EOPNOTSUPP)) {
+            r->offload = 0;  /* no segmentation offload on this path: a message a datagram */
+            k = first;
+            continue;
+        }
+        if (sent < 0 && (errno == EAGAIN || errno == ENOBUFS))
+            break;  /* no room: as good as lost, the retry recovers it */
         if (sent < 0) {
-            if (errno == EAGAIN || errno == ENOBUFS)
-                break;  /* no room: as good as lost, the retry recovers it */
             PyErr_SetFromErrno(PyExc_OSError);  /* ConnectionRefusedError: nothing listens */
             return -1;
         }
-        for (int k = 0; k < sent; k++)
-            r->bytes_out += (long long)iov[at + k].iov_len;
-        at += sent;
+        for (int j = 0; j < sent; j++)
+            r->bytes_out += (long long)iov[j].iov_len;
+        if (sent < m)
+            break;  /* the socket filled: the rest as good as lost */
     }
     r->sent += n;
     return 0;
@@ -175,6 +226,8 @@ static int answer(Run *r, const uint8_t *d, Py_ssize_t len)
         memcpy(r->data + at, d + header_size, have);
     }
     r->done[i] = 1;
+    for (Py_ssize_t j = r->lead; r->kind == (int)type_upload && j < i; j++)
+        r->done[j] = 1;  /* the board runs requests in ID order: the quiet ones before this ran */
     while (r->oldest < r->next && r->done[r->oldest])
         r->oldest++;
     return 0;
@@ -275,7 +328,7 @@ static int go(Run *r, int timeout_ms)
 static PyObject *bulk(PyObject *self, PyObject *args, PyObject *kwargs)
 {
     static char *names[] = {"fd", "kind", "session", "held", "first_id", "window", "word_address", "data",
-                            "step", "timeout", "first", NULL};
+                            "step", "timeout", "first", "offload", NULL};
     Run r;
     memset(&r, 0, sizeof r);
     Py_buffer view;
@@ -285,8 +338,10 @@ static PyObject *bulk(PyObject *self, PyObject *args, PyObject *kwargs)
         PyErr_SetString(PyExc_RuntimeError, "layout() first");
         return NULL;
     }
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "iiIIInIOnd|O", names, &r.fd, &r.kind, &r.session, &r.held,
-                                     &r.first_id, &r.window, &r.word_address, &data, &r.step, &timeout, &first))
+    r.offload = 1;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "iiIIInIOnd|Op", names, &r.fd, &r.kind, &r.session, &r.held,
+                                     &r.first_id, &r.window, &r.word_address, &data, &r.step, &timeout, &first,
+                                     &r.offload))
         return NULL;
     if (PyObject_GetBuffer(data, &view, r.kind == (int)type_download ? PyBUF_WRITABLE : PyBUF_SIMPLE) < 0)
         return NULL;  /* a download needs somewhere to write */
@@ -298,6 +353,7 @@ static PyObject *bulk(PyObject *self, PyObject *args, PyObject *kwargs)
     r.data = view.buf, r.size = view.len;
     r.words = (view.len + 3) / 4;
     r.lead = r.first.len > 0;
+    r.loud_every = r.window / 4 > 1 ? r.window / 4 : 1;
     r.count = (r.step > 0 ? (r.words + r.step - 1) / r.step : 0) + r.lead;
     if ((r.kind != (int)type_upload && r.kind != (int)type_download) || r.window < 1 || r.step < 1
         || header_size + 4 * r.step > MAX_DATAGRAM || r.first.len > 4 * r.step || r.count > 0x4000
@@ -308,7 +364,8 @@ static PyObject *bulk(PyObject *self, PyObject *args, PyObject *kwargs)
         goto done;
     }
     r.done = PyMem_Calloc(r.count ? r.count : 1, 1);
-    r.out = PyMem_Malloc((size_t)r.window * (header_size + 4 * r.step));
+    r.stride = header_size + (r.kind == (int)type_upload ? 4 * r.step : 4);
+    r.out = PyMem_Malloc((size_t)r.window * r.stride + header_size + 4 * r.step);
     r.others = PyList_New(0), r.pushes = PyList_New(0);
     if (!r.done || !r.out || !r.others || !r.pushes) {
         PyErr_NoMemory();
@@ -326,10 +383,11 @@ static PyObject *bulk(PyObject *self, PyObject *args, PyObject *kwargs)
         Py_XDECREF(pair);
     }
     if (waiting)
-        result = Py_BuildValue("{s:n,s:n,s:N,s:O,s:O,s:I,s:I,s:L,s:L,s:z,s:O}", "count", r.count, "next", r.next,
+        result = Py_BuildValue("{s:n,s:n,s:N,s:O,s:O,s:I,s:I,s:L,s:L,s:z,s:O,s:O}", "count", r.count, "next", r.next,
                                "waiting", waiting, "others", r.others, "pushes", r.pushes, "held", r.held,
                                "acked", r.acked, "bytes_out", r.bytes_out, "bytes_in", r.bytes_in,
-                               "stopped", r.stopped, "first", r.first_reply ? r.first_reply : Py_None);
+                               "stopped", r.stopped, "first", r.first_reply ? r.first_reply : Py_None,
+                               "offload", r.offload ? Py_True : Py_False);
 done:
     Py_XDECREF(r.first_reply);
     if (r.first.obj)

@@ -42,7 +42,7 @@ else:
                          # the order of the C code's field enum
                          "version", "type", "status", "flags", "id", "ack", "session", "value")),
                      F.HEADER.end, F.VERSION, F.REPLY, F.Type.EVENTS, F.Type.REGISTERS, F.Type.UPLOAD,
-                     F.Type.DOWNLOAD, F.Status.OK)
+                     F.Type.DOWNLOAD, F.Status.OK, F.FLAG_QUIET)
 
 
 def before(a: int, b: int) -> bool:
@@ -471,12 +471,12 @@ class BoardLink:
         self._run(lambda: client.idle)  # the run takes the next IDs
         lead = [(F.Type.REGISTERS, first.body, 0)] if first else []
         run = {"count": 0, "next": 0, "waiting": [], "others": [], "pushes": [], "held": client.held_push,
-               "acked": None, "bytes_out": 0, "bytes_in": 0, "first": None}
+               "acked": None, "bytes_out": 0, "bytes_in": 0, "first": None, "offload": self.offload}
         if _linkpath is not None:
             try:
                 run = _linkpath.bulk(self.sock.fileno(), int(kind), client.session, client.held_push, client.next_id,
                                      int(client.window), word_address, data, step, client.retry,
-                                     first.body if first else None)
+                                     first.body if first else None, self.offload)
             except ConnectionRefusedError:
                 raise self._gone() from None
         if run["first"] is not None:
@@ -504,6 +504,7 @@ class BoardLink:
         client, now = self.client, time.monotonic()
         self.bytes_out += run["bytes_out"]
         self.bytes_in += run["bytes_in"]
+        self.offload = run["offload"]
         client.requests += run["next"]
         client.grow(run["next"] - len(run["waiting"]))
         client.next_id = (client.next_id + run["next"]) % ID_MODULUS

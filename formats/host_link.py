@@ -78,6 +78,10 @@ class Opcode(enum.IntEnum):
 
 DONE = 0x80
 FLAG_TAKE_OVER = 0x01
+FLAG_QUIET = 0x02
+"""UPLOAD: no reply when it runs (it is kept for replay all the same). The board runs
+requests in ID order only, so the reply to a later request says this one ran: a host
+asks for one reply in several and a cable carries fewer small datagrams."""
 EVENT_BIT = 1 << 31
 """Set in an EVENT word; clear in a control record's first word."""
 
@@ -216,7 +220,8 @@ HEADER_DOCS = {
     "version": str(VERSION),
     "type": f"what the datagram is (below); a reply is its request's type + 0x{REPLY:02x}",
     "status": "replies: " + ", ".join(status.name for status in Status),
-    "flags": f"OPEN: bit {FLAG_TAKE_OVER.bit_length() - 1} TAKE_OVER",
+    "flags": f"OPEN: bit {FLAG_TAKE_OVER.bit_length() - 1} TAKE_OVER; "
+             f"UPLOAD: bit {FLAG_QUIET.bit_length() - 1} QUIET (no reply when it runs; a replay still answers)",
     "id": "the request's packet ID (a reply's is its request's); EVENTS: the push's number",
     "ack": "from the host: the highest EVENTS number it holds; from the board: the next request ID it expects",
     "session": "the session the host opened; the board's replies carry the board's own (0: none)",

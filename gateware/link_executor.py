@@ -600,17 +600,19 @@ class LinkExecutor(wiring.Component):
             m.d.sync += word.eq(word + 1)
             with m.If(word == HEADER_WORDS - 1):
                 m.next = "SEND"
+        # An UPLOAD that asks for no reply when it runs: kept, not sent (a replay sends it).
+        quiet = self.keep & (f["type"] == F.Type.UPLOAD) & (f["flags"] & F.FLAG_QUIET).any()
         with m.State("SEND"):
             command = self.send.payload
             stored = self.at + HEADER_WORDS
             with m.If((self.streamed != 0) & ~self.primed):
                 m.next = "STREAM"  # a DOWNLOAD's body is queued first
-            m.d.comb += [self.send.valid.eq((self.streamed == 0) | self.primed), command.start.eq(self.area),
+            m.d.comb += [self.send.valid.eq(((self.streamed == 0) | self.primed) & ~quiet), command.start.eq(self.area),
                          command.stored.eq(stored),
                          command.words.eq(stored + self.streamed), command.sum.eq(self.sum),
                          command.address.eq(Mux(self.area == PUSH_AREA, regs["LINK_OWNER_ADDRESS"], self.source)),
                          command.port.eq(Mux(self.area == PUSH_AREA, regs["LINK_OWNER_PORT"], self.source_port))]
-            with m.If(self.send.valid & self.send.ready):
+            with m.If((self.send.valid & self.send.ready) | quiet):
                 with m.If(self.keep):
                     m.d.sync += self.kept.bit_select(self.slot, 1).eq(1)
                     record = self.keeping.data

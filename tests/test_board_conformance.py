@@ -380,6 +380,33 @@ def test_the_board_keeps_its_last_window_of_replies_and_no_more(board):
         leave(owner)
 
 
+def test_a_quiet_upload_runs_unanswered_and_a_resend_answers_it(board):
+    """UPLOADs with QUIET run and send nothing; the next request's reply (``ack`` past
+    them) says they ran, as the board runs requests in ID order only; a RESEND of one
+    brings its kept reply."""
+    owner = taken(board)
+    first, session = owner.client.next_id, owner.client.session
+    quiet = [F.encode(F.Header(F.Type.UPLOAD, id=first + n, session=session, value=16 * n, flags=F.FLAG_QUIET),
+                      bytes(range(64))) for n in range(2)]
+    loud = F.encode(F.Header(F.Type.REGISTERS, id=first + 2, session=session),
+                    operations(F.Operation(F.Opcode.READ, ADDRESS["PEER_PORT"])))
+    try:
+        for datagram in (*quiet, loud):
+            owner.sock.sendto(datagram, owner.address)
+        owner.sock.settimeout(60)
+        answers = []
+        while not answers or answers[-1].id != first + 2:
+            header, _ = F.decode(owner.sock.recv(65536))
+            answers += [] if header.type == F.Type.EVENTS else [header]
+        assert [(a.type, a.status, a.ack) for a in answers] == [(F.Type.REGISTERS | F.REPLY, F.Status.OK, first + 3)]
+        again, body = resent(owner, first + 1)
+        assert (again.type, again.status, again.id, body) == (F.Type.UPLOAD | F.REPLY, F.Status.OK, first + 1, b"")
+    finally:
+        owner.client.next_id = first + 3
+        owner.sock.setblocking(False)
+        leave(owner)
+
+
 def test_a_board_sends_a_file_to_a_software_receiver(board, tmp_path):
     sender, receiver = board_sends(board, tmp_path)
     assert sender["ok"] and receiver["ok"] and sender["sha256"] == receiver["sha256"]

@@ -330,6 +330,28 @@ def test_a_window_of_jumbo_downloads_fits_the_hosts_socket():
         board.close()
 
 
+def test_an_upload_run_asks_for_one_reply_in_several():
+    """The compiled run sets QUIET on an upload's requests but one in a quarter window and
+    each batch's last: the board runs them all, in order, and a quarter as many small
+    replies cross the link; a reply says the quiet ones before it ran."""
+    board = ServedBoard(BUILDS["versa_ecp5"]["block"], mtu=1500)
+    link = BoardLink(("127.0.0.1", board.port), give_up=10)
+    try:
+        link.open()
+        data = random.Random(5).randbytes(len(board.engine.tx_memory))
+        replies_before, executed_before = link.bytes_in, len(board.link.executed)
+        link.upload(0, data)
+        requests = -(-len(data) // (4 * F.max_words(1500)))
+        assert bytes(board.engine.tx_memory) == data
+        assert board.link.executed[executed_before:] == [(executed_before + 1 + n, F.Type.UPLOAD)
+                                                         for n in range(requests)]
+        replies = (link.bytes_in - replies_before) // F.HEADER.end
+        assert 1 <= replies <= requests // (F.WINDOW // 4) + 2, (replies, requests)
+    finally:
+        link.close()
+        board.close()
+
+
 def test_the_bulk_path_is_compiled_here():
     """make builds driver/_linkpath.c; without it the same runs go one Python step a datagram."""
     assert link_module._linkpath is not None

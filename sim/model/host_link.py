@@ -80,7 +80,7 @@ class HostLink:
         self.expected = (self.expected + 1) % (1 << 16)
         self.stored[header.id] = reply = self._reply(header, body=answer)
         self.stored.pop((header.id - F.WINDOW) % (1 << 16), None)
-        return [reply]
+        return [] if _quiet(header) else [reply]
 
     def pushes(self, now: float) -> list[bytes]:
         """An unacknowledged push again once PUSH_TIMEOUT has passed; else a new one, when
@@ -180,6 +180,11 @@ class HostLink:
 
 
 _LINK_NAMES = {ADDRESS[r.name]: r.name for r in LINK_REGISTERS}
+
+
+def _quiet(header: F.Header) -> bool:
+    """An UPLOAD that asks for no reply when it runs (a replay answers all the same)."""
+    return header.type == F.Type.UPLOAD and bool(header.flags & F.FLAG_QUIET)
 
 
 def _ipv4(address: str) -> int:
