@@ -11,6 +11,9 @@ functional model (``netblt sim-board --model``) beside the software path, in one
    peer, and the model (which stands for the board: not the host's cost).
 3. The host link's uploads with a 200 us round trip between host and board (the
    model's ``--link-delay 100us``), 1500-byte datagrams, against the wire.
+4. The host link alone, 1 MiB at a time through the compiled bulk path to a responder
+   that answers at once (its own process), against the floor: the same bytes through
+   one socket with nothing else (bench/board_bench.py's two), at 1500 and 9000 bytes.
 
 Every transfer is checked byte-exact. The figures are a 2-core machine's: the model,
 the host and the peer share its cores.
@@ -34,6 +37,7 @@ from rich.table import Table
 from ..driver.link import BoardLink
 from ..formats import host_link as F
 from ..host.units import parse_size
+from .board_bench import kernel_floor, link_speed
 
 NETBLT = [sys.executable, "-m", "netblt.host.cli"]
 CASES = (("versa_ecp5", "dram", 9000), ("versa_ecp5", "dram", 1500), ("colorlight_5a75b", "block", 1500))
@@ -161,11 +165,13 @@ def main(argv: list[str] | None = None) -> int:
             console.print(f"[dim]{way} {board or 'software'} ...[/]")
             runs[way, board] = transfer(source, tmp / f"out{number}", way, board)
     uploads = {delay: uploads_with_delay(delay, 1500) for delay in ("0us", "100us")}
-    print_tables(console, runs, uploads)
+    console.print("[dim]the host link against the floor ...[/]")
+    floor = {mtu: link_speed(mtu, 1 << 20) | {"floor": kernel_floor(mtu)} for mtu in (1500, 9000)}
+    print_tables(console, runs, uploads, floor)
     return 0
 
 
-def print_tables(console: Console, runs: dict, uploads: dict[str, float]) -> None:
+def print_tables(console: Console, runs: dict, uploads: dict[str, float], floor: dict[int, dict]) -> None:
     table = Table(title="Through the board's model at host speed, CPU seconds per GB by process")
     for column in ("transfer", "Mb/s", "host driving it", "its software peer", "the model (the board)",
                    "buffers", "host CPU a buffer (us)", "lost", "unposted"):
@@ -182,6 +188,14 @@ def print_tables(console: Console, runs: dict, uploads: dict[str, float]) -> Non
     allowed = F.WINDOW * 4 * F.max_words(1500) * 8 / (200e-6 + 2 * 1538 * 8 / 1e9) / 1e6
     console.print(f"uploads, 1500-byte datagrams: {uploads['100us']:.0f} Mb/s with a 200 us round trip to the "
                   f"board, {uploads['0us']:.0f} Mb/s without (the window of {F.WINDOW} allows {allowed:.0f})")
+    table = Table(title="The host link alone, 1 MiB at a time, host CPU seconds per GB against the floor")
+    for column in ("datagrams", "upload", "download", "the floor (one socket, nothing else)", "upload / floor",
+                   "download / floor"):
+        table.add_column(column, justify="right")
+    for mtu, f in floor.items():
+        table.add_row(f"{mtu} bytes", f"{f['upload'][1]:.2f}", f"{f['download'][1]:.2f}", f"{f['floor']:.2f}",
+                      f"{f['upload'][1] / f['floor']:.2f}", f"{f['download'][1] / f['floor']:.2f}")
+    console.print(table)
 
 
 if __name__ == "__main__":
