@@ -196,6 +196,8 @@ class LinkExecutor(wiring.Component):
         """Words the sender takes from ``body`` after the stored ones."""
         self.keep = Signal()
         """The reply is kept for replay at the request ID's place."""
+        self.quiet = Signal()
+        """The reply is kept and not sent: an UPLOAD that asked for none (F.FLAG_QUIET)."""
         # The event push.
         self.push_pending, self.push_sent_at = Signal(), Signal(32)
         self.push_words, self.push_sum = Signal(12), Signal(32)
@@ -239,10 +241,11 @@ class LinkExecutor(wiring.Component):
         self.m.d.comb += self.payload.ready.eq(ready)
         return self.payload.valid & ready
 
-    def begin(self, area, reply_type, status=F.Status.OK, keep=False) -> None:
+    def begin(self, area, reply_type, status=F.Status.OK, keep=False, quiet=False) -> None:
         """Start building a reply in ``area``."""
         self.m.d.sync += [self.area.eq(area), self.at.eq(0), self.sum.eq(0), self.status.eq(status),
-                          self.reply_type.eq(reply_type), self.keep.eq(keep), self.streamed.eq(0),
+                          self.reply_type.eq(reply_type), self.keep.eq(keep), self.quiet.eq(quiet),
+                          self.streamed.eq(0),
                           self.reply_id.eq(self.fields["id"])]
 
     # -- a request comes in and is judged -------------------------------------------------------------
@@ -327,7 +330,8 @@ class LinkExecutor(wiring.Component):
 
     def _execute(self, m: Module, state: str) -> None:
         f, regs = self.fields, self.regs
-        self.begin(self.slot * AREA_WORDS, f["type"] | F.REPLY, keep=True)
+        quiet = (f["type"] == F.Type.UPLOAD) & (f["flags"] & F.FLAG_QUIET).any()
+        self.begin(self.slot * AREA_WORDS, f["type"] | F.REPLY, keep=True, quiet=quiet)
         m.d.sync += [regs["LINK_NEXT_ID"].eq(regs["LINK_NEXT_ID"] + 1), self.kept.bit_select(self.slot, 1).eq(0)]
         self._count("LINK_EXECUTED")
         m.next = state
@@ -426,7 +430,7 @@ class LinkExecutor(wiring.Component):
             kept = self.kept_record.data
             m.d.sync += [self.area.eq(self.slot * AREA_WORDS), self.at.eq(kept.words - HEADER_WORDS),
                          self.sum.eq(kept.sum), self.streamed.eq(kept.count), count.eq(kept.count),
-                         value.eq(kept.value), self.keep.eq(0)]
+                         value.eq(kept.value), self.keep.eq(0), self.quiet.eq(0)]
             m.next = "SEND"
         with m.State("STREAM"):
             self.bus_write(ADDRESS["DOWNLOAD_ADDRESS"], value)
@@ -600,19 +604,17 @@ class LinkExecutor(wiring.Component):
             m.d.sync += word.eq(word + 1)
             with m.If(word == HEADER_WORDS - 1):
                 m.next = "SEND"
-        # An UPLOAD that asks for no reply when it runs: kept, not sent (a replay sends it).
-        quiet = self.keep & (f["type"] == F.Type.UPLOAD) & (f["flags"] & F.FLAG_QUIET).any()
         with m.State("SEND"):
             command = self.send.payload
             stored = self.at + HEADER_WORDS
             with m.If((self.streamed != 0) & ~self.primed):
                 m.next = "STREAM"  # a DOWNLOAD's body is queued first
-            m.d.comb += [self.send.valid.eq(((self.streamed == 0) | self.primed) & ~quiet), command.start.eq(self.area),
+            m.d.comb += [self.send.valid.eq(((self.streamed == 0) | self.primed) & ~self.quiet), command.start.eq(self.area),
                          command.stored.eq(stored),
                          command.words.eq(stored + self.streamed), command.sum.eq(self.sum),
                          command.address.eq(Mux(self.area == PUSH_AREA, regs["LINK_OWNER_ADDRESS"], self.source)),
                          command.port.eq(Mux(self.area == PUSH_AREA, regs["LINK_OWNER_PORT"], self.source_port))]
-            with m.If((self.send.valid & self.send.ready) | quiet):
+            with m.If((self.send.valid & self.send.ready) | self.quiet):
                 with m.If(self.keep):
                     m.d.sync += self.kept.bit_select(self.slot, 1).eq(1)
                     record = self.keeping.data

@@ -99,9 +99,9 @@ BOARDS = {board.name: board for board in (
           dram_ping=False, link_intake_words=2048,
           seeds=(1, 6),  # 1 meets both clocks (engine 51.4 MHz, Ethernet 163.1; 6 minutes);
                          # 6 met before the slots' rows moved to LUT RAM (52.7, 147.6), not tried since
-          dram_seeds=(4, 5)),  # 4 met all three clocks (engine 48.1 MHz, Ethernet 130.1,
-                               # SDRAM 70.1) before the host link's window of 32; with it, 4
-                               # to 8 each miss one clock by 1-8% (docs/benchmarks.md)
+          dram_seeds=(4, 5)),  # 4 meets all three clocks (engine 47.5 MHz, Ethernet 133.8,
+                               # SDRAM 68.3; 20,847 LUTs) with the window of 32 and QUIET
+                               # uploads; before QUIET, 4 to 8 each missed one by 1-8%
     Board("versa_ecp5", VersaECP5Platform, "clk100", 100e6,
           EngineConfig(**BUILDS["versa_ecp5"]["block"].fields()), phy_address=0, leds=(0, 1),
           cable="ft2232", chip="versa",
