@@ -97,11 +97,11 @@ BOARDS = {board.name: board for board in (
           # the board (1.2 Gb/s of reads and writes together).
           dram_slots=EngineConfig(**BUILDS["colorlight_5a75b"]["dram"].fields(), counter_delay=2),
           dram_ping=False, link_intake_words=2048,
-          seeds=(1, 6),  # 1 meets both clocks (engine 51.4 MHz, Ethernet 163.1; 6 minutes);
+          seeds=(1, 6),  # 1 meets both clocks (engine 51.5 MHz, Ethernet 143.9, with QUIET uploads);
                          # 6 met before the slots' rows moved to LUT RAM (52.7, 147.6), not tried since
-          dram_seeds=(4, 5)),  # 4 meets all three clocks (engine 47.5 MHz, Ethernet 133.8,
-                               # SDRAM 68.3; 20,847 LUTs) with the window of 32 and QUIET
-                               # uploads; before QUIET, 4 to 8 each missed one by 1-8%
+          dram_seeds=(5, 4)),  # 5 meets all three clocks (engine 48.8 MHz, Ethernet 135.2,
+                               # SDRAM 76.9) with the window of 32 and QUIET uploads; 4
+                               # misses the Ethernet clock by 2% (docs/benchmarks.md)
     Board("versa_ecp5", VersaECP5Platform, "clk100", 100e6,
           EngineConfig(**BUILDS["versa_ecp5"]["block"].fields()), phy_address=0, leds=(0, 1),
           cable="ft2232", chip="versa",
