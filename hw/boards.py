@@ -97,8 +97,8 @@ BOARDS = {board.name: board for board in (
           # the board (1.2 Gb/s of reads and writes together).
           dram_slots=EngineConfig(**BUILDS["colorlight_5a75b"]["dram"].fields(), counter_delay=2),
           dram_ping=False, link_intake_words=2048,
-          seeds=(1, 6),  # 1 meets both clocks (engine 51.5 MHz, Ethernet 143.9, with QUIET uploads);
-                         # 6 met before the slots' rows moved to LUT RAM (52.7, 147.6), not tried since
+          seeds=(4, 1),  # 4 meets both clocks (engine 52.7 MHz, Ethernet 143.2) and routes in 140 s;
+                         # 1 meets too (51.5, 143.9) but routes in 460 s, and make test builds this one
           dram_seeds=(5, 4)),  # 5 meets all three clocks (engine 48.8 MHz, Ethernet 135.2,
                                # SDRAM 76.9) with the window of 32 and QUIET uploads; 4
                                # misses the Ethernet clock by 2% (docs/benchmarks.md)
