@@ -254,7 +254,8 @@ COMMAND_DOCS = {
     Command.RELEASE: "receive slot is free again",
     Command.QUERY_MISSING: "list the receive slot's missing packets (below its LDATA count, "
                            "else below ARG0) as MISSING events, then MISSING_END",
-    Command.FILL: "fill ARG1 bytes of transmit slot with buffer ARG0's test pattern",
+    Command.FILL: "fill ARG1 bytes of transmit slot with buffer ARG0's test pattern, after the uploads "
+                  "before it; the slot's SEND may follow at once",
     Command.CHECK: "compare ARG1 bytes of receive slot with buffer ARG0's test pattern",
 }
 

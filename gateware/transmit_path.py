@@ -27,7 +27,9 @@ class Transmitter(wiring.Component):
 
     The store is where the configuration puts the slots: block RAM, or DRAM through
     ``dram``, the caller's to connect. Its writes are the pattern source's while it
-    fills (where the configuration has one), else the host's uploads; ``upload_room``
+    fills (where the configuration has one), else the host's uploads; a fill starts
+    once the uploads before it are written, and a packet of the slot it fills is fetched
+    once it ends, so the host queues a FILL and its slot's SEND together. ``upload_room``
     says how many uploads it takes now, and one beyond that is lost and counted in
     ``rejected``. A packet's run is fetched only once every upload taken before it is
     written. Data checksums cost no second read: a store in DRAM sums each packet's run
@@ -83,12 +85,17 @@ class Transmitter(wiring.Component):
         wiring.connect(m, segmenter.read, store.read)
 
         uploads, queued, lost = self._uploads(m, segmenter.fetch)
-        writers = [(uploads, Const(1))]
+        writers, filling = [(uploads, Const(1))], Const(0)
         if cfg.pattern:
             m.submodules.source = source = PatternSource(cfg)
-            wiring.connect(m, wiring.flipped(self.fill), source.command)
+            # A fill starts once the uploads taken before it are written: else an upload's
+            # last queued words (DRAM) would land over the slot's pattern after it.
+            m.d.comb += [source.command.payload.eq(self.fill.payload),
+                         source.command.valid.eq(self.fill.valid & ~uploads.valid),
+                         self.fill.ready.eq(source.command.ready & ~uploads.valid)]
             m.d.comb += self.filled.eq(source.done)
             writers = [(source.write, source.busy), (uploads, ~source.busy)]
+            filling = self._filling(m, source, segmenter.fetch)
         write = store.write
         for writer, owns in writers:
             with m.If(owns):
@@ -101,11 +108,23 @@ class Transmitter(wiring.Component):
 
         # A fetch sees every write taken before it: uploads queued when it came go first.
         m.d.comb += [store.fetch.payload.eq(segmenter.fetch.payload),
-                     store.fetch.valid.eq(segmenter.fetch.valid & ~queued),
-                     segmenter.fetch.ready.eq(store.fetch.ready & ~queued),
+                     store.fetch.valid.eq(segmenter.fetch.valid & ~queued & ~filling),
+                     segmenter.fetch.ready.eq(store.fetch.ready & ~queued & ~filling),
                      segmenter.fetched.eq(store.fetched),
                      self.rejected.eq(segmenter.rejected | lost)]
         return m
+
+    def _filling(self, m: Module, source: PatternSource, fetch: stream.Interface) -> Signal:
+        """'The waiting ``fetch`` is from the slot the pattern source is filling': a SEND
+        right behind a FILL of its slot, both queued at once by the host, sends the
+        pattern, not what the slot held before."""
+        cfg = self.config
+        fill_slot, filling = Signal(4), Signal()
+        with m.If(self.fill.valid & self.fill.ready):
+            m.d.sync += fill_slot.eq(self.fill.payload.slot)
+        fetch_slot = fetch.payload.address >> (cfg.slot_words - 1).bit_length()
+        m.d.comb += filling.eq(source.busy & (fetch_slot == fill_slot))
+        return filling
 
     def _uploads(self, m: Module, fetch: stream.Interface) -> tuple[stream.Interface, Signal, Signal]:
         """The host's uploads as a stream of writes, through a queue when the store's

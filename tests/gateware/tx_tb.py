@@ -81,9 +81,10 @@ class Tx:
             if every > 1:
                 await ClockCycles(self.dut.clk, every - 1)
 
-    async def fill(self, slot: int, buffer: int, length: int) -> None:
+    async def fill(self, slot: int, buffer: int, length: int, wait: bool = True) -> None:
+        """A FILL command; with ``wait``, until the slot is filled."""
         await self.fills.send([{"slot": slot, "buffer": buffer, "length": length}])
-        while True:
+        while wait:
             await RisingEdge(self.dut.clk)
             if self.dut.filled.value:
                 return
@@ -165,6 +166,21 @@ async def test_buffer_is_segmented_in_order(dut):
         assert f.packet.ldata == (number == 5) and f.packet.last_buffer
         data += f.packet.payload
     assert data == pattern_bytes(77, length)
+
+
+@cocotb.test()
+async def test_a_send_right_behind_a_fill_sends_the_pattern(dut):
+    """The host queues a FILL and the SEND of its slot together, not waiting for FILLED
+    (data born on the board costs it no round trip a buffer), right after an upload to
+    that slot: the packets carry the pattern, with data checksums that cover it, not the
+    upload's words (in DRAM, still queued when the FILL came) nor the slot's old data."""
+    tx = await Tx.create(dut, data_checksum=1, packet_size=256)
+    length = 4 * 256 + 100
+    await tx.upload(0, 0, bytes(length))
+    await tx.fill(0, 9, length, wait=False)
+    await tx.send(0, 9, length)
+    data = b"".join(frame(beats, data_checksum=True).packet.payload for _, beats in await tx.packets(5))
+    assert data == pattern_bytes(9, length)
 
 
 @cocotb.test()
