@@ -5,6 +5,8 @@ from __future__ import annotations
 import random
 import socket
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 from link_board import ServedBoard
@@ -160,18 +162,29 @@ def test_a_board_left_with_events_pending_opens_cleanly():
     assert dp.dropped["board missing-packet lists never asked for"] == 1
 
 
-def test_a_completion_whose_event_was_lost_is_recovered_from_the_slots_state():
-    """A full event FIFO loses RECEIVED events (EVENTS_LOST): a slot completes and its host
-    never hears. Its next missing-packet query lists nothing; the host then reads the
-    slot's state, finds it whole, downloads it and delivers it, and counts the recovery."""
+@contextmanager
+def receiving(transfer_size: int) -> Iterator[tuple[ServedBoard, BoardDataPath, Params]]:
+    """A served board's data path receiving ``transfer_size`` bytes in 16 KiB buffers from
+    127.0.0.1:5000, buffer 1 posted; closed after the block."""
     board = ServedBoard()
     dp = BoardDataPath.open(("127.0.0.1", board.port), local_port=2998)
     try:
         params = Params(buffer_size=16384, packet_size=1448, burst_size=1, burst_interval=1, max_buffers=2,
                         data_checksum=False, death_timer=30)
-        dp.configure(params, ("127.0.0.1", 5000), transfer_size=20000)
+        dp.configure(params, ("127.0.0.1", 5000), transfer_size=transfer_size)
         dp.post_receive(1, params.packets_per_buffer)
         dp.wait_events(0.5)
+        yield board, dp, params
+    finally:
+        dp.close()
+        board.close()
+
+
+def test_a_completion_whose_event_was_lost_is_recovered_from_the_slots_state():
+    """A full event FIFO loses RECEIVED events (EVENTS_LOST): a slot completes and its host
+    never hears. Its next missing-packet query lists nothing; the host then reads the
+    slot's state, finds it whole, downloads it and delivers it, and counts the recovery."""
+    with receiving(transfer_size=20000) as (board, dp, params):
         data = random.Random(4).randbytes(16384)
         out = bytearray(2000)
         engine, event = board.engine, board.engine._event
@@ -195,9 +208,6 @@ def test_a_completion_whose_event_was_lost_is_recovered_from_the_slots_state():
         assert [(e.buffer, e.size) for e in complete] == [(1, 16384)]
         assert bytes(dp.take(1)) == data
         assert dp.dropped["board completions recovered from a slot's state (its event lost)"] == 1
-    finally:
-        dp.close()
-        board.close()
 
 
 def test_a_late_completion_event_does_not_deliver_the_next_buffer_of_its_slot():
@@ -206,14 +216,7 @@ def test_a_late_completion_event_does_not_deliver_the_next_buffer_of_its_slot():
     taken for buffer 2's completion, and buffer 2's half-filled slot was delivered (a
     SHA-256 mismatch through the Versa's DRAM in CI): now the slot's state, read in the
     download's run, says it is not whole, and the event is counted and dropped."""
-    board = ServedBoard()
-    dp = BoardDataPath.open(("127.0.0.1", board.port), local_port=2998)
-    try:
-        params = Params(buffer_size=16384, packet_size=1448, burst_size=1, burst_interval=1, max_buffers=2,
-                        data_checksum=False, death_timer=30)
-        dp.configure(params, ("127.0.0.1", 5000), transfer_size=40000)
-        dp.post_receive(1, params.packets_per_buffer)
-        dp.wait_events(0.5)
+    with receiving(transfer_size=40000) as (board, dp, params):
         engine, event = board.engine, board.engine._event
         held: list[tuple] = []
         engine._event = lambda kind, *args: held.append((kind, *args)) if kind == Event.RECEIVED else event(kind, *args)
@@ -245,6 +248,3 @@ def test_a_late_completion_event_does_not_deliver_the_next_buffer_of_its_slot():
         events = dp.wait_events(1.0) + dp.wait_events(0.2)
         assert not [e for e in events if isinstance(e, ev.BufferComplete)], events
         assert dp.dropped["board completions for a slot given to its next buffer since"] == 1
-    finally:
-        dp.close()
-        board.close()
