@@ -92,8 +92,8 @@ the core's two ports), each with its slots in DRAM, through their own testbenche
 case in a simulation of its own (run in one simulation, with the core reset for each
 case, 12 of the 44 cases failed and one hung). The Receiver and the Transmitter alone
 run on the Versa's DDR3 only, the chip whose build numbers 16 slots: on the Colorlight's
-SDRAM its stores (test_store) and the engine with both sides in it stand for them, two
-Verilator models fewer for make test's budget."""
+SDRAM the engine, with both sides and both stores in it, stands for them (two Verilator
+models fewer for make test's budget)."""
 
 
 @pytest.mark.parametrize("top, module, case, chip", [in_build(top, module, case, chip=chip)
