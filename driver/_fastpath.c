@@ -1,5 +1,6 @@
 /* The software data path's per-packet work, compiled: DATA headers built and checked,
- * payloads placed into posted buffers with one bit per packet.
+ * payloads placed into posted buffers with one bit per packet; and the test pattern that
+ * board-born data carries, made at memory speed.
  *
  * It does exactly what driver/framing.py and driver/receive_buffers.py's PythonSlots do
  * (tests/test_fastpath.py runs both on the same packets, hostile ones included); the
@@ -512,11 +513,33 @@ static PyTypeObject SlotsType = {
     .tp_getset = Slots_getset,
 };
 
+/* -- the test pattern (formats/pattern.py): successive xorshift32 states, little-endian -- */
+
+static PyObject *pattern(PyObject *self, PyObject *args)
+{
+    Py_buffer out;
+    unsigned long seed;
+    if (!PyArg_ParseTuple(args, "w*k", &out, &seed))
+        return NULL;
+    uint8_t *p = out.buf;
+    uint32_t x = (uint32_t)seed;
+    for (Py_ssize_t at = 0; at < out.len; at += 4) {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        for (int i = 0; i < 4 && at + i < out.len; i++)
+            p[at + i] = (uint8_t)(x >> (8 * i));
+    }
+    PyBuffer_Release(&out);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef module_methods[] = {
     {"layout", layout, METH_VARARGS,
      "layout(fields, header_size, version, data, ldata, last_flag): the header, from formats/rfc998.py."},
     {"pack", (PyCFunction)(void (*)(void))pack, METH_VARARGS | METH_KEYWORDS,
      "pack(out, data, packet_size, first, n, ...) -> (bytes written, segment size)."},
+    {"pattern", pattern, METH_VARARGS, "pattern(out, seed): fill out with the test pattern from seed."},
     {NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_fastpath", NULL, -1, module_methods};

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, replace
 from ..formats import host_link as F
 from ..formats.dram_csr import DramPhy
 from ..formats.drops import Drop
+from ..formats.pattern import PatternBuffer
 from ..formats.registers import (
     ADDRESS, COMMAND_WORD, CONNECTION_FLAGS, DRAM_LEVELS_WORD, ENGINE_STATE, EVENT_WORD, GEOMETRY_WORD,
     RECEIVED_FLAGS, Command, Event, PacingMode,
@@ -112,6 +113,8 @@ class Geometry:
     beat_bytes: int
     clock_hz: int
     address: str
+    pattern: bool = False
+    """FILL and CHECK run: the board makes (and checks) the test pattern itself."""
 
     @classmethod
     def read(cls, values: dict[str, int]) -> Geometry:
@@ -124,7 +127,8 @@ class Geometry:
                             f"a {values['CLOCK_HZ']} Hz clock")
         return cls(tx_slots=g["tx_slots"], rx_slots=g["rx_slots"], slot_bytes=values["SLOT_BYTES"],
                    max_packets=1 << g["log2_max_packets"], beat_bytes=g["data_width"] // 8,
-                   clock_hz=values["CLOCK_HZ"], address=str(ipaddress.IPv4Address(values["IP_ADDRESS"])))
+                   clock_hz=values["CLOCK_HZ"], address=str(ipaddress.IPv4Address(values["IP_ADDRESS"])),
+                   pattern=bool(g["pattern"]))
 
 
 @dataclass
@@ -248,6 +252,11 @@ class BoardDataPath:
             return "a receiving board needs the transfer's size: it cannot take a stream or a file of 4 GiB or more"
         return None
 
+    @property
+    def makes_pattern(self) -> bool:
+        """It can send a :class:`PatternBuffer`: the board has a pattern source."""
+        return self.geometry.pattern
+
     # -- the engine's calls ---------------------------------------------------------------------
 
     @property
@@ -274,11 +283,18 @@ class BoardDataPath:
         self._operations(operations, urgent=True)
         self.control_queued += 1
 
-    def send_buffer(self, number: int, data: bytes | memoryview, last: bool) -> None:
+    def send_buffer(self, number: int, data: bytes | memoryview | PatternBuffer, last: bool) -> None:
+        """Upload the buffer, or have the board's pattern source make it (one request with
+        its SEND: the board starts a fill once the uploads before it are in, and fetches
+        the slot's packets once the fill is done)."""
         index = self._free(self.tx, self.geometry.tx_slots, "transmit")
         self.tx[index] = Slot(number, len(data))
-        self.link.upload(index * self.geometry.slot_bytes // 4, data)
-        self._command(Command.SEND, index, number, len(data), flag=int(last))
+        operations = _command(Command.SEND, index, number, len(data), flag=int(last))
+        if isinstance(data, PatternBuffer):
+            operations = _command(Command.FILL, index, data.key, data.length) + operations
+        else:
+            self.link.upload(index * self.geometry.slot_bytes // 4, data)
+        self._submit(operations)
         self.tx_busy = True
 
     def resend(self, number: int, packets: tuple[int, ...]) -> None:
@@ -306,21 +322,20 @@ class BoardDataPath:
 
     def post_receive(self, number: int, capacity: int) -> None:
         index = self._free(self.rx, self.geometry.rx_slots, "receive")
-        self.rx[index] = Slot(number, capacity=capacity, posted=self._command(Command.POST, index, number,
-                                                                              urgent=True))
+        self.rx[index] = Slot(number, capacity=capacity, posted=self._receive_command(Command.POST, index, number))
 
     def drop_receive(self, number: int) -> None:
         index = self._slot_of(self.rx, number)
         if index is not None:
             del self.rx[index]
-            self._command(Command.RELEASE, index, urgent=True)
+            self._receive_command(Command.RELEASE, index)
 
     def query_missing(self, number: int) -> None:
         index = self._slot_of(self.rx, number)
         if index is not None:
             self.rx[index].queried = True
             self.queries.setdefault(index, []).append((number, []))
-            self._command(Command.QUERY_MISSING, index, self.rx[index].capacity, urgent=True)
+            self._receive_command(Command.QUERY_MISSING, index, self.rx[index].capacity)
 
     def take(self, number: int) -> memoryview:
         slot = self.rx[self._slot_of(self.rx, number)]
@@ -550,6 +565,8 @@ class BoardDataPath:
         if kind in (Event.MISSING, Event.MISSING_END):
             self._missing(kind, index, event["value"])
             return
+        if kind == Event.FILLED:  # the slot's SEND waited for it on the board
+            return
         slot = self.rx.get(index)
         if slot is None:
             self.dropped["board events for a released slot"] += 1
@@ -645,14 +662,12 @@ class BoardDataPath:
     def _slot_of(slots: dict[int, Slot], number: int) -> int | None:
         return next((i for i, slot in slots.items() if slot.buffer == number), None)
 
-    def _command(self, op: Command, index: int, arg0: int = 0, arg1: int = 0, flag: int = 0,
-                 urgent: bool = False) -> list[Request | Part]:
-        """A command on a slot. A SEND keeps its place behind the upload it follows; the
-        receive side's commands follow no data and are urgent: a POST queued behind the
-        last buffer's downloads reached the board after the peer, told GO by an urgent
-        control packet, had sent the buffer (its DATA was dropped as unposted)."""
-        return self._submit([_write("ARG0", arg0), _write("ARG1", arg1),
-                             _write("COMMAND", COMMAND_WORD.pack(op=op, slot=index, flag=flag))], urgent)
+    def _receive_command(self, op: Command, index: int, arg0: int = 0) -> list[Request | Part]:
+        """A command on a receive slot, urgent: they follow no data, and a POST queued
+        behind the last buffer's downloads reached the board after the peer, told GO by an
+        urgent control packet, had sent the buffer (its DATA was dropped as unposted). A
+        SEND instead keeps its place behind the upload it follows."""
+        return self._submit(_command(op, index, arg0), urgent=True)
 
     def _set(self, **registers: int) -> None:
         self._operations([_write(name, value) for name, value in registers.items()], urgent=True)
@@ -716,6 +731,10 @@ def leave(link: BoardLink) -> None:
 def _whole(state: int) -> bool:
     """SLOT_STATE says posted (bit 0) and complete (bit 2)."""
     return state & 0b101 == 0b101
+
+
+def _command(op: Command, index: int, arg0: int = 0, arg1: int = 0, flag: int = 0) -> list[F.Operation]:
+    return [_write("ARG0", arg0), _write("ARG1", arg1), _write("COMMAND", COMMAND_WORD.pack(op=op, slot=index, flag=flag))]
 
 
 def _write(name: str, value: int) -> F.Operation:

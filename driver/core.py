@@ -10,12 +10,14 @@ from __future__ import annotations
 
 from collections import Counter
 
+from ..formats.pattern import PatternBuffer
 from ..protocol import events as ev
 from ..protocol.packets import Packet
 from ..protocol.params import Params
 from .burst_pacer import BurstPacer
 from .control_codec import ControlCodec
 from .framing import is_data, pack
+from .pattern import pattern
 from .receive_buffers import ReceiveBuffers
 from .txqueue import TransmitQueue
 
@@ -41,6 +43,8 @@ class DataPathCore:
 
     host_link_bytes = host_link_requests = 0
     """Bytes and requests over a board's host link: none here."""
+    makes_pattern = True
+    """It sends a :class:`PatternBuffer` (it makes the bytes in C)."""
 
     def fit(self, params: Params, *, sending: bool) -> Params:
         return params  # this host holds whatever the engine negotiates
@@ -58,7 +62,9 @@ class DataPathCore:
 
     # -- calls from the engine (one per action) ---------------------------------------------
 
-    def send_buffer(self, number: int, data: bytes | bytearray | memoryview, last: bool) -> None:
+    def send_buffer(self, number: int, data: bytes | bytearray | memoryview | PatternBuffer, last: bool) -> None:
+        if isinstance(data, PatternBuffer):  # this host is where board-born data is made
+            data = pattern(data.key, data.length)
         self.tx.load(number, data, last)
         self._busy = True
 

@@ -2,10 +2,15 @@
 
 Buffer n's data is the byte stream of successive xorshift32 states (Marsaglia 2003),
 each little-endian, starting from a seed derived from n. The gateware's generator and
-checker (gateware/pattern.py), the board model and the tests all derive from this.
+checker (gateware/pattern.py), the board model, the software data path's C core
+(driver/pattern.py) and the tests all derive from this. A transfer of the pattern keys
+each buffer by its index in the transfer, so a file received is checked knowing only
+its buffer size (host/check.py finds even that).
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 SEED_MIX = 0x9E3779B9
 MASK32 = 0xFFFF_FFFF
@@ -28,3 +33,17 @@ def pattern_bytes(buffer: int, length: int) -> bytes:
         x = xorshift(x)
         out += x.to_bytes(4, "little")
     return bytes(out[:length])
+
+
+@dataclass(frozen=True, slots=True)
+class PatternBuffer:
+    """A buffer of the pattern that the data path makes where the packets leave (a board's
+    pattern source fills its slot; the software path writes it in C): a transfer of
+    board-born data hands the data path this, and no byte of it crosses the host."""
+
+    key: int
+    """Whose pattern: the buffer's index in the transfer."""
+    length: int
+
+    def __len__(self) -> int:
+        return self.length

@@ -218,7 +218,7 @@ class ControlStatus(wiring.Component):
         """What each readable register reads, by name (the counters apart)."""
         cfg, status = self.config, self.status
         geometry = word_value(GEOMETRY_WORD, data_width=cfg.data_width, tx_slots=cfg.tx_slots, rx_slots=cfg.rx_slots,
-                              log2_max_packets=cfg.max_packets.bit_length() - 1)
+                              log2_max_packets=cfg.max_packets.bit_length() - 1, pattern=int(cfg.pattern))
         readable = {
             **self.rw,
             "COMMAND_LEVEL": self.commands.level, "EVENT_LEVEL": self.events.level,

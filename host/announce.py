@@ -7,7 +7,9 @@ SHA-256 follows it in a trailer (host/files.py), so the first buffer leaves whil
 sender is still hashing; ``modified`` (the file's modification time in ns) with the size
 tells a receiver holding part of the file whether it may resume. A stream of unknown
 length says ``size=stream``. An announcement may instead name ``sha256=HEX`` up front:
-then there is no trailer. ``files`` and ``session`` tie the files of one ``netblt send``
+then there is no trailer. ``data=pattern`` announces the test pattern (formats/pattern.py),
+which the sender's data path makes (a board's pattern source): no host holds its bytes to
+hash, so there is no trailer and the receiver checks the pattern itself. ``files`` and ``session`` tie the files of one ``netblt send``
 together. With a shared secret, host/auth.py appends ``time``, ``nonce`` and ``mac``.
 """
 
@@ -18,6 +20,7 @@ from urllib.parse import quote, unquote
 
 TAG = b"netblt-file/1"
 STREAM = "stream"
+PATTERN = "pattern"
 
 
 @dataclass(frozen=True)
@@ -32,10 +35,12 @@ class Announcement:
     session: str = ""
     modified: int | None = None
     """The file's modification time (ns): with the size, what a resumed transfer must match."""
+    pattern: bool = False
+    """The data is the test pattern, each buffer keyed by its index."""
 
     @property
     def trailer(self) -> bool:
-        return self.sha256 is None
+        return self.sha256 is None and not self.pattern
 
     @property
     def identity(self) -> tuple:
@@ -48,6 +53,8 @@ class Announcement:
             fields.append(f"sha256={self.sha256}")
         if self.modified is not None:
             fields.append(f"modified={self.modified}")
+        if self.pattern:
+            fields.append(f"data={PATTERN}")
         fields.append(f"name={quote(self.name, safe='/')}")
         if self.count > 1 or self.session:
             fields += [f"files={self.index}/{self.count}", f"session={self.session}"]
@@ -74,10 +81,14 @@ def read(client_string: bytes) -> Announcement:
         size = None if f["size"] == STREAM else int(f["size"])
         index, _, count = f.get("files", "1/1").partition("/")
         modified = int(f["modified"]) if "modified" in f else None
+        if f.get("data", PATTERN) != PATTERN:
+            raise ValueError(f"data={f['data']}: this receiver knows data={PATTERN} only")
         announced = Announcement(name, size, f.get("sha256"), int(index), int(count), f.get("session", ""),
-                                 modified)
+                                 modified, "data" in f)
     except (KeyError, ValueError, UnicodeDecodeError) as exc:
         raise ValueError(f"bad file announcement: {exc}") from None
+    if announced.pattern and (announced.size is None or announced.sha256 is not None):
+        raise ValueError("bad file announcement: the pattern has a size and no digest")
     if announced.size is not None and announced.size < 0:
         raise ValueError("bad file announcement: a negative size")
     if announced.sha256 is not None and (len(announced.sha256) != 64 or

@@ -20,10 +20,12 @@ from ..formats.host_link import LINK_PORT
 from ..protocol.endpoint import DataPathError
 from ..protocol.params import MAX_PACKETS_PER_BUFFER, ParamError, Params, Timing, burst_for_rate
 from . import board_status
+from .check import check
 from .auth import Secret, SecretError
 from .files import FileError
 from .sim_commands import add_netem_arguments, add_sim_board_arguments, run_netem, run_sim_board
-from .transfer import Gate, Interrupted, Options, Output, TransferReport, TransferError, UsageError, plan, send, serve
+from .transfer import (Gate, Interrupted, Options, Outgoing, Output, TransferReport, TransferError, UsageError, plan,
+                       plan_pattern, send, serve)
 from .units import parse_port, parse_rate, parse_size, positive
 
 # What a sender proposes by default: a modern gigabit LAN, not 1987's.
@@ -102,10 +104,14 @@ def build_parser() -> argparse.ArgumentParser:
     send_ = sub.add_parser("send", help="send files, directories or a stream to a waiting receiver",
                            description="Send files, directories (every file below, hidden ones skipped) "
                                        "or a stream (- for standard input, or a pipe), one after another.")
-    send_.add_argument("paths", nargs="+", metavar="PATH", help="file, directory, pipe, or - for standard input")
+    send_.add_argument("paths", nargs="*", metavar="PATH", help="file, directory, pipe, or - for standard input")
     send_.add_argument("peer", metavar="ADDR[:PORT]", help=f"receiver address (port {DEFAULT_PORT}); "
                        f"IPv6 as [ADDR]:PORT")
     send_.add_argument("--name", help="the name the receiver stores the one file (or stream) under")
+    send_.add_argument("--source", choices=("pattern",), help="instead of PATHs, data born in the data path: "
+                       "pattern, the test pattern, which a board's pattern source makes (no byte of it crosses "
+                       "this host) and the receiver checks byte for byte; needs --size")
+    send_.add_argument("--size", type=parse_size, metavar="BYTES", help="how much --source sends, e.g. 10G")
     send_.add_argument("--local-port", type=parse_port, default=0, metavar="PORT",
                        help=f"send from this UDP port (default: any; with --board, {DEFAULT_PORT})")
     _add_common_options(send_)
@@ -123,6 +129,14 @@ def build_parser() -> argparse.ArgumentParser:
     recv.add_argument("--allow", type=_network, action="append", default=[], metavar="ADDR[/PREFIX]",
                       help="admit only senders from here (repeatable)")
     _add_common_options(recv)
+    check_ = sub.add_parser("check", help="check that received files are the test pattern",
+                            description="Check files received from netblt send --source pattern: each "
+                                        "buffer of the file is that buffer's pattern. Exit status 1 if "
+                                        "any byte is not.")
+    check_.add_argument("files", nargs="+", metavar="FILE")
+    check_.add_argument("--buffer-size", type=parse_size, metavar="BYTES", help="the transfer's buffer size "
+                        "(default: found from the file, where buffer 1's pattern begins)")
+    check_.add_argument("--json", action="store_true", help="print each file's verdict as one JSON line")
     board_status.add_arguments(sub.add_parser("board", help="ask a board (or a simulated one) about itself",
                                               description="Talk to a board over its host link."))
     sim_board = sub.add_parser("sim-board", help="run a simulated board that netblt reaches over loopback",
@@ -226,6 +240,8 @@ def print_report(report: TransferReport, console: Console, *, verbose: bool = Fa
     console.print(table)
     resumed = f" (+{report.resumed_bytes} resumed)" if report.resumed_bytes else ""
     digest = f"  sha256 {report.sha256}" if report.sha256 else ""
+    if report.pattern:
+        digest = "  the test pattern" + (", checked" if report.role == "receiver" and report.ok else "")
     console.print(f"{report.path}{digest}  {report.bytes} bytes{resumed} in {report.seconds} s",
                   soft_wrap=True, highlight=False)
     if report.dropped:
@@ -233,6 +249,41 @@ def print_report(report: TransferReport, console: Console, *, verbose: bool = Fa
                       highlight=False)
     if verbose and report.duplicates:
         console.print(f"duplicates: {report.duplicates} (harmless)", highlight=False)
+
+
+def _outgoing(args: argparse.Namespace) -> tuple[list[Outgoing], list[str]]:
+    """What ``send`` sends: its paths, or ``--size`` bytes of ``--source``."""
+    if args.source is None:
+        if args.size is not None:
+            raise UsageError("--size is how much --source sends; a file's size is its own")
+        if not args.paths:
+            raise UsageError("give what to send: files, directories, - for standard input, or --source pattern")
+        return plan(args.paths, args.name)
+    if args.paths:
+        raise UsageError(f"--source {args.source} sends instead of files; give no PATH")
+    if not args.size:
+        raise UsageError(f"--source {args.source} needs --size, e.g. --size 10G")
+    return [plan_pattern(args.size, args.name)], []
+
+
+def _check(args: argparse.Namespace) -> int:
+    """``netblt check``: a verdict line per file, a bar while a large one is read."""
+    err = Console(stderr=True)
+    status = 0
+    for path in args.files:
+        with Progress("[bold]check", BarColumn(), DownloadColumn(), TimeRemainingColumn(), console=err,
+                      transient=True, disable=not err.is_terminal or args.json) as bar:
+            task = bar.add_task("check", total=None)
+            try:
+                verdict = check(path, args.buffer_size, lambda done, total: bar.update(task, completed=done,
+                                                                                       total=total))
+            except FileError as exc:
+                err.print(f"netblt: error: {exc}", highlight=False, soft_wrap=True)
+                status = 1
+                continue
+        print(json.dumps(verdict.as_json()) if args.json else verdict.text(), flush=True)
+        status |= not verdict.ok
+    return status
 
 
 def _loopback(host: str) -> bool:
@@ -252,6 +303,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run_sim_board(args)
     if args.command == "board":
         return board_status.run(args, Console(width=max(Console().width, 120)), Console(stderr=True))
+    if args.command == "check":
+        return _check(args)
     try:
         where = parse_address(args.peer if args.command == "send" else args.listen)
     except TransportError as exc:
@@ -267,7 +320,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                           timing=Timing(), secret=Secret.load(args.secret_file), board=args.board,
                           local_port=getattr(args, "local_port", 0), link_mtu=args.link_mtu)
         if args.command == "send":
-            items, notes = plan(args.paths, args.name)
+            items, notes = _outgoing(args)
         else:
             output = Output.parse(args.out, args.force)
     except (ParamError, SecretError) as exc:

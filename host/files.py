@@ -32,6 +32,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..driver.pattern import first_difference, pattern
+from ..formats.pattern import PatternBuffer
 from .announce import Announcement
 
 CHUNK = 1 << 20
@@ -142,6 +144,30 @@ class FileSource:
         self._stop.set()
         self._hasher.join()
         os.close(self.fd)
+
+
+class PatternData:
+    """``size`` bytes of the test pattern (formats/pattern.py), each buffer keyed by its
+    index: the data path makes them where the packets leave (a board's pattern source), so
+    this host never holds them. The receiver checks the pattern, for no digest is made."""
+
+    sha256 = ""
+
+    def __init__(self, size: int) -> None:
+        self.size = self.length = size
+
+    def buffer(self, index: int, size: int) -> tuple[PatternBuffer, bool] | None:
+        start = index * size
+        if start >= self.size:
+            return None
+        end = min(start + size, self.size)
+        return PatternBuffer(index, end - start), end == self.size
+
+    def release(self, index: int) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
 
 
 class StreamSource:
@@ -280,16 +306,50 @@ class Expectation:
         return trailer_size(self.seal is not None) if self.announced.trailer else 0
 
 
-class Verifier:
-    """The SHA-256 of the data in file order, checked against the announcement."""
+class PatternCheck:
+    """Data in file order that should be the test pattern cut in ``buffer_size`` buffers:
+    where it first is not."""
 
-    def __init__(self, expect: Expectation) -> None:
+    def __init__(self, buffer_size: int) -> None:
+        self.buffer_size = buffer_size
+        self.wrong: int | None = None
+        """The offset of the first byte that differs."""
+        self._made = (-1, memoryview(b""))
+        """The last buffer's pattern, for data that comes in pieces of it."""
+
+    def update(self, offset: int, data: bytes | memoryview) -> None:
+        view = memoryview(data)
+        while view and self.wrong is None:
+            key, start = divmod(offset, self.buffer_size)
+            piece = view[:self.buffer_size - start]
+            if self._made[0] != key:
+                self._made = (key, memoryview(pattern(key, self.buffer_size)))
+            if (at := first_difference(self._made[1][start:start + len(piece)], piece)) is not None:
+                self.wrong = offset + at
+            offset, view = offset + len(piece), view[len(piece):]
+
+    def problem(self) -> str | None:
+        if self.wrong is None:
+            return None
+        key, at = divmod(self.wrong, self.buffer_size)
+        return f"the data is not the test pattern from byte {self.wrong} on (buffer {key}, its byte {at})"
+
+
+class Verifier:
+    """The SHA-256 of the data in file order, checked against the announcement; or, for
+    the test pattern, the data itself (``buffer_size`` says where its buffers start)."""
+
+    def __init__(self, expect: Expectation, buffer_size: int = 0) -> None:
         self.expect = expect
         self.digest = hashlib.sha256()
+        self.pattern = PatternCheck(buffer_size) if expect.announced.pattern else None
         self.length = 0
 
     def update(self, data: bytes | memoryview) -> None:
-        self.digest.update(data)
+        if self.pattern:
+            self.pattern.update(self.length, data)
+        else:
+            self.digest.update(data)
         self.length += len(data)
 
     def problem(self, order: InOrder) -> str | None:
@@ -312,6 +372,8 @@ class Verifier:
             size, sha256 = announced.size, announced.sha256
         if self.length != size:
             return f"size mismatch: the sender announced {size} bytes, received {self.length}"
+        if self.pattern:
+            return self.pattern.problem()
         if got != sha256:
             return f"SHA-256 mismatch: the sender announced {sha256}, received {got}"
         return None
@@ -349,7 +411,7 @@ class FileSink:
         except FileError:
             self.close()
             raise
-        self.verifier = Verifier(expect)
+        self.verifier = Verifier(expect, buffer_size)
         self.order = InOrder(self.verifier.update, hold=expect.hold,
                              on_disk={self._offset(n): self._length(n) for n in self.held},
                              read=lambda at, length: os.pread(self.fd_read, length, at))
@@ -363,9 +425,15 @@ class FileSink:
     @property
     def resumable(self) -> bool:
         """A sized transfer whose announcement says which file it is (its digest, or its
-        modification time)."""
-        announced = self.expect.announced
-        return announced.size is not None and (announced.sha256 is not None or announced.modified is not None)
+        modification time), or the test pattern."""
+        a = self.expect.announced
+        return a.size is not None and (a.sha256 is not None or a.modified is not None or a.pattern)
+
+    @property
+    def identity(self) -> tuple:
+        """What a partial copy must have been written with to resume from: the announced
+        identity, and the pattern's buffer size (its buffers start over at each)."""
+        return (*self.expect.announced.identity, self.buffer_size if self.expect.announced.pattern else None)
 
     @property
     def transfer_size(self) -> int | None:
@@ -390,10 +458,11 @@ class FileSink:
         try:
             with os.fdopen(os.open(self.record, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=self.dir_fd)) as f:
                 record = json.load(f)
-            identity, ranges = (record["size"], record["sha256"], record["modified"]), record["ranges"]
+            identity = (record["size"], record["sha256"], record["modified"], record.get("pattern"))
+            ranges = record["ranges"]
         except (OSError, ValueError, KeyError, TypeError):
             return frozenset()
-        if not self.resumable or identity != self.expect.announced.identity:
+        if not self.resumable or identity != self.identity:
             return frozenset()
         covered = [(int(a), int(b)) for a, b in ranges]
         return frozenset(n for n in range(1, self.total_buffers + 1)
@@ -416,8 +485,9 @@ class FileSink:
                 ranges[-1][1] = end
             else:
                 ranges.append([start, end])
-        size, sha256, modified = self.expect.announced.identity
-        text = json.dumps({"size": size, "sha256": sha256, "modified": modified, "ranges": ranges})
+        size, sha256, modified, pattern = self.identity
+        text = json.dumps({"size": size, "sha256": sha256, "modified": modified, "pattern": pattern,
+                           "ranges": ranges})
         temporary = self.record + ".new"
         fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644,
                      dir_fd=self.dir_fd)
@@ -495,9 +565,9 @@ class FileSink:
 class StdoutSink:
     """Writes the data to a file descriptor (standard output) strictly in order."""
 
-    def __init__(self, fd: int, expect: Expectation) -> None:
+    def __init__(self, fd: int, expect: Expectation, buffer_size: int = 0) -> None:
         self.fd, self.expect = fd, expect
-        self.verifier = Verifier(expect)
+        self.verifier = Verifier(expect, buffer_size)
         self.order = InOrder(self._out, hold=expect.hold)
         self.shown, self.resumed_bytes, self.held = "-", 0, frozenset()
         self.total_buffers = None

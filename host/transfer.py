@@ -31,7 +31,7 @@ from ..protocol.endpoint import Admission, DataPathError, Endpoint
 from ..protocol.params import Params, Timing
 from . import announce
 from .auth import Secret
-from .files import Expectation, FileError, FileSink, FileSource, StdoutSink, StreamSource, name_problem
+from .files import Expectation, FileError, FileSink, FileSource, PatternData, StdoutSink, StreamSource, name_problem
 
 SILENCE_WARNING = 5.0
 """Seconds of silence from the peer before the user hears about it."""
@@ -105,6 +105,9 @@ class TransferReport:
     resumed_bytes: int = 0
     sha256: str = ""
     """The data's SHA-256: the sender's, or the receiver's once verified."""
+    pattern: bool = False
+    """The data is the test pattern: made by the sender's data path, checked by the receiver
+    byte for byte (no digest)."""
     burst_size: int = 0
     burst_interval_ms: int = 0
     packet_size: int = 0
@@ -247,11 +250,13 @@ def _report(endpoint: Endpoint, dp: RealTimeDataPath, role: str, **fields) -> Tr
 
 @dataclass(frozen=True)
 class Outgoing:
-    """One file to send: ``path`` (None for standard input) under the announced ``name``."""
+    """One file to send: ``path`` (None for standard input or the pattern) under the
+    announced ``name``; or ``pattern`` bytes of the test pattern, made by the data path."""
 
     path: Path | None
     name: str
     stream: bool = False
+    pattern: int | None = None
 
 
 def plan(paths: list[str], name: str | None = None) -> tuple[list[Outgoing], list[str]]:
@@ -289,6 +294,14 @@ def plan(paths: list[str], name: str | None = None) -> tuple[list[Outgoing], lis
     if not items:
         raise FileError("nothing to send" + (f" ({'; '.join(notes)})" if notes else ""))
     return items, notes
+
+
+def plan_pattern(size: int, name: str | None) -> Outgoing:
+    """``size`` bytes of the test pattern, announced as ``name`` (default: pattern)."""
+    item = Outgoing(None, name or "pattern", pattern=size)
+    if problem := _sender_name_problem(item.name):
+        raise UsageError(f"cannot send the pattern as {item.name!r}: {problem}; choose another name with --name")
+    return item
 
 
 def _walk(root: Path, notes: list[str]) -> list[Outgoing]:
@@ -340,9 +353,13 @@ def _send_one(item: Outgoing, index: int, count: int, session: str, peer: Addres
     uid = random.getrandbits(32)
     shown = str(item.path) if item.path else "-"
     seal = (lambda digest: options.secret.seal(uid, digest)) if options.secret else None
-    if item.stream:
+    if item.pattern is not None:
+        shown = f"--source {announce.PATTERN}"
+        source: FileSource | StreamSource | PatternData = PatternData(item.pattern)
+        announced = announce.Announcement(item.name, item.pattern, None, index, count, session, pattern=True)
+    elif item.stream:
         fd = stdin if item.path is None else os.open(item.path, os.O_RDONLY)
-        source: FileSource | StreamSource = StreamSource(lambda n: os.read(fd, n), seal)
+        source = StreamSource(lambda n: os.read(fd, n), seal)
         announced = announce.Announcement(item.name, None, None, index, count, session)
     else:
         source = FileSource(item.path, seal)  # hashed while it is sent: the digest follows the data
@@ -352,6 +369,9 @@ def _send_one(item: Outgoing, index: int, count: int, session: str, peer: Addres
         secret = options.secret
         client_string = secret.sign_open(uid, True, fields) if secret else fields
         with data_path(options, feedback, peer=peer) as dp:
+            if isinstance(source, PatternData) and not dp.makes_pattern:
+                raise TransferError(f"board {show(options.board)} has no pattern source: its bitstream was "
+                                    f"built without one")
             conn = Connection(active=True, sender=True, params=dp.fit(options.params, sending=True), timing=options.timing,
                               transfer_size=source.size, client_string=client_string, uid=uid, peer=dp.peer)
             check = (lambda answer: secret.check_response(uid, client_string, answer)) if secret else None
@@ -364,6 +384,7 @@ def _send_one(item: Outgoing, index: int, count: int, session: str, peer: Addres
             report = _report(endpoint, dp, "sender", name=item.name, path=shown)
         if report.ok:
             report.sha256, report.bytes = source.sha256, source.length  # the trailer is not data
+        report.pattern = announced.pattern
         return report, stop
     finally:
         source.close()
@@ -475,7 +496,7 @@ class Reception:
         expect = Expectation(announced, seal)
         try:
             if self.output.stdout:
-                self.sink = StdoutSink(1, expect)
+                self.sink = StdoutSink(1, expect, request.params.buffer_size)
             else:
                 if self.output.file is not None and announced.count > 1:
                     return f"this receiver writes one file ({self.output.file}); send a single file"
@@ -573,7 +594,7 @@ def _received(endpoint: Endpoint, dp: RealTimeDataPath, reception: Reception) ->
     """The report of one receiving connection, after verifying and placing its file."""
     sink, announced = reception.sink, reception.announced
     report = _report(endpoint, dp, "receiver", name=announced.name if announced else "",
-                     path=sink.shown if sink else "")
+                     path=sink.shown if sink else "", pattern=bool(announced and announced.pattern))
     if sink is None:
         return report
     if sink.verdict:
@@ -582,7 +603,7 @@ def _received(endpoint: Endpoint, dp: RealTimeDataPath, reception: Reception) ->
         if problem := sink.problem():
             report.ok, report.reason = False, problem
         else:
-            report.sha256 = sink.verifier.digest.hexdigest()
+            report.sha256 = "" if announced.pattern else sink.verifier.digest.hexdigest()
             report.bytes = sink.verifier.length - report.resumed_bytes  # a stream's trailer is not data
             try:
                 report.path = str(sink.commit())

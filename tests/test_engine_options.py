@@ -56,11 +56,12 @@ def run_commands(config: EngineConfig, commands: list[Command], slot: int = 0) -
 @pytest.mark.parametrize("pattern", [False, True])
 def test_fill_and_check_exist_only_where_the_build_has_the_pattern_blocks(pattern):
     config = EngineConfig(slot_bytes=1024, max_packets=32, fifo_depth=16, pattern=pattern)
-    rejected, events, _ = run_commands(config, [Command.FILL, Command.CHECK])
+    rejected, events, geometry = run_commands(config, [Command.FILL, Command.CHECK])
     if pattern:
         assert rejected == 0 and events == [Event.FILLED, Event.CHECKED]
     else:
         assert rejected == 2 and events == []
+    assert geometry["pattern"] == pattern
 
 
 @pytest.mark.parametrize("slots, max_packets", [(2, 32), (MAX_SLOTS, 4096)])
@@ -71,7 +72,7 @@ def test_geometry_reports_the_slots_and_bitmaps_built(slots, max_packets):
     rejected, events, geometry = run_commands(config, [Command.FILL, Command.CHECK], slot=slots - 1)
     assert rejected == 0 and events == [Event.FILLED, Event.CHECKED]
     assert geometry == {"data_width": 32, "tx_slots": slots, "rx_slots": slots,
-                        "log2_max_packets": max_packets.bit_length() - 1}
+                        "log2_max_packets": max_packets.bit_length() - 1, "pattern": 1}
 
 
 def cycles_until_counted(config: EngineConfig) -> tuple[int, int]:

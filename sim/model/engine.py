@@ -16,12 +16,12 @@ from dataclasses import dataclass
 
 from ...driver import receive_buffers
 from ...driver.framing import HEADER_SIZE, pack
+from ...driver.pattern import pattern
 from ...formats import rfc998 as L
 from ...formats.boards import MAC_ADDRESS, SlotGeometry
 from ...formats.checksum import internet_checksum
 from ...formats.drops import Drop
 from ...formats.host_link import ControlPacket
-from ...formats.pattern import pattern_bytes
 from ...formats.registers import (
     ADDRESS, COMMAND_WORD, CONNECTION_FLAGS, ENGINE_REGISTERS, ENGINE_STATE, EVENT_WORD, GEOMETRY_WORD,
     RECEIVED_FLAGS, Command, Event, PacingMode,
@@ -144,7 +144,8 @@ class Engine:
         values = {
             "CYCLES": self.cycles(now), "CLOCK_HZ": g.clock_hz, "SLOT_BYTES": g.slot_bytes,
             "GEOMETRY": GEOMETRY_WORD.pack(data_width=g.data_width, tx_slots=g.tx_slots, rx_slots=g.rx_slots,
-                                           log2_max_packets=max(0, g.max_packets.bit_length() - 1)),
+                                           log2_max_packets=max(0, g.max_packets.bit_length() - 1),
+                                           pattern=int(g.pattern)),
             "STATE": ENGINE_STATE.pack(tx_idle=int(not self.queue), slots_ready=1),
             "EVENT_LEVEL": len(self.events), "UPLOAD_ROOM": 16, "DOWNLOAD_LEVEL": 4, "RX_HIGH_ACK": self.rx_high_ack,
             "SLOT_BUFFER": slot.buffer or 0, "SLOT_RECEIVED": slot.received, "SLOT_COUNT": slot.count,
@@ -276,7 +277,7 @@ class Engine:
         if not self.geometry.pattern or index >= self.geometry.tx_slots or length > self.geometry.slot_bytes:
             return False
         at = index * self.geometry.slot_bytes
-        self.tx_memory[at:at + length] = pattern_bytes(self.value("ARG0"), length)
+        self.tx_memory[at:at + length] = pattern(self.value("ARG0"), length)
         self._event(Event.FILLED, index, 0)
         return True
 
@@ -285,8 +286,8 @@ class Engine:
         if not self.geometry.pattern or index >= self.geometry.rx_slots or length > self.geometry.slot_bytes:
             return False
         at, beat = index * self.geometry.slot_bytes, self.geometry.data_width // 8
-        got, expected = self.rx_memory[at:at + length], pattern_bytes(self.value("ARG0"), length)
-        wrong = sum(got[b:b + beat] != expected[b:b + beat] for b in range(0, length, beat))
+        got, expected = self.rx_memory[at:at + length], pattern(self.value("ARG0"), length)
+        wrong = 0 if got == expected else sum(got[b:b + beat] != expected[b:b + beat] for b in range(0, length, beat))
         self.counts["CHECK_MISMATCHES"] = wrong
         self._event(Event.CHECKED, index, min(wrong, 0xFFFF))
         return True

@@ -1,0 +1,205 @@
+"""Data born on the board (``netblt send --source pattern``), on the host's side: the
+pattern made at memory speed, the receiver's check of every byte, ``netblt check``, and
+transfers through the software data path and the board's functional model. The same
+transfer through the board's design under Verilator is in tests/test_board_conformance.py."""
+
+import json
+import math
+import os
+import subprocess
+
+import pytest
+from clitools import NETBLT, SimBoard, finish, free_port, reports, send, spawn, start_recv
+from hypothesis import given, settings, strategies as st
+
+from netblt.driver import core
+from netblt.driver.pattern import fastpath, first_difference, pattern
+from netblt.formats.pattern import pattern_bytes
+from netblt.host.announce import Announcement, read
+from netblt.host.check import check
+from netblt.host.cli import main
+from netblt.host.files import Expectation, FileSink, PatternCheck, PatternData
+
+
+def pattern_file(size: int, buffer_size: int) -> bytes:
+    return b"".join(pattern_bytes(k, min(buffer_size, size - k * buffer_size))
+                    for k in range(math.ceil(size / buffer_size)))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 0xFFFF_FFFF), st.integers(0, 5000))
+def test_the_compiled_pattern_is_the_defined_one(key, length):
+    assert fastpath is not None  # make test builds it; the Python loop would be 100 times slower
+    assert bytes(pattern(key, length)) == pattern_bytes(key, length)
+
+
+def test_the_pattern_source_hands_out_buffers_keyed_by_index():
+    source = PatternData(40_000)
+    assert source.buffer(0, 16384) == (core.PatternBuffer(0, 16384), False)
+    assert source.buffer(2, 16384) == (core.PatternBuffer(2, 7232), True)
+    assert source.buffer(3, 16384) is None
+    assert source.buffer(1, 20_000) == (core.PatternBuffer(1, 20_000), True)
+
+
+def test_the_announcement_carries_the_pattern_and_nothing_else_of_it():
+    announced = Announcement("p", 1000, pattern=True)
+    assert b" data=pattern " in announced.encode() and not announced.trailer
+    assert read(announced.encode()) == announced
+    with pytest.raises(ValueError, match="data=zeros: this receiver knows data=pattern only"):
+        read(b"netblt-file/1 size=5 data=zeros name=p")
+    with pytest.raises(ValueError, match="the pattern has a size and no digest"):
+        read(b"netblt-file/1 size=stream data=pattern name=p")
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 3000), st.integers(1, 9000), st.integers(0, 8999), st.integers(1, 4000))
+def test_the_receivers_check_finds_the_first_wrong_byte_however_the_data_comes(buffer_size, size, wrong, piece):
+    data = bytearray(pattern_file(size, buffer_size))
+    assert _checked(data, buffer_size, piece) is None
+    wrong %= size
+    data[wrong] ^= 0x40
+    assert _checked(data, buffer_size, piece) == wrong
+
+
+def _checked(data: bytes, buffer_size: int, piece: int) -> int | None:
+    checking = PatternCheck(buffer_size)
+    for at in range(0, len(data), piece):
+        checking.update(at, data[at:at + piece])
+    return checking.wrong
+
+
+def test_first_difference_says_where_and_when_one_ends_early():
+    assert first_difference(b"abc", b"abc") is None
+    assert first_difference(b"abc", b"abd") == 2
+    assert first_difference(b"abc", b"ab") == 2
+
+
+def test_a_pattern_transfer_resumes_only_at_the_same_buffer_size(tmp_path):
+    """The pattern starts over at each buffer: a partial file cut at other boundaries is other data."""
+    size, buffer_size = 5000, 1000
+    expect = Expectation(Announcement("p", size, pattern=True))
+    root = os.open(tmp_path, os.O_RDONLY)
+    try:
+        sink = FileSink(root, "p", expect, buffer_size)
+        sink.write(1000, memoryview(pattern(1, 1000)))
+        sink.keep_or_discard()
+        assert FileSink(root, "p", expect, buffer_size).held == {2}  # buffer numbers count from 1
+        assert FileSink(root, "p", expect, 2 * buffer_size).held == frozenset()
+    finally:
+        os.close(root)
+
+
+# -- netblt check ------------------------------------------------------------------------------
+
+
+def test_check_finds_the_buffer_size_and_every_wrong_byte(tmp_path):
+    good = tmp_path / "good"
+    good.write_bytes(pattern_file(100_000, 14480))
+    verdict = check(str(good))
+    assert verdict.ok and verdict.buffer_size == 14480
+    bad = tmp_path / "bad"
+    data = bytearray(good.read_bytes())
+    data[50_001] ^= 1
+    bad.write_bytes(data)
+    done = subprocess.run(NETBLT + ["check", str(good), str(bad)], capture_output=True, text=True)
+    assert done.returncode == 1, done.stderr
+    assert done.stdout.splitlines() == [
+        f"{good}: the test pattern, 100000 bytes in 7 buffers of 14480: every byte matches",
+        f"{bad}: 100000 bytes in 7 buffers of 14480: not the test pattern from byte 50001 on (buffer 3, its byte 6561)"]
+    done = subprocess.run(NETBLT + ["check", "--json", "--buffer-size", "14480", str(good)],
+                          capture_output=True, text=True)
+    assert done.returncode == 0 and json.loads(done.stdout) == {
+        "path": str(good), "ok": True, "bytes": 100_000, "buffer_size": 14480, "first_wrong_byte": None}
+
+
+@pytest.mark.parametrize("content, message", ids=["empty", "other"], argvalues=[
+    (b"", None),
+    (bytes(range(100)), "is not the test pattern: it differs from byte 0 on, where no buffer begins"),
+])
+def test_check_of_what_is_not_a_pattern_file_is_one_line(tmp_path, content, message):
+    path = tmp_path / "f"
+    path.write_bytes(content)
+    done = subprocess.run(NETBLT + ["check", str(path), str(tmp_path / "missing")], capture_output=True, text=True)
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert f"cannot read {tmp_path / 'missing'}: No such file or directory" in done.stderr
+    assert (message in done.stderr) if message else done.stdout == f"{path}: empty\n"
+
+
+# -- transfers ----------------------------------------------------------------------------------
+
+
+def relay(forward: int, seed: int) -> int:
+    """``netblt netem`` before ``forward``: 5% lost, 5% duplicated, 10% held back 2 ms."""
+    port = free_port()
+    proc = spawn(["netem", "--listen", f"127.0.0.1:{port}", "--forward", f"127.0.0.1:{forward}", "--loss", "5%",
+                  "--duplicate", "5%", "--reorder", "10%", "--delay", "2ms", "--seed", str(seed)],
+                 stdout=subprocess.PIPE, text=True)
+    assert "netblt netem" in proc.stdout.readline()
+    return port
+
+
+def test_the_software_path_sends_the_pattern_through_loss_reordering_and_duplication(tmp_path):
+    size = 3_000_001
+    recv, port = start_recv(tmp_path)
+    done = send("--source", "pattern", "--size", str(size), "--name", "p.bin", f"127.0.0.1:{relay(port, 3)}",
+                "--json", "--rate", "200M")
+    (receiver,), _ = finish(recv)
+    assert done.returncode == 0, done.stderr
+    sender = reports(done.stdout)[0]
+    assert receiver["ok"] and receiver["pattern"] and receiver["bytes"] == size and receiver["sha256"] == ""
+    assert receiver["packets_lost"] > 0 and sender["packets_retransmitted"] > 0
+    assert (tmp_path / "p.bin").read_bytes() == pattern_file(size, receiver["buffer_size"])
+
+
+def test_a_receiver_finds_a_wrong_byte_in_the_pattern_and_keeps_no_file(tmp_path, monkeypatch, capsys):
+    """The sender's data path makes buffer 2 with one byte wrong: the receiver's check
+    fails the transfer at its end, the sender hears why, and no file is left."""
+    def made(key: int, length: int) -> bytearray:
+        data = pattern(key, length)
+        if key == 2:
+            data[100] ^= 1
+        return data
+    monkeypatch.setattr(core, "pattern", made)
+    recv, port = start_recv(tmp_path)
+    code = main(["send", "--source", "pattern", "--size", "100000", "--buffer-size", "14480",
+                 f"127.0.0.1:{port}"])
+    (receiver,), _ = finish(recv)
+    assert code == 1 and not receiver["ok"]
+    why = "the data is not the test pattern from byte 29060 on (buffer 2, its byte 100)"
+    assert receiver["reason"] == why and why in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.fixture(scope="module")
+def model():
+    board = SimBoard("--model")
+    yield board
+    board.close()
+
+
+def test_a_board_model_makes_the_pattern_and_the_host_moves_control_only(model, tmp_path):
+    """FILL and SEND queued together a buffer: the host link carries a few percent of
+    what the data's upload would, and the receiver checks every byte."""
+    size = 2_000_000
+    recv, port = start_recv(tmp_path)
+    done = send("--source", "pattern", "--size", str(size), f"127.0.0.1:{relay(port, 5)}", "--board",
+                model.link_address, "--local-port", str(model.netblt), "--json", timeout=240)
+    (receiver,), _ = finish(recv)
+    assert done.returncode == 0, done.stderr
+    sender = reports(done.stdout)[0]
+    assert receiver["ok"] and receiver["pattern"] and receiver["bytes"] == size
+    assert sender["data_path"] == "board" and sender["pattern"] and sender["packets_retransmitted"] > 0
+    assert sender["host_link_bytes"] < size / 10  # 2% on a clean path, 5% at this loss; an upload alone is 100%
+    assert (tmp_path / "pattern").read_bytes() == pattern_file(size, 16384)
+
+
+def test_a_board_without_a_pattern_source_says_so():
+    """The Colorlight's block-RAM build leaves the pattern blocks out (GEOMETRY says so)."""
+    board = SimBoard("--model", "--board", "colorlight_5a75b")
+    try:
+        done = send("--source", "pattern", "--size", "1M", "127.0.0.1:9", "--board", board.link_address,
+                    timeout=60)
+    finally:
+        board.close()
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert f"board {board.link_address} has no pattern source: its bitstream was built without one" in done.stderr
