@@ -113,8 +113,8 @@ class Geometry:
     beat_bytes: int
     clock_hz: int
     address: str
-    pattern: bool = False
-    """FILL and CHECK run: the board makes (and checks) the test pattern itself."""
+    fill: bool = False
+    """FILL runs: the board makes the test pattern itself."""
 
     @classmethod
     def read(cls, values: dict[str, int]) -> Geometry:
@@ -128,7 +128,7 @@ class Geometry:
         return cls(tx_slots=g["tx_slots"], rx_slots=g["rx_slots"], slot_bytes=values["SLOT_BYTES"],
                    max_packets=1 << g["log2_max_packets"], beat_bytes=g["data_width"] // 8,
                    clock_hz=values["CLOCK_HZ"], address=str(ipaddress.IPv4Address(values["IP_ADDRESS"])),
-                   pattern=bool(g["pattern"]))
+                   fill=bool(g["fill"]))
 
 
 @dataclass
@@ -193,7 +193,10 @@ class BoardDataPath:
         self.clock = BoardClock(self.geometry.clock_hz)
         self._measure_clock(values["CYCLES"])
         self.link.client.retry, self.link.client.give_up = self._link_timers()
-        self._set(TAKEOVER_AFTER=max(1, round(HOLD * 1000 * self.clock.scale)))
+        # A push unacknowledged for as long as a request unanswered is sent again: the
+        # board's default millisecond pushed each one twice to a host that shared its cores.
+        self._set(TAKEOVER_AFTER=max(1, round(HOLD * 1000 * self.clock.scale)),
+                  PUSH_TIMEOUT=self.clock.cycles(self.link.client.retry))
         self._ready_dram()
         self._reset_board()
         if peer is not None:
@@ -255,7 +258,7 @@ class BoardDataPath:
     @property
     def makes_pattern(self) -> bool:
         """It can send a :class:`PatternBuffer`: the board has a pattern source."""
-        return self.geometry.pattern
+        return self.geometry.fill
 
     # -- the engine's calls ---------------------------------------------------------------------
 
@@ -284,17 +287,19 @@ class BoardDataPath:
         self.control_queued += 1
 
     def send_buffer(self, number: int, data: bytes | memoryview | PatternBuffer, last: bool) -> None:
-        """Upload the buffer, or have the board's pattern source make it (one request with
-        its SEND: the board starts a fill once the uploads before it are in, and fetches
-        the slot's packets once the fill is done)."""
+        """Upload the buffer and SEND it behind the upload; or have the board's pattern
+        source make it, FILL and SEND in one request (the board fetches the slot's packets
+        once the fill is done). That follows no upload, so it goes as urgent and joins the
+        high-ack stamp that the GO's OK brought: one request a buffer."""
         index = self._free(self.tx, self.geometry.tx_slots, "transmit")
         self.tx[index] = Slot(number, len(data))
         operations = _command(Command.SEND, index, number, len(data), flag=int(last))
-        if isinstance(data, PatternBuffer):
-            operations = _command(Command.FILL, index, data.key, data.length) + operations
+        made = isinstance(data, PatternBuffer)
+        if made:
+            operations = _command(Command.FILL, index, data.key, data.length, flag=1) + operations
         else:
             self.link.upload(index * self.geometry.slot_bytes // 4, data)
-        self._submit(operations)
+        self._submit(operations, urgent=made)
         self.tx_busy = True
 
     def resend(self, number: int, packets: tuple[int, ...]) -> None:
@@ -564,8 +569,6 @@ class BoardDataPath:
             return
         if kind in (Event.MISSING, Event.MISSING_END):
             self._missing(kind, index, event["value"])
-            return
-        if kind == Event.FILLED:  # the slot's SEND waited for it on the board
             return
         slot = self.rx.get(index)
         if slot is None:

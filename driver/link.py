@@ -113,6 +113,7 @@ class LinkClient:
         self.held_push = 0
         """The highest push number received with every one before it."""
         self.ack_owed = False
+        self.heartbeat_owed = False
         self.sent_at: float | None = None
         """When the oldest unanswered datagram went out."""
         self.quiet_from: float | None = None
@@ -175,8 +176,9 @@ class LinkClient:
         return not self.waiting and not self.urgent and not self.in_flight and (self.opening is None or self.opened)
 
     def heartbeat(self) -> None:
-        """Say this host is still there (an ACK), so its session is not taken over."""
-        self.ack_owed = True
+        """Say this host is still there (an ACK), so its session is not taken over; if
+        nothing comes back, ask the board where it is, as for a request unanswered."""
+        self.ack_owed = self.heartbeat_owed = True
 
     def take_pushed(self) -> Pushed:
         out, self.pushed = self.pushed, Pushed()
@@ -192,12 +194,16 @@ class LinkClient:
             self.requests += 1
             self.in_flight[request.id] = request
             self._emit(request)
+        acks = int(self.ack_owed)
         if self.ack_owed:
             self._send.append(F.encode(F.Header(F.Type.ACK, session=self.session, ack=self.held_push)))
             self.ack_owed = False
         out, self._send = self._send, []
-        if out and self.sent_at is None:
+        # A push's ACK expects no answer (a lost one brings the push again): only what does
+        # starts the retry timer. Each push used to bring a STATUS round trip after it.
+        if (len(out) > acks or self.heartbeat_owed) and self.sent_at is None:
             self.sent_at = now
+        self.heartbeat_owed = False
         if out and self.quiet_from is None:
             self.quiet_from = now
         return out

@@ -26,9 +26,9 @@ COMMAND_WORD = Word("COMMAND", (("op", 4), ("slot", 4), ("flag", 1)))
 EVENT_WORD = Word("EVENT", (("value", 16), ("flags", 7), ("slot", 4), ("kind", 4), ("valid", 1)))
 """An EVENT word; ``valid`` is 0 in the word read when no event waits."""
 GEOMETRY_WORD = Word("GEOMETRY", (("data_width", 8), ("tx_slots", 5), ("rx_slots", 5),
-                                   ("log2_max_packets", 5), ("pattern", 1)))
-"""What GEOMETRY reads: the engine's build-time sizes and whether FILL and CHECK have a
-pattern source and checker to run on (slot counts up to 16, which the
+                                   ("log2_max_packets", 5), ("fill", 1), ("check", 1)))
+"""What GEOMETRY reads: the engine's build-time sizes, and whether FILL and CHECK have a
+pattern source and a pattern checker to run on (slot counts up to 16, which the
 4-bit slot fields of COMMAND and EVENT number 0 to 15)."""
 ENGINE_STATE = Word("STATE", (("tx_idle", 1), ("checking", 1), ("slots_ready", 1)))
 """What STATE reads: the transmit side has sent everything; a pattern check runs; the
@@ -142,7 +142,7 @@ GROUPS = (
                                    "busy; tx_idle: the transmit side has sent everything)"),
         Register("CHECK_MISMATCHES", "r", 32, "beats that differed in the last CHECK"),
         Register("GEOMETRY", "r", 32, f"{GEOMETRY_WORD.describe()} (log2_max_packets: log2 of the packets "
-                                      "a slot's bitmap tracks; pattern: FILL and CHECK run, else "
+                                      "a slot's bitmap tracks; fill, check: FILL, CHECK run, else "
                                       "COMMANDS_REJECTED counts them)"),
         Register("SLOT_BYTES", "r", 32, "bytes per buffer slot"),
         Register("CLOCK_HZ", "r", 32, "system clock frequency the pacer counts"),
@@ -257,7 +257,8 @@ COMMAND_DOCS = {
     Command.QUERY_MISSING: "list the receive slot's missing packets (below its LDATA count, "
                            "else below ARG0) as MISSING events, then MISSING_END",
     Command.FILL: "fill ARG1 bytes of transmit slot with buffer ARG0's test pattern, after the uploads "
-                  "before it; the slot's SEND may follow at once",
+                  "before it; the slot's SEND may follow at once (flag: no FILLED event, as the SEND's "
+                  "SENT says it all)",
     Command.CHECK: "compare ARG1 bytes of receive slot with buffer ARG0's test pattern",
 }
 

@@ -63,10 +63,12 @@ class EngineConfig:
     """Packets per slot the bitmaps track; with ``slot_bytes`` it sets the smallest packet."""
     fifo_depth: int = 512
     """Words in each control-packet FIFO and entries in the event FIFO."""
-    pattern: bool = True
-    """The FILL and CHECK commands (a pattern source and checker in the slot memories),
-    which tests and benchmarks use to move data without the host; without them, as on
-    the Colorlight whose 25F is nearly full, both commands are rejected and counted."""
+    fill: bool = True
+    """The FILL command: a pattern source that writes transmit slots, so data born on the
+    board goes out with the host doing control only."""
+    check: bool = True
+    """The CHECK command: a pattern checker that reads receive slots. Without either (the
+    crowded DRAM builds leave the checker out) its command is rejected and counted."""
     dram: DramGeometry | None = None
     """Where the slots live: block RAM (None), or DRAM through the engine's ``tx_dram``
     and ``rx_dram`` ports, which the caller connects to a LiteDRAM core."""

@@ -218,7 +218,7 @@ class ControlStatus(wiring.Component):
         """What each readable register reads, by name (the counters apart)."""
         cfg, status = self.config, self.status
         geometry = word_value(GEOMETRY_WORD, data_width=cfg.data_width, tx_slots=cfg.tx_slots, rx_slots=cfg.rx_slots,
-                              log2_max_packets=cfg.max_packets.bit_length() - 1, pattern=int(cfg.pattern))
+                              log2_max_packets=cfg.max_packets.bit_length() - 1, fill=int(cfg.fill), check=int(cfg.check))
         readable = {
             **self.rw,
             "COMMAND_LEVEL": self.commands.level, "EVENT_LEVEL": self.events.level,
@@ -247,8 +247,7 @@ class ControlStatus(wiring.Component):
         """The oldest command to the block it names; one naming no block or slot is rejected."""
         m, commands = self.m, self.commands
         head = data.View(QUEUED_COMMAND, commands.r_data).word
-        fill_slot, check_slot = Signal(4), Signal(4)
-        self.fill_slot, self.check_slot = fill_slot, check_slot
+        self.fill_slot, self.check_slot, self.fill_quiet = Signal(4), Signal(4), Signal()
         with m.If(commands.r_rdy):
             with m.Switch(head.op):
                 for op, (target, ok, fields) in self._targets().items():
@@ -258,7 +257,7 @@ class ControlStatus(wiring.Component):
                             m.d.comb += [getattr(target.payload, k).eq(v) for k, v in fields.items()]
                             m.d.comb += commands.r_en.eq(target.ready)
                             with m.If(target.ready & (op == Command.FILL)):
-                                m.d.sync += self.fill_slot.eq(head.slot)
+                                m.d.sync += [self.fill_slot.eq(head.slot), self.fill_quiet.eq(head.flag)]
                             with m.If(target.ready & (op == Command.CHECK)):
                                 m.d.sync += [self.check_slot.eq(head.slot), self.checking.eq(1)]
                         with m.Else():
@@ -284,9 +283,10 @@ class ControlStatus(wiring.Component):
             Command.RELEASE: (self.rx_command, rx_ok, {"slot": head.slot}),
             Command.QUERY_MISSING: (self.query, rx_ok, {"slot": head.slot, "limit": queued.arg0}),
         }
-        if cfg.pattern:
+        if cfg.fill:
             targets[Command.FILL] = (self.fill, tx_ok, {"slot": head.slot, "buffer": queued.arg0,
                                                         "length": queued.arg1})
+        if cfg.check:
             targets[Command.CHECK] = (self.check, rx_ok, {"slot": head.slot, "buffer": queued.arg0,
                                                           "length": queued.arg1})
         return targets
@@ -297,7 +297,7 @@ class ControlStatus(wiring.Component):
         m, events = self.m, self.events
         pending = {
             Event.SENT: (self.sent, self.sent_slot, 0),
-            Event.FILLED: (self.filled, self.fill_slot, 0),
+            Event.FILLED: (self.filled & ~self.fill_quiet, self.fill_slot, 0),
             Event.CHECKED: (self.checked, self.check_slot,
                             Mux(self.mismatches > 0xFFFF, 0xFFFF, self.mismatches)),
         }

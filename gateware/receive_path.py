@@ -96,7 +96,7 @@ class Receiver(wiring.Component):
     def _reader(self, m: Module, store: wiring.Component) -> None:
         """The store's reader to the checker while it runs, to the downloads otherwise."""
         readers = [(1, self.download_seek, self.download)]
-        if self.config.pattern:
+        if self.config.check:
             m.submodules.checker = checker = PatternChecker(self.config)
             wiring.connect(m, wiring.flipped(self.check), checker.command)
             m.d.comb += [self.checked.eq(checker.done), self.mismatches.eq(checker.mismatches)]

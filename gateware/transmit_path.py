@@ -86,7 +86,7 @@ class Transmitter(wiring.Component):
 
         uploads, queued, lost = self._uploads(m, segmenter.fetch)
         writers, filling = [(uploads, Const(1))], Const(0)
-        if cfg.pattern:
+        if cfg.fill:
             m.submodules.source = source = PatternSource(cfg)
             # A fill starts once the uploads taken before it are written: else an upload's
             # last queued words (DRAM) would land over the slot's pattern after it.

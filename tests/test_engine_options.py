@@ -1,6 +1,6 @@
 """Build options of the engine, in Amaranth's simulator: an engine built without the
-pattern source and checker (the Colorlight's) rejects FILL and CHECK and counts them,
-and one built with them runs both; GEOMETRY reports the slots and bitmaps built, up to
+pattern source or checker (the Colorlight's; the Versa's DRAM build has the source
+alone) rejects FILL or CHECK and counts them, and one built with them runs them; GEOMETRY reports the slots and bitmaps built, up to
 the 16 slots each way that the commands' slot field numbers; counters whose strobes
 are registered twice count a cycle later, once."""
 
@@ -12,9 +12,10 @@ from netblt.gateware.engine import Engine
 from netblt.formats.registers import ADDRESS, COMMAND_WORD, EVENT_WORD, GEOMETRY_WORD, Command, Event
 
 
-def run_commands(config: EngineConfig, commands: list[Command], slot: int = 0) -> tuple[int, list[int], dict]:
+def run_commands(config: EngineConfig, commands: list[Command], slot: int = 0,
+                 flag: int = 0) -> tuple[int, list[int], dict]:
     """COMMANDS_REJECTED, the events' kinds and GEOMETRY's fields after ``commands`` on
-    ``slot``, each with an argument of buffer 1 and 64 bytes."""
+    ``slot`` with ``flag``, each with an argument of buffer 1 and 64 bytes."""
     dut = Engine(config)
     result = {}
 
@@ -37,7 +38,7 @@ def run_commands(config: EngineConfig, commands: list[Command], slot: int = 0) -
         for op in commands:
             await write("ARG0", 1)
             await write("ARG1", 64)
-            await write("COMMAND", COMMAND_WORD.pack(op=op, slot=slot))
+            await write("COMMAND", COMMAND_WORD.pack(op=op, slot=slot, flag=flag))
             await ctx.tick().repeat(200)
         result["rejected"] = await read("COMMANDS_REJECTED")
         kinds = []
@@ -53,15 +54,20 @@ def run_commands(config: EngineConfig, commands: list[Command], slot: int = 0) -
     return result["rejected"], result["events"], result["geometry"]
 
 
-@pytest.mark.parametrize("pattern", [False, True])
-def test_fill_and_check_exist_only_where_the_build_has_the_pattern_blocks(pattern):
-    config = EngineConfig(slot_bytes=1024, max_packets=32, fifo_depth=16, pattern=pattern)
+@pytest.mark.parametrize("fill, check", [(False, False), (True, False), (True, True)])
+def test_fill_and_check_exist_only_where_the_build_has_their_blocks(fill, check):
+    config = EngineConfig(slot_bytes=1024, max_packets=32, fifo_depth=16, fill=fill, check=check)
     rejected, events, geometry = run_commands(config, [Command.FILL, Command.CHECK])
-    if pattern:
-        assert rejected == 0 and events == [Event.FILLED, Event.CHECKED]
-    else:
-        assert rejected == 2 and events == []
-    assert geometry["pattern"] == pattern
+    assert rejected == (not fill) + (not check)
+    assert events == [Event.FILLED] * fill + [Event.CHECKED] * check
+    assert (geometry["fill"], geometry["check"]) == (fill, check)
+
+
+def test_a_fill_with_its_flag_raises_no_event():
+    """The host queues a FILL with its slot's SEND: the SENT event is the one it needs."""
+    config = EngineConfig(slot_bytes=1024, max_packets=32, fifo_depth=16)
+    assert run_commands(config, [Command.FILL], flag=1)[:2] == (0, [])
+    assert run_commands(config, [Command.FILL], flag=0)[:2] == (0, [Event.FILLED])
 
 
 @pytest.mark.parametrize("slots, max_packets", [(2, 32), (MAX_SLOTS, 4096)])
@@ -72,7 +78,7 @@ def test_geometry_reports_the_slots_and_bitmaps_built(slots, max_packets):
     rejected, events, geometry = run_commands(config, [Command.FILL, Command.CHECK], slot=slots - 1)
     assert rejected == 0 and events == [Event.FILLED, Event.CHECKED]
     assert geometry == {"data_width": 32, "tx_slots": slots, "rx_slots": slots,
-                        "log2_max_packets": max_packets.bit_length() - 1, "pattern": 1}
+                        "log2_max_packets": max_packets.bit_length() - 1, "fill": 1, "check": 1}
 
 
 def cycles_until_counted(config: EngineConfig) -> tuple[int, int]:

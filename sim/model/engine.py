@@ -145,7 +145,7 @@ class Engine:
             "CYCLES": self.cycles(now), "CLOCK_HZ": g.clock_hz, "SLOT_BYTES": g.slot_bytes,
             "GEOMETRY": GEOMETRY_WORD.pack(data_width=g.data_width, tx_slots=g.tx_slots, rx_slots=g.rx_slots,
                                            log2_max_packets=max(0, g.max_packets.bit_length() - 1),
-                                           pattern=int(g.pattern)),
+                                           fill=int(g.fill), check=int(g.check)),
             "STATE": ENGINE_STATE.pack(tx_idle=int(not self.queue), slots_ready=1),
             "EVENT_LEVEL": len(self.events), "UPLOAD_ROOM": 16, "DOWNLOAD_LEVEL": 4, "RX_HIGH_ACK": self.rx_high_ack,
             "SLOT_BUFFER": slot.buffer or 0, "SLOT_RECEIVED": slot.received, "SLOT_COUNT": slot.count,
@@ -274,16 +274,17 @@ class Engine:
 
     def _fill(self, index: int, flag: int, now: float) -> bool:
         length = self.value("ARG1")
-        if not self.geometry.pattern or index >= self.geometry.tx_slots or length > self.geometry.slot_bytes:
+        if not self.geometry.fill or index >= self.geometry.tx_slots or length > self.geometry.slot_bytes:
             return False
         at = index * self.geometry.slot_bytes
         self.tx_memory[at:at + length] = pattern(self.value("ARG0"), length)
-        self._event(Event.FILLED, index, 0)
+        if not flag:
+            self._event(Event.FILLED, index, 0)
         return True
 
     def _check(self, index: int, flag: int, now: float) -> bool:
         length = self.value("ARG1")
-        if not self.geometry.pattern or index >= self.geometry.rx_slots or length > self.geometry.slot_bytes:
+        if not self.geometry.check or index >= self.geometry.rx_slots or length > self.geometry.slot_bytes:
             return False
         at, beat = index * self.geometry.slot_bytes, self.geometry.data_width // 8
         got, expected = self.rx_memory[at:at + length], pattern(self.value("ARG0"), length)

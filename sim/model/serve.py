@@ -61,14 +61,16 @@ class Served:
     # -- the loop -------------------------------------------------------------------------------------
 
     def run(self, stop: Callable[[], bool]) -> None:
+        """What came in is taken before what is due goes out: a host's ACK that came while
+        a burst was sent must reach the link before its push times out (it was pushed twice)."""
         while not stop():
             now = time.monotonic()
-            self._due(now)
-            wait = self._next(now) - time.monotonic()
+            wait = self._next(now) - now
             readable, _, _ = select.select([self.link_socket, self.netblt_socket], [], [], max(0.0, min(wait, 0.05)))
             now = time.monotonic()
             for sock in readable:
                 self._take(sock, now)
+            self._due(time.monotonic())
             if (line := self.drops.line(now)) is not None:
                 print(line, flush=True)
 

@@ -1,0 +1,130 @@
+"""Data born on the board, at host speed: ``netblt send --board --source pattern`` through
+the board's functional model (``netblt sim-board --model``) to ``netblt recv`` on loopback.
+
+    python -m netblt.bench.board_born_bench [--size 1G] [--runs 3]   (make bench-board-born)
+
+1. What the board's host spends: CPU seconds per GB and per buffer of the process that
+   drives the board (control messages only: the board makes each buffer), on the Versa's
+   DRAM geometry (4 MiB slots) and on 16 KiB block-RAM slots, with the host-link bytes
+   and datagrams it took; beside it the receiver's CPU and the model's.
+2. A long path: the same on the Versa's DRAM geometry through the model's own WAN of
+   100 ms round trip and 0.1% loss each way, at a pace the model keeps up with on this
+   machine, its goodput against that pace.
+
+Every run is checked byte for byte by the receiver (the pattern). Medians of ``--runs``.
+The figures are a 2-core machine's: the model, the host and the receiver share it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from ..host.units import parse_rate, parse_size, positive
+from .offload_bench import NETBLT, Model, free_port, report, started
+
+GEOMETRIES = {
+    "Versa DRAM, 16 x 4 MiB slots, 9000-byte host link": (["--board", "versa_ecp5", "--slots", "dram", "--mtu", "9000"],
+                                                          ["--link-mtu", "9000", "--buffer-size", "4M"]),
+    "16 KiB block-RAM slots (2 each way)": ([], []),
+}
+LONG_PATH = ["--wan-delay", "50ms", "--wan-loss", "0.001"]
+
+
+@dataclass
+class Run:
+    mbps: float
+    host_cpu: float
+    """CPU seconds per GB of the process that drives the board."""
+    per_buffer_us: float
+    link_bytes: float
+    """Host-link bytes per GB of data."""
+    link_requests: int
+    peer_cpu: float
+    model_cpu: float
+    buffers: int
+    lost: int
+    goodput: float
+    """Of the pace the sender set: data delivered over the transfer's time."""
+
+
+def send_pattern(out: Path, size: int, model_args: list[str], send_args: list[str]) -> Run:
+    """One board-born transfer through a fresh model; SystemExit if it fails."""
+    model = Model(*model_args)
+    out.mkdir()
+    try:
+        port = free_port()
+        recv = started(NETBLT + ["recv", "--listen", f"127.0.0.1:{port}", "--out", str(out), "--json"], out)
+        sender = subprocess.run(NETBLT + ["send", "--source", "pattern", "--size", str(size), f"127.0.0.1:{port}",
+                                          "--json", "--board", f"127.0.0.1:{model.link}", "--local-port",
+                                          str(model.netblt), *send_args], capture_output=True, text=True, timeout=3600)
+        received, _ = recv.communicate(timeout=300)
+        model_cpu = model.cpu()
+    finally:
+        model.close()
+    host, peer = report(sender.stdout), report(received)
+    if not (host["ok"] and peer["ok"] and peer["pattern"] and peer["bytes"] == size):
+        raise SystemExit(f"netblt bench-board-born: a transfer failed: {host['reason']} / {peer['reason']}")
+    per_gb = 1e9 / size
+    buffers = -(-size // host["buffer_size"])
+    pace = host["burst_size"] * host["packet_size"] * 8 / (host["burst_interval_ms"] / 1000)
+    return Run(host["real_mbps"], host["cpu_seconds"] * per_gb, host["cpu_seconds"] / buffers * 1e6,
+               host["host_link_bytes"] * per_gb, host["host_link_requests"], peer["cpu_seconds"] * per_gb,
+               model_cpu * per_gb, buffers, peer["packets_lost"], host["real_mbps"] * 1e6 / pace)
+
+
+def median_run(runs: list[Run]) -> Run:
+    """Each figure's median over the runs."""
+    return Run(*(statistics.median(getattr(r, name) for r in runs) for name in Run.__dataclass_fields__))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="netblt bench-board-born", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--size", type=parse_size, default=1 << 30, help="bytes per transfer (default: 1G)")
+    parser.add_argument("--runs", type=positive, default=3, help="runs per case, for medians (default: 3)")
+    parser.add_argument("--long-path-rate", type=parse_rate, default=300e6, metavar="RATE",
+                        help="the sender's pace through the long path (default: 300M, which the model keeps "
+                             "up with on 2 cores)")
+    args = parser.parse_args(argv)
+    console = Console(width=150)
+    cases = dict(GEOMETRIES)
+    versa_model, versa_send = GEOMETRIES[next(iter(GEOMETRIES))]
+    cases[f"Versa DRAM through 100 ms and 0.1% loss, paced at {args.long_path_rate / 1e6:g} Mb/s"] = (
+        versa_model + LONG_PATH, versa_send + ["--rate", str(int(args.long_path_rate))])
+    results = {}
+    with tempfile.TemporaryDirectory() as directory:
+        for number, (name, (model_args, send_args)) in enumerate(cases.items()):
+            runs = []
+            for attempt in range(args.runs):
+                console.print(f"[dim]{name}: run {attempt + 1} of {args.runs} ...[/]")
+                runs.append(send_pattern(Path(directory) / f"out{number}-{attempt}", args.size, model_args, send_args))
+            results[name] = median_run(runs)
+    print_table(console, results, args)
+    return 0
+
+
+def print_table(console: Console, results: dict[str, Run], args: argparse.Namespace) -> None:
+    table = Table(title=f"Board-born data through the model, {args.size / 2**30:g} GiB, medians of {args.runs}: "
+                        f"the host drives control only")
+    for column in ("case", "Mb/s", "of the pace", "host CPU s/GB", "host CPU a buffer (us)", "buffers",
+                   "host link KB/GB", "requests", "receiver CPU s/GB", "model CPU s/GB", "lost"):
+        table.add_column(column, justify="left" if column == "case" else "right")
+    for name, r in results.items():
+        table.add_row(name, f"{r.mbps:.0f}", f"{r.goodput:.0%}", f"{r.host_cpu:.3f}", f"{r.per_buffer_us:.0f}",
+                      str(r.buffers), f"{r.link_bytes / 1000:.0f}", f"{r.link_requests:.0f}", f"{r.peer_cpu:.2f}",
+                      f"{r.model_cpu:.2f}", f"{r.lost:.0f}")
+    console.print(table)
+    console.print(json.dumps({name: vars(r) for name, r in results.items()}))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
