@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo demo-board test test-board bench bench-rates bench-auto bench-tcp bench-board bench-offload bench-long-path bench-outstanding bench-gateware bench-ethernet bench-ethernet-dram bitstream load clean
+.PHONY: demo demo-board demo-board-stream test test-board bench bench-rates bench-auto bench-tcp bench-board bench-offload bench-board-born bench-long-path bench-outstanding bench-gateware bench-ethernet bench-ethernet-dram bitstream load clean
 
 $(STAMP): pyproject.toml driver/_fastpath.c driver/_linkpath.c
 	$(PYTHON) -m venv $(VENV)
@@ -17,6 +17,10 @@ demo: $(STAMP)
 
 demo-board: $(STAMP)
 	$(BIN)/python -m netblt.host.demo_board
+
+# Data born on a board (its functional model): its pattern across 50 ms and 0.5% loss, checked at the receiver.
+demo-board-stream: $(STAMP)
+	$(BIN)/python -m netblt.host.demo_board_stream
 
 # Two workers: the bitstream build takes one for most of the run, everything else the other.
 # --no-loadscope-reorder keeps tests/conftest.py's order (the bitstream first): by default
@@ -57,6 +61,10 @@ bench-board: $(STAMP)
 # process's CPU per GB, the host link's uploads with a 200 us round trip (docs/benchmarks.md; about 5 minutes).
 bench-offload: $(STAMP)
 	$(BIN)/python -m netblt.bench.offload_bench
+
+# Data born on the board through its model: the host's CPU a GB and a buffer, and a 100 ms, 0.1%-loss path.
+bench-board-born: $(STAMP)
+	$(BIN)/python -m netblt.bench.board_born_bench
 
 # 64 MiB sent from the Versa's DRAM through netblt sim-board and a 100 ms, 0.1%-loss WAN, measured in simulated
 # time at the board's wire, the simulation held at 1:10,000 of real time (about three hours; --rtt, --loss, --size:

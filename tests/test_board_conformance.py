@@ -30,8 +30,8 @@ from scapy.utils import rdpcap
 from test_scapy_vectors import TYPES, read
 
 from netblt.bench import wire_pacing
-from netblt.driver.framing import HEADER_SIZE
-from netblt.driver.board import leave
+from netblt.driver.framing import HEADER_SIZE, parse_header
+from netblt.driver.board import BoardDataPath, leave
 from netblt.driver.link import BoardInUse, BoardLink, LinkError
 from netblt.formats import host_link as F
 from netblt.formats.boards import IP_ADDRESS, MAC_ADDRESS, SIMULATION
@@ -39,6 +39,7 @@ from netblt.formats.pattern import pattern_bytes
 from netblt.formats.registers import ADDRESS
 from netblt.host.files import trailer_size
 from netblt.protocol import codec, packets
+from netblt.protocol.params import Params
 
 
 SIZE = 40_000
@@ -407,6 +408,38 @@ def test_a_quiet_upload_runs_unanswered_and_a_resend_answers_it(board):
         owner.client.next_id = first + 3
         owner.sock.setblocking(False)
         leave(owner)
+
+
+def test_a_resend_goes_out_ahead_of_the_buffers_queued(board):
+    """RESEND is served at the next packet start, before the new packets of every buffer
+    already SENT (the model once queued it behind them: through a long path, the receiver's
+    data timer asked again and again, six resends a lost packet)."""
+    simulated(board)
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as peer:
+        peer.bind((board.host, 0))
+        peer.settimeout(60)
+        dp = BoardDataPath.open((board.link_host, board.link), local_port=board.netblt, peer=peer.getsockname())
+        try:
+            dp.configure(Params(buffer_size=20 * 64, packet_size=64, burst_size=1, burst_interval=1, max_buffers=2,
+                                data_checksum=False, death_timer=30), peer.getsockname(), 40 * 64)
+            dp.set_rate(1, 50)  # a packet every 50 ms of host time (the simulated board's clock scaled)
+            dp.send_buffer(1, bytes(20 * 64), False)
+            dp.send_buffer(2, bytes(20 * 64), True)
+            dp.flush()
+            order = [arrival(peer)]  # both SENDs ran; 39 new packets wait
+            dp.resend(1, (0,))
+            dp.flush()
+            order += [arrival(peer) for _ in range(40)]
+        finally:
+            dp.close()
+    assert sorted(order) == sorted([(b, p) for b in (1, 2) for p in range(20)] + [(1, 0)])
+    assert order.index((1, 0), 1) <= 3, order  # not behind the 39 new packets still queued
+
+
+def arrival(peer: socket.socket) -> tuple[int, int]:
+    """The buffer and packet numbers of the next DATA at ``peer``."""
+    header = parse_header(memoryview(peer.recv(2048)), False)
+    return header.buffer, header.packet
 
 
 def test_a_board_sends_a_file_to_a_software_receiver(board, tmp_path):

@@ -92,6 +92,8 @@ class Engine:
         self.drops: Counter[Drop] = Counter()
         self.queue: deque[tuple[int, int, bool]] = deque()
         """Packets to send: (transmit slot, packet, whether it is the slot's last new one)."""
+        self.resends: deque[tuple[int, int, bool]] = deque()
+        """Packets asked for again, sent ahead of :attr:`queue` as the segmenter does."""
         self.next_at = 0.0
         self.burst_start, self.burst_sent = 0.0, 0
         self.slots: receive_buffers.Slots | None = None
@@ -146,7 +148,7 @@ class Engine:
             "GEOMETRY": GEOMETRY_WORD.pack(data_width=g.data_width, tx_slots=g.tx_slots, rx_slots=g.rx_slots,
                                            log2_max_packets=max(0, g.max_packets.bit_length() - 1),
                                            fill=int(g.fill), check=int(g.check)),
-            "STATE": ENGINE_STATE.pack(tx_idle=int(not self.queue), slots_ready=1),
+            "STATE": ENGINE_STATE.pack(tx_idle=int(not (self.queue or self.resends)), slots_ready=1),
             "EVENT_LEVEL": len(self.events), "UPLOAD_ROOM": 16, "DOWNLOAD_LEVEL": 4, "RX_HIGH_ACK": self.rx_high_ack,
             "SLOT_BUFFER": slot.buffer or 0, "SLOT_RECEIVED": slot.received, "SLOT_COUNT": slot.count,
             "SLOT_STATE": (slot.buffer is not None) | slot.ldata << 1 | slot.complete << 2,
@@ -239,7 +241,7 @@ class Engine:
         packet = self.value("ARG0")
         if index >= self.geometry.tx_slots or packet >= self.tx[index].packets:
             return False
-        self.queue.append((index, packet, False))
+        self.resends.append((index, packet, False))
         return True
 
     def _post(self, index: int, flag: int, now: float) -> bool:
@@ -310,8 +312,8 @@ class Engine:
         out, self.control_out = self.control_out, []
         size = self.value("PACKET_SIZE")
         buffer = bytearray(HEADER_SIZE + size + 3)
-        while self.queue and self.next_at <= now and len(out) < 256:
-            index, packet, last_new = self.queue.popleft()
+        while (self.resends or self.queue) and self.next_at <= now and len(out) < 256:
+            index, packet, last_new = (self.resends or self.queue).popleft()
             datagram = self._data(index, packet, size, buffer)
             out.append((datagram, self._destination()))
             self.counts["TX_PACKETS"] += 1
@@ -321,7 +323,7 @@ class Engine:
         return out
 
     def next_due(self) -> float | None:
-        return self.next_at if self.queue else None
+        return self.next_at if self.resends or self.queue else None
 
     def _data(self, index: int, packet: int, size: int, buffer: bytearray) -> bytes:
         slot, flags = self.tx[index], CONNECTION_FLAGS.unpack(self.value("FLAGS"))
