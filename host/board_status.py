@@ -269,7 +269,8 @@ def decoded(where: str, r: dict[str, int]) -> dict:
         "link": {"up": bool(r["LINK_UP"]), "session": r["LINK_SESSION"], "owner": owner, "window": r["LINK_WINDOW"]},
         "engine": {"clock_hz": r["CLOCK_HZ"], "state": {k: bool(v) for k, v in ENGINE_STATE.unpack(r["STATE"]).items()}},
         "slots": {"transmit": g["tx_slots"], "receive": g["rx_slots"], "bytes": r["SLOT_BYTES"],
-                  "bitmap_packets": 1 << g["log2_max_packets"], "text": slots(r)},
+                  "bitmap_packets": 1 << g["log2_max_packets"], "pattern_source": bool(g["fill"]),
+                  "pattern_checker": bool(g["check"]), "text": slots(r)},
         "counters": {reg.name: r[reg.name] for title, group in GROUPS + LINK_GROUPS if "counters" in title.lower()
                      for reg in group if reg.name in r and reg.access == "r"},
         "registers": r,
@@ -300,6 +301,8 @@ def slots(r: dict[str, int]) -> str:
     size_text = f"{size >> 20} MiB" if size >= 1 << 20 and size % (1 << 20) == 0 else f"{size // 1024} KiB"
     text = (f"{g['tx_slots']} transmit and {g['rx_slots']} receive slots of {size_text} "
             f"({1 << g['log2_max_packets']}-packet bitmaps)")
+    if g["fill"]:
+        text += ", a pattern source" + " and checker" * g["check"]
     phy = DramPhy.read(r["DRAM_PHY"])
     ready = ENGINE_STATE.unpack(r["STATE"])["slots_ready"]
     if not ready and phy.levelling:
