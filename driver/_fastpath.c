@@ -534,12 +534,37 @@ static PyObject *pattern(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* -- the stamp source's words: first, first + every, ... as 32-bit counts, one a beat ---- */
+
+static PyObject *stamps(PyObject *self, PyObject *args)
+{
+    Py_buffer out;
+    unsigned long first, every;
+    Py_ssize_t beat;
+    if (!PyArg_ParseTuple(args, "w*kkn", &out, &first, &every, &beat))
+        return NULL;
+    if (beat < 4) {
+        PyBuffer_Release(&out);
+        PyErr_SetString(PyExc_ValueError, "a beat holds a 4-byte stamp at least");
+        return NULL;
+    }
+    uint8_t *p = out.buf;
+    uint32_t stamp = (uint32_t)first;
+    memset(p, 0, out.len);
+    for (Py_ssize_t at = 0; at < out.len; at += beat, stamp += (uint32_t)every)
+        for (int i = 0; i < 4 && at + i < out.len; i++)
+            p[at + i] = (uint8_t)(stamp >> (8 * i));
+    PyBuffer_Release(&out);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef module_methods[] = {
     {"layout", layout, METH_VARARGS,
      "layout(fields, header_size, version, data, ldata, last_flag): the header, from formats/rfc998.py."},
     {"pack", (PyCFunction)(void (*)(void))pack, METH_VARARGS | METH_KEYWORDS,
      "pack(out, data, packet_size, first, n, ...) -> (bytes written, segment size)."},
     {"pattern", pattern, METH_VARARGS, "pattern(out, seed): fill out with the test pattern from seed."},
+    {"stamps", stamps, METH_VARARGS, "stamps(out, first, every, beat): a stamp source's words, one a beat."},
     {NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_fastpath", NULL, -1, module_methods};

@@ -1,6 +1,7 @@
-"""The test pattern's bytes at memory speed, for the data paths and the checks that make
-or compare whole buffers of it: driver/_fastpath.c writes them where the Makefile built
-it, else formats/pattern.py's Python loop does (some 100 times slower)."""
+"""The test pattern's bytes, and the stamp source's, at memory speed, for the data paths,
+the board's model and the checks that make or compare whole buffers of them:
+driver/_fastpath.c writes them where the Makefile built it, else a Python loop does (some
+100 times slower)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,19 @@ def pattern(key: int, length: int) -> bytearray:
         return bytearray(pattern_bytes(key, length))
     out = bytearray(length)
     fastpath.pattern(out, seed(key))
+    return out
+
+
+def stamps(first: int, every: int, length: int, beat: int = 4) -> bytearray:
+    """``length`` bytes of the stamp source's words: ``first``, ``first + every``, ... (32
+    bits, wrapping, little-endian) in the low bytes of each ``beat``-byte beat."""
+    out = bytearray(length)
+    if fastpath is None:
+        for n, at in enumerate(range(0, length, beat)):
+            word = ((first + n * every) & 0xFFFF_FFFF).to_bytes(4, "little")
+            out[at:at + 4] = word[:length - at]
+    else:
+        fastpath.stamps(out, first & 0xFFFF_FFFF, every, beat)
     return out
 
 

@@ -29,6 +29,8 @@ class SlotGeometry:
     """Whether FILL has a pattern source to run on: data born on the board."""
     check: bool = True
     """Whether CHECK has a pattern checker to run on."""
+    take: bool = True
+    """Whether TAKE has a source port to run on: a stream of data born on the board."""
 
     def fields(self) -> dict:
         return asdict(self)
@@ -40,10 +42,10 @@ SIMULATION = SlotGeometry(tx_slots=2, rx_slots=2, slot_bytes=16384, max_packets=
 BUILDS: dict[str, dict[str, SlotGeometry]] = {
     "colorlight_5a75b": {
         "block": SlotGeometry(tx_slots=2, rx_slots=2, slot_bytes=16384, max_packets=1024, fill=False,
-                              check=False),
+                              check=False, take=False),
         # 2 MiB each way: 2 slots of 1 MiB (724 packets of 1448 bytes), bitmaps of 4096.
         "dram": SlotGeometry(tx_slots=2, rx_slots=2, slot_bytes=1 << 20, max_packets=4096, fill=False,
-                             check=False, clock_hz=45_000_000),
+                             check=False, take=False, clock_hz=45_000_000),
     },
     "versa_ecp5": {
         "block": SlotGeometry(tx_slots=2, rx_slots=2, slot_bytes=32768, max_packets=1024),

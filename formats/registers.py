@@ -26,9 +26,9 @@ COMMAND_WORD = Word("COMMAND", (("op", 4), ("slot", 4), ("flag", 1)))
 EVENT_WORD = Word("EVENT", (("value", 16), ("flags", 7), ("slot", 4), ("kind", 4), ("valid", 1)))
 """An EVENT word; ``valid`` is 0 in the word read when no event waits."""
 GEOMETRY_WORD = Word("GEOMETRY", (("data_width", 8), ("tx_slots", 5), ("rx_slots", 5),
-                                   ("log2_max_packets", 5), ("fill", 1), ("check", 1)))
-"""What GEOMETRY reads: the engine's build-time sizes, and whether FILL and CHECK have a
-pattern source and a pattern checker to run on (slot counts up to 16, which the
+                                   ("log2_max_packets", 5), ("fill", 1), ("check", 1), ("take", 1)))
+"""What GEOMETRY reads: the engine's build-time sizes, and whether FILL, CHECK and TAKE have a
+pattern source, a pattern checker and a source port to run on (slot counts up to 16, which the
 4-bit slot fields of COMMAND and EVENT number 0 to 15)."""
 ENGINE_STATE = Word("STATE", (("tx_idle", 1), ("checking", 1), ("slots_ready", 1)))
 """What STATE reads: the transmit side has sent everything; a pattern check runs; the
@@ -142,10 +142,13 @@ GROUPS = (
                                    "busy; tx_idle: the transmit side has sent everything)"),
         Register("CHECK_MISMATCHES", "r", 32, "beats that differed in the last CHECK"),
         Register("GEOMETRY", "r", 32, f"{GEOMETRY_WORD.describe()} (log2_max_packets: log2 of the packets "
-                                      "a slot's bitmap tracks; fill, check: FILL, CHECK run, else "
-                                      "COMMANDS_REJECTED counts them)"),
+                                      "a slot's bitmap tracks; fill, check, take: FILL, CHECK, TAKE "
+                                      "run, else COMMANDS_REJECTED counts them)"),
         Register("SLOT_BYTES", "r", 32, "bytes per buffer slot"),
         Register("CLOCK_HZ", "r", 32, "system clock frequency the pacer counts"),
+        Register("STAMP_EVERY", "rw", 16, "the built-in stamp source offers its cycle count as a word every "
+                                          "STAMP_EVERY cycles, without waiting (0: never): what a board "
+                                          "top feeds the source port when no user source is connected"),
     ),
     _group(
         "DRAM registers, for levelling its reads (where the core has a port for the host; else read 0)",
@@ -171,6 +174,12 @@ GROUPS = (
         Register("COMMANDS_REJECTED", "r", 32, "commands with a bad opcode, slot, length or packet, and "
                                                "DOWNLOAD_DATA reads with no word ready"),
         Register("EVENTS_LOST", "r", 32, "events dropped because the event FIFO was full"),
+        Register("SOURCE_TAKEN", "r", 32, "words the source port took into slots"),
+        Register("SOURCE_REFUSED", "r", 32, "cycles the source port offered a word it could not take (no TAKE "
+                                            "running, or the store busy): words lost, for a source that "
+                                            "cannot wait"),
+        Register("SOURCE_EARLY_ENDS", "r", 32, "words the source marked last that did not end a TAKE: its "
+                                               "buffers and the host's do not line up"),
         *(Register(f"DROPPED_{d.name}", "r", 32, f"dropped: {d.doc}") for d in Drop),
     ),
 )
@@ -246,6 +255,7 @@ class Command(enum.IntEnum):
     QUERY_MISSING = 5
     FILL = 6
     CHECK = 7
+    TAKE = 8
 
 
 COMMAND_DOCS = {
@@ -260,6 +270,8 @@ COMMAND_DOCS = {
                   "before it; the slot's SEND may follow at once (flag: no FILLED event, as the SEND's "
                   "SENT says it all)",
     Command.CHECK: "compare ARG1 bytes of receive slot with buffer ARG0's test pattern",
+    Command.TAKE: "fill ARG1 bytes of transmit slot from the source port, after the uploads before it, "
+                  "as its words come; the slot's SEND may follow at once (flag: no TAKEN event)",
 }
 
 
@@ -272,6 +284,7 @@ class Event(enum.IntEnum):
     SENT = 4
     FILLED = 5
     CHECKED = 6
+    TAKEN = 7
 
 
 EVENT_DOCS = {
@@ -282,6 +295,7 @@ EVENT_DOCS = {
     Event.SENT: "the slot's last new packet has left",
     Event.FILLED: "the pattern fill of the slot is done",
     Event.CHECKED: "the pattern check is done; value: mismatching beats (saturated)",
+    Event.TAKEN: "the slot's take from the source port is done",
 }
 
 

@@ -67,8 +67,11 @@ class EngineConfig:
     """The FILL command: a pattern source that writes transmit slots, so data born on the
     board goes out with the host doing control only."""
     check: bool = True
-    """The CHECK command: a pattern checker that reads receive slots. Without either (the
-    crowded DRAM builds leave the checker out) its command is rejected and counted."""
+    """The CHECK command: a pattern checker that reads receive slots."""
+    take: bool = True
+    """The TAKE command: the source port (gateware/source_port.py), a stream that fills
+    transmit slots as its words come. Without FILL, CHECK or TAKE (the crowded builds
+    leave some out) the command is rejected and counted."""
     dram: DramGeometry | None = None
     """Where the slots live: block RAM (None), or DRAM through the engine's ``tx_dram``
     and ``rx_dram`` ports, which the caller connects to a LiteDRAM core."""

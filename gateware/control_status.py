@@ -2,7 +2,7 @@
 
 Built from the tables in registers.py. Commands queue in order and are handed to the
 block they name (segmenter, reassembly, missing-list scanner, pattern source or
-checker) when it is ready; everything the blocks report becomes a 32-bit event word.
+checker, source port) when it is ready; everything the blocks report becomes a 32-bit event word.
 """
 
 from __future__ import annotations
@@ -42,7 +42,8 @@ COMMAND_DEPTH = 16
 
 class ControlStatus(wiring.Component):
     COUNTERS = ("TX_PACKETS", "TX_CONTROL", "RX_ACCEPTED", "RX_DUPLICATES", "RX_CONTROL",
-                "COMMANDS_REJECTED", "EVENTS_LOST", *(f"DROPPED_{d.name}" for d in Drop))
+                "COMMANDS_REJECTED", "EVENTS_LOST", "SOURCE_TAKEN", "SOURCE_REFUSED", "SOURCE_EARLY_ENDS",
+                *(f"DROPPED_{d.name}" for d in Drop))
 
     DRAM_PORT = ("DRAM_CSR_ADDRESS", "DRAM_LEVELS")
     """The read-write registers built only with a port to the DRAM core's registers."""
@@ -57,6 +58,7 @@ class ControlStatus(wiring.Component):
             "pacing": Out(PACING),
             "tx_command": Out(stream.Signature(TX_COMMAND)),
             "fill": Out(stream.Signature(PATTERN_COMMAND)),
+            "take": Out(stream.Signature(PATTERN_COMMAND)),
             "rx_command": Out(stream.Signature(RX_COMMAND)),
             "query": Out(stream.Signature(MISSING_QUERY)),
             "check": Out(stream.Signature(PATTERN_COMMAND)),
@@ -84,6 +86,7 @@ class ControlStatus(wiring.Component):
             "sent": In(1),
             "sent_slot": In(4),
             "filled": In(1),
+            "took": In(1),
             "checked": In(1),
             "mismatches": In(32),
             # Counter strobes.
@@ -94,7 +97,11 @@ class ControlStatus(wiring.Component):
             "rx_control": In(1),
             "rejected": In(1),
             "events_lost": In(1),
+            "source_taken": In(1), "source_refused": In(1), "source_early_end": In(1),
             "drops": In(len(Drop)),
+            # The built-in stamp source's rate, and the cycle count it stamps.
+            "stamp_every": Out(16),
+            "cycles": Out(32),
             # The host's port to a DRAM core's registers, where the core has one.
             **({"dram_csr": Out(DramCsrBus())} if self.dram_port else {}),
         })
@@ -104,7 +111,6 @@ class ControlStatus(wiring.Component):
         self.rw = {r.name: Signal(r.width, name=r.name.lower()) for r in ENGINE_REGISTERS
                    if r.access == "rw" and (self.dram_port or r.name not in self.DRAM_PORT)}
         self.m.submodules.counters = self.counter_bank = CounterBank(len(self.COUNTERS))
-        self.cycles = Signal(32, name="cycles")
         self.m.d.sync += self.cycles.eq(self.cycles + 1)
         self._settings()
         self._queues()
@@ -131,7 +137,7 @@ class ControlStatus(wiring.Component):
                      self.tx_settings.high_ack.eq(rw["HIGH_ACK"]),
                      self.pacing.mode.eq(rw["PACING_MODE"]), self.pacing.burst_size.eq(rw["BURST_SIZE"]),
                      self.pacing.interval.eq(rw["BURST_INTERVAL"]),
-                     self.status_slot.eq(rw["STATUS_SLOT"])]
+                     self.status_slot.eq(rw["STATUS_SLOT"]), self.stamp_every.eq(rw["STAMP_EVERY"])]
 
     def _queues(self) -> None:
         """The command FIFO the host fills, the event FIFO it empties, and the strobes that
@@ -218,7 +224,8 @@ class ControlStatus(wiring.Component):
         """What each readable register reads, by name (the counters apart)."""
         cfg, status = self.config, self.status
         geometry = word_value(GEOMETRY_WORD, data_width=cfg.data_width, tx_slots=cfg.tx_slots, rx_slots=cfg.rx_slots,
-                              log2_max_packets=cfg.max_packets.bit_length() - 1, fill=int(cfg.fill), check=int(cfg.check))
+                              log2_max_packets=cfg.max_packets.bit_length() - 1, fill=int(cfg.fill), check=int(cfg.check),
+                              take=int(cfg.take))
         readable = {
             **self.rw,
             "COMMAND_LEVEL": self.commands.level, "EVENT_LEVEL": self.events.level,
@@ -247,7 +254,8 @@ class ControlStatus(wiring.Component):
         """The oldest command to the block it names; one naming no block or slot is rejected."""
         m, commands = self.m, self.commands
         head = data.View(QUEUED_COMMAND, commands.r_data).word
-        self.fill_slot, self.check_slot, self.fill_quiet = Signal(4), Signal(4), Signal()
+        self.fill_slot, self.check_slot, self.take_slot = Signal(4), Signal(4), Signal(4)
+        self.fill_quiet, self.take_quiet = Signal(), Signal()
         with m.If(commands.r_rdy):
             with m.Switch(head.op):
                 for op, (target, ok, fields) in self._targets().items():
@@ -258,6 +266,8 @@ class ControlStatus(wiring.Component):
                             m.d.comb += commands.r_en.eq(target.ready)
                             with m.If(target.ready & (op == Command.FILL)):
                                 m.d.sync += [self.fill_slot.eq(head.slot), self.fill_quiet.eq(head.flag)]
+                            with m.If(target.ready & (op == Command.TAKE)):
+                                m.d.sync += [self.take_slot.eq(head.slot), self.take_quiet.eq(head.flag)]
                             with m.If(target.ready & (op == Command.CHECK)):
                                 m.d.sync += [self.check_slot.eq(head.slot), self.checking.eq(1)]
                         with m.Else():
@@ -286,6 +296,8 @@ class ControlStatus(wiring.Component):
         if cfg.fill:
             targets[Command.FILL] = (self.fill, tx_ok, {"slot": head.slot, "buffer": queued.arg0,
                                                         "length": queued.arg1})
+        if cfg.take:
+            targets[Command.TAKE] = (self.take, tx_ok, {"slot": head.slot, "length": queued.arg1})
         if cfg.check:
             targets[Command.CHECK] = (self.check, rx_ok, {"slot": head.slot, "buffer": queued.arg0,
                                                           "length": queued.arg1})
@@ -298,6 +310,7 @@ class ControlStatus(wiring.Component):
         pending = {
             Event.SENT: (self.sent, self.sent_slot, 0),
             Event.FILLED: (self.filled & ~self.fill_quiet, self.fill_slot, 0),
+            Event.TAKEN: (self.took & ~self.take_quiet, self.take_slot, 0),
             Event.CHECKED: (self.checked, self.check_slot,
                             Mux(self.mismatches > 0xFFFF, 0xFFFF, self.mismatches)),
         }
@@ -343,6 +356,8 @@ class ControlStatus(wiring.Component):
             "COMMANDS_REJECTED": self.command_rejected | self.rejected | self.early |
                                  (self.dram_csr.ignored if self.dram_port else 0),
             "EVENTS_LOST": self.event_lost | self.events_lost,
+            "SOURCE_TAKEN": self.source_taken, "SOURCE_REFUSED": self.source_refused,
+            "SOURCE_EARLY_ENDS": self.source_early_end,
             **{f"DROPPED_{d.name}": self.drops[d] for d in Drop},
         }
         clear = bus.w_en & (bus.addr == ADDRESS["COUNTERS_CLEAR"])

@@ -1,7 +1,9 @@
 """The NETBLT engine: registers on the host's side, IP payloads on the network's.
 
 Board-independent: hw/node.py puts LiteEth's IPv4 layer under ``net_tx``
-and ``net_rx`` and the host link on ``bus``. docs/architecture.md draws it.
+and ``net_rx`` and the host link on ``bus``, and connects ``stamps`` (the built-in
+source) to ``source``, the source port, where no user source is (docs/source-port.md).
+docs/architecture.md draws it.
 """
 
 from __future__ import annotations
@@ -9,7 +11,7 @@ from __future__ import annotations
 from functools import partial
 
 from amaranth.hdl import Module
-from amaranth.lib import wiring
+from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .config import EngineConfig
@@ -19,6 +21,7 @@ from .outbound import Outbound
 from .receive_path import Receiver
 from .receive_store import READ_AHEAD
 from .register_bus import DramCsrBus, RegisterBus
+from .source_port import CycleStamps, source_word
 from .streams import ip_stream
 from .transmit_path import UPLOAD_ROOM, Transmitter
 
@@ -34,6 +37,9 @@ class Engine(wiring.Component):
             "control_waiting": Out(1),
             "download_level": Out(range(READ_AHEAD + 1)),  # DOWNLOAD_DATA reads that will find a word
             "upload_room": Out(range(UPLOAD_ROOM + 1)),  # UPLOAD_DATA writes that will be taken
+            # The source port (TAKE), and the built-in stamp source a top may feed it from.
+            **({"source": In(stream.Signature(source_word(self.config.data_width))),
+                "stamps": Out(stream.Signature(source_word(self.config.data_width)))} if self.config.take else {}),
             # With slots in DRAM, the stores' native ports, for a LiteDRAM core's two, and
             # the core's ready, which STATE shows.
             **dram_members(self.config, "tx_dram", "rx_dram"),
@@ -53,6 +59,7 @@ class Engine(wiring.Component):
         connect(wiring.flipped(self.bus), ctl.bus)
         connect(ctl.tx_command, tx.command)
         connect(ctl.fill, tx.fill)
+        connect(ctl.take, tx.take)
         connect(ctl.upload, tx.upload)
         connect(ctl.rx_command, rx.command)
         connect(ctl.query, rx.query)
@@ -72,6 +79,11 @@ class Engine(wiring.Component):
         m.d.comb += ctl.slots_ready.eq(self.dram_ready if cfg.dram else 1)
         if ctl.dram_port:
             connect(ctl.dram_csr, wiring.flipped(self.dram_csr))
+        if cfg.take:
+            m.submodules.stamps = stamps = CycleStamps(cfg)
+            m.d.comb += [stamps.every.eq(ctl.stamp_every), stamps.cycles.eq(ctl.cycles)]
+            connect(stamps.source, wiring.flipped(self.stamps))
+            connect(wiring.flipped(self.source), tx.source)
 
         data_sent = tx.out.valid & tx.out.ready & tx.out.payload.last
         m.d.comb += [
@@ -82,7 +94,9 @@ class Engine(wiring.Component):
             out.length.eq(ctl.send_length), out.commit.eq(ctl.send_commit),
             rx.status_slot.eq(ctl.status_slot), ctl.status.eq(rx.status),
             ctl.rx_high_ack.eq(rx.high_ack), ctl.tx_idle.eq(tx.idle),
-            ctl.sent.eq(tx.sent), ctl.sent_slot.eq(tx.sent_slot), ctl.filled.eq(tx.filled),
+            ctl.sent.eq(tx.sent), ctl.sent_slot.eq(tx.sent_slot), ctl.filled.eq(tx.filled), ctl.took.eq(tx.took),
+            ctl.source_taken.eq(tx.taken), ctl.source_refused.eq(tx.refused),
+            ctl.source_early_end.eq(tx.early_end),
             ctl.checked.eq(rx.checked), ctl.mismatches.eq(rx.mismatches),
             ctl.tx_packet.eq(data_sent), ctl.tx_control.eq(out.sent),
             ctl.rx_accepted.eq(rx.accepted), ctl.rx_duplicate.eq(rx.duplicate),

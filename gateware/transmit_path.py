@@ -1,4 +1,4 @@
-"""The transmit side assembled: transmit store, pattern source, pacer and segmenter."""
+"""The transmit side assembled: transmit store, pattern source, source port, pacer and segmenter."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from .config import EngineConfig
 from .dram_slots import dram_members
 from .pacer import Pacer
 from .pattern import PATTERN_COMMAND, PatternSource
+from .source_port import SourceTaker, source_word
 from .segmenter import TX_COMMAND, TX_SETTINGS, Segmenter
 from .streams import ip_stream
 from .transmit_store import store_write, transmit_store
@@ -27,9 +28,10 @@ class Transmitter(wiring.Component):
 
     The store is where the configuration puts the slots: block RAM, or DRAM through
     ``dram``, the caller's to connect. Its writes are the pattern source's while it
-    fills (where the configuration has one), else the host's uploads; a fill starts
-    once the uploads before it are written, and a packet of the slot it fills is fetched
-    once it ends, so the host queues a FILL and its slot's SEND together. ``upload_room``
+    fills, else the source port's while it takes (where the configuration has them),
+    else the host's uploads; a fill or take starts once the uploads before it are
+    written, and a packet of the slot it writes is fetched once it ends, so the host
+    queues a FILL or TAKE and its slot's SEND together. ``upload_room``
     says how many uploads it takes now, and one beyond that is lost and counted in
     ``rejected``. A packet's run is fetched only once every upload taken before it is
     written. Data checksums cost no second read: a store in DRAM sums each packet's run
@@ -44,6 +46,8 @@ class Transmitter(wiring.Component):
             "pacing": In(PACING),
             "command": In(stream.Signature(TX_COMMAND)),
             "fill": In(stream.Signature(PATTERN_COMMAND)),
+            "take": In(stream.Signature(PATTERN_COMMAND)),
+            "source": In(stream.Signature(source_word(config.data_width))),
             # A memory write port's shape: its members are inputs here too.
             "upload": Out(memory.WritePort.Signature(addr_width=config.tx_address_width,
                                                      shape=config.data_width)),
@@ -53,6 +57,9 @@ class Transmitter(wiring.Component):
             "sent_slot": Out(4),
             "rejected": Out(1),
             "filled": Out(1),
+            "took": Out(1),
+            # The source port's counter strobes: words taken, refused, marked last early.
+            "taken": Out(1), "refused": Out(1), "early_end": Out(1),
             "idle": Out(1),
             **dram_members(config, "dram"),
         })
@@ -85,22 +92,28 @@ class Transmitter(wiring.Component):
         wiring.connect(m, segmenter.read, store.read)
 
         uploads, queued, lost = self._uploads(m, segmenter.fetch)
-        writers, filling = [(uploads, Const(1))], Const(0)
+        writers, filling = [], Const(0)
         if cfg.fill:
-            m.submodules.source = source = PatternSource(cfg)
-            # A fill starts once the uploads taken before it are written: else an upload's
-            # last queued words (DRAM) would land over the slot's pattern after it.
-            m.d.comb += [source.command.payload.eq(self.fill.payload),
-                         source.command.valid.eq(self.fill.valid & ~uploads.valid),
-                         self.fill.ready.eq(source.command.ready & ~uploads.valid)]
-            m.d.comb += self.filled.eq(source.done)
-            writers = [(source.write, source.busy), (uploads, ~source.busy)]
-            filling = self._filling(m, source, segmenter.fetch)
-        write = store.write
-        for writer, owns in writers:
-            with m.If(owns):
-                m.d.comb += [write.valid.eq(writer.valid), write.payload.eq(writer.payload),
-                             writer.ready.eq(write.ready)]
+            m.submodules.pattern = pattern = PatternSource(cfg)
+            m.d.comb += self.filled.eq(pattern.done)
+            writers.append(pattern)
+            filling |= self._writing_slot(m, pattern, self.fill, uploads, segmenter.fetch)
+        if cfg.take:
+            m.submodules.taker = taker = SourceTaker(cfg)
+            wiring.connect(m, wiring.flipped(self.source), taker.source)
+            m.d.comb += [self.took.eq(taker.done), self.taken.eq(taker.taken), self.refused.eq(taker.refused),
+                         self.early_end.eq(taker.early_end)]
+            writers.append(taker)
+            filling |= self._writing_slot(m, taker, self.take, uploads, segmenter.fetch)
+        write, free = store.write, Const(1)
+        for writer in writers:  # the first one busy has the store's writes; the uploads, when none is
+            with m.If(free & writer.busy):
+                m.d.comb += [write.valid.eq(writer.write.valid), write.payload.eq(writer.write.payload),
+                             writer.write.ready.eq(write.ready)]
+            free &= ~writer.busy
+        with m.If(free):
+            m.d.comb += [write.valid.eq(uploads.valid), write.payload.eq(uploads.payload),
+                         uploads.ready.eq(write.ready)]
         if not store.sums_runs:
             m.d.comb += [checksums.packet_size.eq(self.settings.packet_size),
                          checksums.write.addr.eq(write.payload.address), checksums.write.data.eq(write.payload.data),
@@ -114,17 +127,22 @@ class Transmitter(wiring.Component):
                      self.rejected.eq(segmenter.rejected | lost)]
         return m
 
-    def _filling(self, m: Module, source: PatternSource, fetch: stream.Interface) -> Signal:
-        """'The waiting ``fetch`` is from the slot the pattern source is filling': a SEND
-        right behind a FILL of its slot, both queued at once by the host, sends the
-        pattern, not what the slot held before."""
-        cfg = self.config
-        fill_slot, filling = Signal(4), Signal()
-        with m.If(self.fill.valid & self.fill.ready):
-            m.d.sync += fill_slot.eq(self.fill.payload.slot)
-        fetch_slot = fetch.payload.address >> (cfg.slot_words - 1).bit_length()
-        m.d.comb += filling.eq(source.busy & (fetch_slot == fill_slot))
-        return filling
+    def _writing_slot(self, m: Module, writer: PatternSource | SourceTaker, command: stream.Interface,
+                      uploads: stream.Interface, fetch: stream.Interface) -> Signal:
+        """Start ``writer`` on ``command`` once the uploads taken before it are written
+        (else an upload's last queued words, in DRAM, would land over what it writes);
+        the result: 'the waiting ``fetch`` is from the slot it is writing', so a SEND
+        right behind a FILL or TAKE of its slot, both queued at once by the host, sends
+        what they wrote, not what the slot held before."""
+        m.d.comb += [writer.command.payload.eq(command.payload),
+                     writer.command.valid.eq(command.valid & ~uploads.valid),
+                     command.ready.eq(writer.command.ready & ~uploads.valid)]
+        slot, writing = Signal(4), Signal()
+        with m.If(command.valid & command.ready):
+            m.d.sync += slot.eq(command.payload.slot)
+        fetch_slot = fetch.payload.address >> (self.config.slot_words - 1).bit_length()
+        m.d.comb += writing.eq(writer.busy & (fetch_slot == slot))
+        return writing
 
     def _uploads(self, m: Module, fetch: stream.Interface) -> tuple[stream.Interface, Signal, Signal]:
         """The host's uploads as a stream of writes, through a queue when the store's

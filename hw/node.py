@@ -57,6 +57,8 @@ class NetbltNode(wiring.Component):
     def elaborate(self, platform) -> Module:
         m = Module()
         m.submodules.engine = engine = Engine(self.config)
+        if self.config.take:  # the built-in stamps feed the source port: a user's source goes here instead
+            wiring.connect(m, engine.stamps, engine.source)
         queue = STAGED_DOWNLOAD_QUEUE if self.config.dram else DOWNLOAD_QUEUE
         m.submodules.link = link = HostLink(self.identity, self.link_port, self.intake_words, queue)
         m.submodules.ethernet = ethernet = self.ethernet

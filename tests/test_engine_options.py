@@ -78,7 +78,8 @@ def test_geometry_reports_the_slots_and_bitmaps_built(slots, max_packets):
     rejected, events, geometry = run_commands(config, [Command.FILL, Command.CHECK], slot=slots - 1)
     assert rejected == 0 and events == [Event.FILLED, Event.CHECKED]
     assert geometry == {"data_width": 32, "tx_slots": slots, "rx_slots": slots,
-                        "log2_max_packets": max_packets.bit_length() - 1, "fill": 1, "check": 1}
+                        "log2_max_packets": max_packets.bit_length() - 1, "fill": 1, "check": 1,
+                        "take": 1}
 
 
 def cycles_until_counted(config: EngineConfig) -> tuple[int, int]:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from ...driver import receive_buffers
 from ...driver.framing import HEADER_SIZE, pack
-from ...driver.pattern import pattern
+from ...driver.pattern import pattern, stamps
 from ...formats import rfc998 as L
 from ...formats.boards import MAC_ADDRESS, SlotGeometry
 from ...formats.checksum import internet_checksum
@@ -109,6 +109,8 @@ class Engine:
         self.control_out: list[tuple[bytes, Destination]] = []
         self.peer: Destination | None = None
         """The peer, once worked out (:meth:`_destination`)."""
+        self.stamp_next = 0
+        """The cycle of the stamp source's next offer not yet taken or refused."""
 
     # -- registers ------------------------------------------------------------------------------
 
@@ -147,7 +149,7 @@ class Engine:
             "CYCLES": self.cycles(now), "CLOCK_HZ": g.clock_hz, "SLOT_BYTES": g.slot_bytes,
             "GEOMETRY": GEOMETRY_WORD.pack(data_width=g.data_width, tx_slots=g.tx_slots, rx_slots=g.rx_slots,
                                            log2_max_packets=max(0, g.max_packets.bit_length() - 1),
-                                           fill=int(g.fill), check=int(g.check)),
+                                           fill=int(g.fill), check=int(g.check), take=int(g.take)),
             "STATE": ENGINE_STATE.pack(tx_idle=int(not (self.queue or self.resends)), slots_ready=1),
             "EVENT_LEVEL": len(self.events), "UPLOAD_ROOM": 16, "DOWNLOAD_LEVEL": 4, "RX_HIGH_ACK": self.rx_high_ack,
             "SLOT_BUFFER": slot.buffer or 0, "SLOT_RECEIVED": slot.received, "SLOT_COUNT": slot.count,
@@ -200,7 +202,25 @@ class Engine:
         self.control_out.append((packet, self._destination()))
         self.counts["TX_CONTROL"] += 1
 
+    def _write_stamp_every(self, value: int, now: float) -> None:
+        """The built-in stamp source (the board top feeds the source port from it) starts
+        offering a word every ``value`` cycles from now, or stops."""
+        self.values[ADDRESS["STAMP_EVERY"]] = value & 0xFFFF
+        self.stamp_next = int(now * self.geometry.clock_hz)
+
+    def _next_offer(self, now: float) -> int:
+        """The cycle of the stamp source's first offer at or after ``now`` not yet counted."""
+        every, cycle = self.value("STAMP_EVERY"), int(now * self.geometry.clock_hz)
+        return self.stamp_next + max(0, -(-(cycle - self.stamp_next) // every)) * every if every else cycle
+
+    def _read_source_refused(self, now: float) -> int:
+        """Counted at each take, and the offers since the last one, until now."""
+        every = self.value("STAMP_EVERY")
+        since = (self._next_offer(now + 1 / self.geometry.clock_hz) - self.stamp_next) // every if every else 0
+        return self.counts["SOURCE_REFUSED"] + since
+
     def _write_counters_clear(self, value: int, now: float) -> None:
+        self.stamp_next = self._next_offer(now)
         self.counts.clear()
         self.drops.clear()
         self.slot_counts, self.slot_base = Counter(), self._slot_totals()
@@ -242,6 +262,27 @@ class Engine:
         if index >= self.geometry.tx_slots or packet >= self.tx[index].packets:
             return False
         self.resends.append((index, packet, False))
+        return True
+
+    def _take(self, index: int, flag: int, now: float) -> bool:
+        """The source port takes ARG1 bytes from the stamp source into the slot: the words
+        it offers from now on, one a STAMP_EVERY cycles; those it offered since the last
+        take are refused. Done at once, as every command here (the gateware takes a word
+        an offer, and with STAMP_EVERY 0 waits for ever: here it takes nothing)."""
+        g, length, every = self.geometry, self.value("ARG1"), self.value("STAMP_EVERY")
+        if not g.take or index >= g.tx_slots or length > g.slot_bytes:
+            return False
+        if every:
+            beat = g.data_width // 8
+            words = -(-length // beat)
+            first = self._next_offer(now)
+            self.counts["SOURCE_REFUSED"] += (first - self.stamp_next) // every
+            self.counts["SOURCE_TAKEN"] += words
+            self.stamp_next = first + words * every
+            at = index * g.slot_bytes
+            self.tx_memory[at:at + length] = stamps(first, every, words * beat, beat)[:length]
+        if not flag:
+            self._event(Event.TAKEN, index, 0)
         return True
 
     def _post(self, index: int, flag: int, now: float) -> bool:
