@@ -72,7 +72,7 @@ def send_pattern(out: Path, size: int, model_args: list[str], send_args: list[st
     finally:
         model.close()
     host, peer = report(sender.stdout), report(received)
-    if not (host["ok"] and peer["ok"] and peer["pattern"] and peer["bytes"] == size):
+    if not (host["ok"] and peer["ok"] and peer["data"] == "pattern" and peer["bytes"] == size):
         raise SystemExit(f"netblt bench-board-born: a transfer failed: {host['reason']} / {peer['reason']}")
     per_gb = 1e9 / size
     buffers = -(-size // host["buffer_size"])

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 from ..formats import host_link as F
 from ..formats.dram_csr import DramPhy
 from ..formats.drops import Drop
-from ..formats.pattern import PatternBuffer
+from ..formats.born import BornBuffer, PatternBuffer, TakenBuffer
 from ..formats.registers import (
     ADDRESS, COMMAND_WORD, CONNECTION_FLAGS, DRAM_LEVELS_WORD, ENGINE_STATE, EVENT_WORD, GEOMETRY_WORD,
     RECEIVED_FLAGS, Command, Event, PacingMode,
@@ -115,6 +115,8 @@ class Geometry:
     address: str
     fill: bool = False
     """FILL runs: the board makes the test pattern itself."""
+    take: bool = False
+    """TAKE runs: the board's source port fills slots from its source."""
 
     @classmethod
     def read(cls, values: dict[str, int]) -> Geometry:
@@ -128,7 +130,7 @@ class Geometry:
         return cls(tx_slots=g["tx_slots"], rx_slots=g["rx_slots"], slot_bytes=values["SLOT_BYTES"],
                    max_packets=1 << g["log2_max_packets"], beat_bytes=g["data_width"] // 8,
                    clock_hz=values["CLOCK_HZ"], address=str(ipaddress.IPv4Address(values["IP_ADDRESS"])),
-                   fill=bool(g["fill"]))
+                   fill=bool(g["fill"]), take=bool(g["take"]))
 
 
 @dataclass
@@ -255,10 +257,15 @@ class BoardDataPath:
             return "a receiving board needs the transfer's size: it cannot take a stream or a file of 4 GiB or more"
         return None
 
-    @property
-    def makes_pattern(self) -> bool:
-        """It can send a :class:`PatternBuffer`: the board has a pattern source."""
-        return self.geometry.fill
+    def makes(self, born: type[BornBuffer]) -> bool:
+        """It can send such a buffer: the board has a pattern source, or a source port."""
+        return self.geometry.fill if born is PatternBuffer else self.geometry.take
+
+    def start_stamps(self, bits_per_second: float) -> None:
+        """Restart the built-in stamp source at this rate: its words 0, 1, 2 ... one every
+        so many cycles of the board's clock (as the host sees it run)."""
+        every = min(0xFFFF, self.clock.cycles(8 * self.geometry.beat_bytes / bits_per_second))
+        self._set(STAMP_EVERY=every)
 
     # -- the engine's calls ---------------------------------------------------------------------
 
@@ -286,20 +293,22 @@ class BoardDataPath:
         self._operations(operations, urgent=True)
         self.control_queued += 1
 
-    def send_buffer(self, number: int, data: bytes | memoryview | PatternBuffer, last: bool) -> None:
-        """Upload the buffer and SEND it behind the upload; or have the board's pattern
-        source make it, FILL and SEND in one request (the board fetches the slot's packets
-        once the fill is done). That follows no upload, so it goes as urgent and joins the
-        high-ack stamp that the GO's OK brought: one request a buffer."""
+    def send_buffer(self, number: int, data: bytes | memoryview | BornBuffer, last: bool) -> None:
+        """Upload the buffer and SEND it behind the upload; or have the board make it (its
+        pattern source: FILL; its source port: TAKE), with the SEND in one request (the
+        board fetches the slot's packets once the slot is written). That follows no
+        upload, so it goes as urgent and joins the high-ack stamp that the GO's OK
+        brought: one request a buffer."""
         index = self._free(self.tx, self.geometry.tx_slots, "transmit")
         self.tx[index] = Slot(number, len(data))
         operations = _command(Command.SEND, index, number, len(data), flag=int(last))
-        made = isinstance(data, PatternBuffer)
-        if made:
+        if isinstance(data, PatternBuffer):
             operations = _command(Command.FILL, index, data.key, data.length, flag=1) + operations
+        elif isinstance(data, TakenBuffer):
+            operations = _command(Command.TAKE, index, 0, data.length, flag=1) + operations
         else:
             self.link.upload(index * self.geometry.slot_bytes // 4, data)
-        self._submit(operations, urgent=made)
+        self._submit(operations, urgent=not isinstance(data, (bytes, bytearray, memoryview)))
         self.tx_busy = True
 
     def resend(self, number: int, packets: tuple[int, ...]) -> None:
@@ -409,7 +418,7 @@ class BoardDataPath:
         """Let what is queued reach the board (a last QUIT or ABORT among it), then end."""
         client = self.link.client
         try:
-            self._set(TAKEOVER_AFTER=0)  # the next host need not wait
+            self._set(TAKEOVER_AFTER=0, STAMP_EVERY=0)  # the next host need not wait; no stamps offered
             self.link.wait([*client.urgent, *client.waiting, *client.in_flight.values()])
         except LinkError:
             pass  # the board is gone; there is nothing more to tell it
@@ -420,7 +429,7 @@ class BoardDataPath:
 
     def counters(self) -> dict[str, int]:
         """The board's counters for this connection, read now (nothing if the link is gone)."""
-        names = ["RX_DUPLICATES", "COMMANDS_REJECTED", "EVENTS_LOST"] + \
+        names = ["RX_DUPLICATES", "COMMANDS_REJECTED", "EVENTS_LOST", "SOURCE_TAKEN", "SOURCE_REFUSED"] + \
             [f"DROPPED_{d.name}" for d in Drop]
         try:
             self._board_counts = dict(zip(names, self._operations([_read(n) for n in names], wait=True)))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from ..formats.pattern import PatternBuffer
+from ..formats.born import BornBuffer, PatternBuffer
 from ..protocol import events as ev
 from ..protocol.packets import Packet
 from ..protocol.params import Params
@@ -43,8 +43,9 @@ class DataPathCore:
 
     host_link_bytes = host_link_requests = 0
     """Bytes and requests over a board's host link: none here."""
-    makes_pattern = True
-    """It sends a :class:`PatternBuffer` (it makes the bytes in C)."""
+    def makes(self, born: type[BornBuffer]) -> bool:
+        """It makes the pattern (in C); it has no source port."""
+        return born is PatternBuffer
 
     def fit(self, params: Params, *, sending: bool) -> Params:
         return params  # this host holds whatever the engine negotiates
@@ -63,6 +64,7 @@ class DataPathCore:
     # -- calls from the engine (one per action) ---------------------------------------------
 
     def send_buffer(self, number: int, data: bytes | bytearray | memoryview | PatternBuffer, last: bool) -> None:
+        """``data`` may be the pattern (:meth:`makes` says which born buffers it makes)."""
         if isinstance(data, PatternBuffer):  # this host is where board-born data is made
             data = pattern(data.key, data.length)
         self.tx.load(number, data, last)

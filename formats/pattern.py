@@ -10,8 +10,6 @@ its buffer size (host/check.py finds even that).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 SEED_MIX = 0x9E3779B9
 MASK32 = 0xFFFF_FFFF
 
@@ -33,17 +31,3 @@ def pattern_bytes(buffer: int, length: int) -> bytes:
         x = xorshift(x)
         out += x.to_bytes(4, "little")
     return bytes(out[:length])
-
-
-@dataclass(frozen=True, slots=True)
-class PatternBuffer:
-    """A buffer of the pattern that the data path makes where the packets leave (a board's
-    pattern source fills its slot; the software path writes it in C): a transfer of
-    board-born data hands the data path this, and no byte of it crosses the host."""
-
-    key: int
-    """Whose pattern: the buffer's index in the transfer."""
-    length: int
-
-    def __len__(self) -> int:
-        return self.length

@@ -146,9 +146,9 @@ GROUPS = (
                                       "run, else COMMANDS_REJECTED counts them)"),
         Register("SLOT_BYTES", "r", 32, "bytes per buffer slot"),
         Register("CLOCK_HZ", "r", 32, "system clock frequency the pacer counts"),
-        Register("STAMP_EVERY", "rw", 16, "the built-in stamp source offers its cycle count as a word every "
-                                          "STAMP_EVERY cycles, without waiting (0: never): what a board "
-                                          "top feeds the source port when no user source is connected"),
+        Register("STAMP_EVERY", "rw", 16, "the built-in stamp source offers the words 0, 1, 2 ... from this "
+                                          "write on, one every STAMP_EVERY cycles, without waiting (0: none): "
+                                          "what a board top feeds the source port with no user source"),
     ),
     _group(
         "DRAM registers, for levelling its reads (where the core has a port for the host; else read 0)",

@@ -99,9 +99,9 @@ class ControlStatus(wiring.Component):
             "events_lost": In(1),
             "source_taken": In(1), "source_refused": In(1), "source_early_end": In(1),
             "drops": In(len(Drop)),
-            # The built-in stamp source's rate, and the cycle count it stamps.
+            # The built-in stamp source's rate, and a write of it (which restarts it).
             "stamp_every": Out(16),
-            "cycles": Out(32),
+            "stamp_restart": Out(1),
             # The host's port to a DRAM core's registers, where the core has one.
             **({"dram_csr": Out(DramCsrBus())} if self.dram_port else {}),
         })
@@ -111,6 +111,7 @@ class ControlStatus(wiring.Component):
         self.rw = {r.name: Signal(r.width, name=r.name.lower()) for r in ENGINE_REGISTERS
                    if r.access == "rw" and (self.dram_port or r.name not in self.DRAM_PORT)}
         self.m.submodules.counters = self.counter_bank = CounterBank(len(self.COUNTERS))
+        self.cycles = Signal(32, name="cycles")
         self.m.d.sync += self.cycles.eq(self.cycles + 1)
         self._settings()
         self._queues()
@@ -137,7 +138,8 @@ class ControlStatus(wiring.Component):
                      self.tx_settings.high_ack.eq(rw["HIGH_ACK"]),
                      self.pacing.mode.eq(rw["PACING_MODE"]), self.pacing.burst_size.eq(rw["BURST_SIZE"]),
                      self.pacing.interval.eq(rw["BURST_INTERVAL"]),
-                     self.status_slot.eq(rw["STATUS_SLOT"]), self.stamp_every.eq(rw["STAMP_EVERY"])]
+                     self.status_slot.eq(rw["STATUS_SLOT"]), self.stamp_every.eq(rw["STAMP_EVERY"]),
+                     self.stamp_restart.eq(self.bus.w_en & (self.bus.addr == ADDRESS["STAMP_EVERY"]))]
 
     def _queues(self) -> None:
         """The command FIFO the host fills, the event FIFO it empties, and the strobes that

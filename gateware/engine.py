@@ -21,7 +21,7 @@ from .outbound import Outbound
 from .receive_path import Receiver
 from .receive_store import READ_AHEAD
 from .register_bus import DramCsrBus, RegisterBus
-from .source_port import CycleStamps, source_word
+from .source_port import StampSource, source_word
 from .streams import ip_stream
 from .transmit_path import UPLOAD_ROOM, Transmitter
 
@@ -80,8 +80,8 @@ class Engine(wiring.Component):
         if ctl.dram_port:
             connect(ctl.dram_csr, wiring.flipped(self.dram_csr))
         if cfg.take:
-            m.submodules.stamps = stamps = CycleStamps(cfg)
-            m.d.comb += [stamps.every.eq(ctl.stamp_every), stamps.cycles.eq(ctl.cycles)]
+            m.submodules.stamps = stamps = StampSource(cfg)
+            m.d.comb += [stamps.every.eq(ctl.stamp_every), stamps.restart.eq(ctl.stamp_restart)]
             connect(stamps.source, wiring.flipped(self.stamps))
             connect(wiring.flipped(self.source), tx.source)
 

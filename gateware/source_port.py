@@ -53,20 +53,26 @@ class SourceTaker(_Walker):
         return m
 
 
-class CycleStamps(wiring.Component):
-    """The built-in source: every ``every`` cycles (0: never) it offers the cycle count
-    (in a beat's low 32 bits) for one cycle, and does not wait. A receiver sees the words it lost as gaps between
-    stamps, so what SOURCE_REFUSED counts can be checked from the data alone."""
+class StampSource(wiring.Component):
+    """The built-in source: from a write of ``every`` (a ``restart``), it offers 0, 1, 2 ...
+    (in a beat's low 32 bits), one every ``every`` cycles (0: none), each for one cycle:
+    it does not wait. The words' numbers say what was lost and when: word n was offered
+    n x ``every`` cycles after the restart, and a receiver sees each word the port
+    refused as a gap, so SOURCE_REFUSED can be checked from the data alone."""
 
     def __init__(self, config: EngineConfig) -> None:
         self.config = config
-        super().__init__({"every": In(16), "cycles": In(32),
+        super().__init__({"every": In(16), "restart": In(1),
                           "source": Out(stream.Signature(source_word(config.data_width)))})
 
     def elaborate(self, platform) -> Module:
         m = Module()
-        wait = Signal(16)
+        wait, number = Signal(16), Signal(32)
         due = (wait == 0) & (self.every != 0)
-        m.d.sync += wait.eq(Mux(self.every == 0, 0, Mux(wait == 0, self.every - 1, wait - 1)))
-        m.d.comb += [self.source.valid.eq(due), self.source.payload.data.eq(self.cycles)]
+        with m.If(self.restart):
+            m.d.sync += [wait.eq(0), number.eq(0)]
+        with m.Else():
+            m.d.sync += wait.eq(Mux(due, self.every - 1, Mux(wait == 0, 0, wait - 1)))
+            m.d.sync += number.eq(number + due)
+        m.d.comb += [self.source.valid.eq(due & ~self.restart), self.source.payload.data.eq(number)]
         return m

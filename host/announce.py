@@ -7,9 +7,11 @@ SHA-256 follows it in a trailer (host/files.py), so the first buffer leaves whil
 sender is still hashing; ``modified`` (the file's modification time in ns) with the size
 tells a receiver holding part of the file whether it may resume. A stream of unknown
 length says ``size=stream``. An announcement may instead name ``sha256=HEX`` up front:
-then there is no trailer. ``data=pattern`` announces the test pattern (formats/pattern.py),
-which the sender's data path makes (a board's pattern source): no host holds its bytes to
-hash, so there is no trailer and the receiver checks the pattern itself. ``files`` and ``session`` tie the files of one ``netblt send``
+then there is no trailer. ``data=`` announces data born on the sender's board, which no
+host holds to hash, so no trailer follows: ``pattern``, the test pattern
+(formats/pattern.py), which the receiver checks byte for byte; ``stamps``, the built-in
+stamp source's numbered words, whose gaps the receiver counts; ``port``, whatever feeds
+the board's source port, which nothing here can check. ``files`` and ``session`` tie the files of one ``netblt send``
 together. With a shared secret, host/auth.py appends ``time``, ``nonce`` and ``mac``.
 """
 
@@ -20,7 +22,9 @@ from urllib.parse import quote, unquote
 
 TAG = b"netblt-file/1"
 STREAM = "stream"
-PATTERN = "pattern"
+PATTERN, STAMPS, PORT = "pattern", "stamps", "port"
+BORN = (PATTERN, STAMPS, PORT)
+"""What ``data=`` may say."""
 
 
 @dataclass(frozen=True)
@@ -35,12 +39,17 @@ class Announcement:
     session: str = ""
     modified: int | None = None
     """The file's modification time (ns): with the size, what a resumed transfer must match."""
-    pattern: bool = False
-    """The data is the test pattern, each buffer keyed by its index."""
+    data: str = ""
+    """Data born on the sender's board (one of :data:`BORN`), not a file's."""
+
+    @property
+    def pattern(self) -> bool:
+        """The data is the test pattern, each buffer keyed by its index."""
+        return self.data == PATTERN
 
     @property
     def trailer(self) -> bool:
-        return self.sha256 is None and not self.pattern
+        return self.sha256 is None and not self.data
 
     @property
     def identity(self) -> tuple:
@@ -53,8 +62,8 @@ class Announcement:
             fields.append(f"sha256={self.sha256}")
         if self.modified is not None:
             fields.append(f"modified={self.modified}")
-        if self.pattern:
-            fields.append(f"data={PATTERN}")
+        if self.data:
+            fields.append(f"data={self.data}")
         fields.append(f"name={quote(self.name, safe='/')}")
         if self.count > 1 or self.session:
             fields += [f"files={self.index}/{self.count}", f"session={self.session}"]
@@ -81,14 +90,14 @@ def read(client_string: bytes) -> Announcement:
         size = None if f["size"] == STREAM else int(f["size"])
         index, _, count = f.get("files", "1/1").partition("/")
         modified = int(f["modified"]) if "modified" in f else None
-        if f.get("data", PATTERN) != PATTERN:
-            raise ValueError(f"data={f['data']}: this receiver knows data={PATTERN} only")
+        if f.get("data", PATTERN) not in BORN:
+            raise ValueError(f"data={f['data']}: this receiver knows data={', '.join(BORN)}")
         announced = Announcement(name, size, f.get("sha256"), int(index), int(count), f.get("session", ""),
-                                 modified, "data" in f)
+                                 modified, f.get("data", ""))
     except (KeyError, ValueError, UnicodeDecodeError) as exc:
         raise ValueError(f"bad file announcement: {exc}") from None
-    if announced.pattern and (announced.size is None or announced.sha256 is not None):
-        raise ValueError("bad file announcement: the pattern has a size and no digest")
+    if announced.data and (announced.size is None or announced.sha256 is not None):
+        raise ValueError(f"bad file announcement: data={announced.data} has a size and no digest")
     if announced.size is not None and announced.size < 0:
         raise ValueError("bad file announcement: a negative size")
     if announced.sha256 is not None and (len(announced.sha256) != 64 or

@@ -20,12 +20,13 @@ from ..formats.host_link import LINK_PORT
 from ..protocol.endpoint import DataPathError
 from ..protocol.params import MAX_PACKETS_PER_BUFFER, ParamError, Params, Timing, burst_for_rate
 from . import board_status
-from .check import check
+from .announce import BORN, PORT
 from .auth import Secret, SecretError
+from .check import check
 from .files import FileError
 from .sim_commands import add_netem_arguments, add_sim_board_arguments, run_netem, run_sim_board
 from .transfer import (Gate, Interrupted, Options, Outgoing, Output, TransferReport, TransferError, UsageError, plan,
-                       plan_pattern, send, serve)
+                       plan_born, send, serve)
 from .units import parse_port, parse_rate, parse_size, positive
 
 # What a sender proposes by default: a modern gigabit LAN, not 1987's.
@@ -33,6 +34,7 @@ SEND_DEFAULTS = dict(packets_per_buffer=1024, buffers=8, rate=950e6, death_timer
 # What a receiver accepts at most by default (it only ever restricts the sender's offer).
 RECV_LIMITS = dict(packet_size=65000, buffer_size=16 << 20, burst_size=0xFFFF, burst_interval=1,
                    buffers=32, death_timer=30)
+BORN_SHOWN = {"pattern": "the test pattern", "stamps": "the stamp source's words", "port": "the source port's data"}
 PACKET_SIZE = {"udp": 1448, "ip": 1456}
 """Data bytes that fill a 1500-byte MTU: 20 IP + 8 UDP (or none) + 24 NETBLT header."""
 
@@ -108,10 +110,14 @@ def build_parser() -> argparse.ArgumentParser:
     send_.add_argument("peer", metavar="ADDR[:PORT]", help=f"receiver address (port {DEFAULT_PORT}); "
                        f"IPv6 as [ADDR]:PORT")
     send_.add_argument("--name", help="the name the receiver stores the one file (or stream) under")
-    send_.add_argument("--source", choices=("pattern",), help="instead of PATHs, data born in the data path: "
-                       "pattern, the test pattern, which a board's pattern source makes (no byte of it crosses "
-                       "this host) and the receiver checks byte for byte; needs --size")
+    send_.add_argument("--source", choices=BORN, help="instead of PATHs, data born on the board (no byte of it "
+                       "crosses this host), --size of it: pattern, the test pattern, which a board's pattern "
+                       "source (or the software path) makes and the receiver checks byte for byte; port, what "
+                       "feeds the board's source port (a digitizer); stamps, the board's built-in stamp source "
+                       "through its source port, numbered words whose gaps the receiver counts")
     send_.add_argument("--size", type=parse_size, metavar="BYTES", help="how much --source sends, e.g. 10G")
+    send_.add_argument("--stamp-rate", type=parse_rate, default=100e6, metavar="RATE",
+                       help="what the stamp source offers, in bits/s, waiting for no one (default: 100M)")
     send_.add_argument("--local-port", type=parse_port, default=0, metavar="PORT",
                        help=f"send from this UDP port (default: any; with --board, {DEFAULT_PORT})")
     _add_common_options(send_)
@@ -240,10 +246,16 @@ def print_report(report: TransferReport, console: Console, *, verbose: bool = Fa
     console.print(table)
     resumed = f" (+{report.resumed_bytes} resumed)" if report.resumed_bytes else ""
     digest = f"  sha256 {report.sha256}" if report.sha256 else ""
-    if report.pattern:
-        digest = "  the test pattern" + (", checked" if report.role == "receiver" and report.ok else "")
+    if report.data:
+        digest = f"  {BORN_SHOWN[report.data]}" + (", checked" if report.role == "receiver" and report.ok and
+                                                   report.data != PORT else "")
     console.print(f"{report.path}{digest}  {report.bytes} bytes{resumed} in {report.seconds} s",
                   soft_wrap=True, highlight=False)
+    if report.source_taken or report.source_refused:
+        console.print(f"the board's source port: took {report.source_taken} words, refused {report.source_refused} "
+                      f"(lost, for a source that cannot wait)", highlight=False)
+    if report.stamps_missing:
+        console.print(f"stamps missing: {report.stamps_missing} words (the source port refused them)", highlight=False)
     if report.dropped:
         console.print("dropped: " + ", ".join(f"{k} {v}" for k, v in sorted(report.dropped.items())),
                       highlight=False)
@@ -263,7 +275,7 @@ def _outgoing(args: argparse.Namespace) -> tuple[list[Outgoing], list[str]]:
         raise UsageError(f"--source {args.source} sends instead of files; give no PATH")
     if not args.size:
         raise UsageError(f"--source {args.source} needs --size, e.g. --size 10G")
-    return [plan_pattern(args.size, args.name)], []
+    return [plan_born(args.source, args.size, args.name)], []
 
 
 def _check(args: argparse.Namespace) -> int:
@@ -318,7 +330,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         options = Options(params_from(args, limits=args.command == "recv"), kind=args.transport,
                           timing=Timing(), secret=Secret.load(args.secret_file), board=args.board,
-                          local_port=getattr(args, "local_port", 0), link_mtu=args.link_mtu)
+                          local_port=getattr(args, "local_port", 0), link_mtu=args.link_mtu,
+                          stamp_rate=getattr(args, "stamp_rate", 0))
         if args.command == "send":
             items, notes = _outgoing(args)
         else:

@@ -33,8 +33,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..driver.pattern import first_difference, pattern
-from ..formats.pattern import PatternBuffer
-from .announce import Announcement
+from ..formats.born import PatternBuffer, TakenBuffer
+from .announce import PATTERN, STAMPS, Announcement
 
 CHUNK = 1 << 20
 MAX_NAME = 1024
@@ -168,6 +168,15 @@ class PatternData:
 
     def close(self) -> None:
         pass
+
+
+class PortData(PatternData):
+    """``size`` bytes from the board's source port (TAKE): what feeds it, the built-in
+    stamp source or a user's, makes them, and only a board has one."""
+
+    def buffer(self, index: int, size: int) -> tuple[TakenBuffer, bool] | None:
+        found = super().buffer(index, size)
+        return None if found is None else (TakenBuffer(found[0].length), found[1])
 
 
 class StreamSource:
@@ -335,20 +344,62 @@ class PatternCheck:
         return f"the data is not the test pattern from byte {self.wrong} on (buffer {key}, its byte {at})"
 
 
+class StampCheck:
+    """Data in file order that should be the stamp source's numbered 32-bit words, one a
+    4-byte beat: consecutive inside each ``buffer_size`` buffer (a take never skips a
+    word), and rising between buffers, where each number skipped is a word the board's
+    source port refused. Where it first is not, and how many words went missing."""
+
+    def __init__(self, buffer_size: int) -> None:
+        self.buffer_size = buffer_size
+        self.wrong: int | None = None
+        self.missing = 0
+        """Words offered up to the last that came, and not in the data: those refused
+        before the first take (the first word's number) and between takes."""
+        self._next = 0
+        self._partial = b""
+
+    def update(self, offset: int, data: bytes | memoryview) -> None:
+        data = self._partial + bytes(data)
+        offset -= len(self._partial)
+        whole = len(data) - len(data) % 4
+        self._partial = data[whole:]
+        for at in range(0, whole, 4):
+            if self.wrong is not None:
+                return
+            self._word(offset + at, int.from_bytes(data[at:at + 4], "little"))
+
+    def _word(self, offset: int, number: int) -> None:
+        skipped = (number - self._next) & 0xFFFF_FFFF
+        if skipped and (offset % self.buffer_size == 0 and skipped < 1 << 31):
+            self.missing += skipped  # a new buffer, taken after words the port refused
+        elif skipped:
+            self.wrong = offset
+        self._next = (number + 1) & 0xFFFF_FFFF
+
+    def problem(self) -> str | None:
+        if self.wrong is None:
+            return None
+        key, at = divmod(self.wrong, self.buffer_size)
+        return f"the data is not the stamp source's words from byte {self.wrong} on (buffer {key}, its byte {at})"
+
+
 class Verifier:
     """The SHA-256 of the data in file order, checked against the announcement; or, for
-    the test pattern, the data itself (``buffer_size`` says where its buffers start)."""
+    data born on the board, the data itself, where it can be checked (``buffer_size``
+    says where its buffers start)."""
 
     def __init__(self, expect: Expectation, buffer_size: int = 0) -> None:
         self.expect = expect
         self.digest = hashlib.sha256()
-        self.pattern = PatternCheck(buffer_size) if expect.announced.pattern else None
+        check = {PATTERN: PatternCheck, STAMPS: StampCheck}.get(expect.announced.data)
+        self.born = check(buffer_size) if check else None
         self.length = 0
 
     def update(self, data: bytes | memoryview) -> None:
-        if self.pattern:
-            self.pattern.update(self.length, data)
-        else:
+        if self.born:
+            self.born.update(self.length, data)
+        elif not self.expect.announced.data:
             self.digest.update(data)
         self.length += len(data)
 
@@ -372,8 +423,8 @@ class Verifier:
             size, sha256 = announced.size, announced.sha256
         if self.length != size:
             return f"size mismatch: the sender announced {size} bytes, received {self.length}"
-        if self.pattern:
-            return self.pattern.problem()
+        if announced.data:
+            return self.born.problem() if self.born else None
         if got != sha256:
             return f"SHA-256 mismatch: the sender announced {sha256}, received {got}"
         return None

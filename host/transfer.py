@@ -25,13 +25,15 @@ from typing import Protocol
 from ..driver.board import BoardDataPath
 from ..driver.software import SoftwareDataPath
 from ..driver.transport import DEFAULT_PORT, Address, Kind, Transport, host_address, show
+from ..formats.born import PatternBuffer, TakenBuffer
 from ..protocol import events as ev
 from ..protocol.connection import Connection, State
 from ..protocol.endpoint import Admission, DataPathError, Endpoint
 from ..protocol.params import Params, Timing
 from . import announce
 from .auth import Secret
-from .files import Expectation, FileError, FileSink, FileSource, PatternData, StdoutSink, StreamSource, name_problem
+from .files import (Expectation, FileError, FileSink, FileSource, PatternData, PortData, StampCheck, StdoutSink,
+                    StreamSource, name_problem)
 
 SILENCE_WARNING = 5.0
 """Seconds of silence from the peer before the user hears about it."""
@@ -87,6 +89,8 @@ class Options:
     """A sender's own UDP port (0: any; on a board, its NETBLT port)."""
     link_mtu: int = 1500
     """The largest IP datagram between this host and its board."""
+    stamp_rate: float = 100e6
+    """Bits a second the board's stamp source offers (``--source stamps``)."""
 
 
 @dataclass
@@ -105,9 +109,17 @@ class TransferReport:
     resumed_bytes: int = 0
     sha256: str = ""
     """The data's SHA-256: the sender's, or the receiver's once verified."""
-    pattern: bool = False
-    """The data is the test pattern: made by the sender's data path, checked by the receiver
-    byte for byte (no digest)."""
+    data: str = ""
+    """Data born on the sender's board, no file's (host/announce.py's ``data=``): the test
+    pattern (checked byte for byte), the stamp source's words (their gaps counted) or the
+    source port's (not checked)."""
+    source_taken: int = 0
+    """Sending from a board's source port: words it took, and those its source offered
+    that it could not take (lost, for a source that cannot wait), from the source's
+    start to the end of the transfer."""
+    source_refused: int = 0
+    stamps_missing: int = 0
+    """Receiving stamps: words their numbers show missing, up to the last that came."""
     burst_size: int = 0
     burst_interval_ms: int = 0
     packet_size: int = 0
@@ -250,13 +262,15 @@ def _report(endpoint: Endpoint, dp: RealTimeDataPath, role: str, **fields) -> Tr
 
 @dataclass(frozen=True)
 class Outgoing:
-    """One file to send: ``path`` (None for standard input or the pattern) under the
-    announced ``name``; or ``pattern`` bytes of the test pattern, made by the data path."""
+    """One file to send: ``path`` (None for standard input or data born on a board) under
+    the announced ``name``; or ``size`` bytes the data path makes, ``born`` being what
+    (host/announce.py's ``BORN``)."""
 
     path: Path | None
     name: str
     stream: bool = False
-    pattern: int | None = None
+    born: str = ""
+    size: int = 0
 
 
 def plan(paths: list[str], name: str | None = None) -> tuple[list[Outgoing], list[str]]:
@@ -296,11 +310,12 @@ def plan(paths: list[str], name: str | None = None) -> tuple[list[Outgoing], lis
     return items, notes
 
 
-def plan_pattern(size: int, name: str | None) -> Outgoing:
-    """``size`` bytes of the test pattern, announced as ``name`` (default: pattern)."""
-    item = Outgoing(None, name or "pattern", pattern=size)
+def plan_born(born: str, size: int, name: str | None) -> Outgoing:
+    """``size`` bytes born on the board (``born``: pattern, stamps, port), announced as
+    ``name`` (default: what they are)."""
+    item = Outgoing(None, name or born, born=born, size=size)
     if problem := _sender_name_problem(item.name):
-        raise UsageError(f"cannot send the pattern as {item.name!r}: {problem}; choose another name with --name")
+        raise UsageError(f"cannot send {born} as {item.name!r}: {problem}; choose another name with --name")
     return item
 
 
@@ -353,10 +368,11 @@ def _send_one(item: Outgoing, index: int, count: int, session: str, peer: Addres
     uid = random.getrandbits(32)
     shown = str(item.path) if item.path else "-"
     seal = (lambda digest: options.secret.seal(uid, digest)) if options.secret else None
-    if item.pattern is not None:
-        shown = f"--source {announce.PATTERN}"
-        source: FileSource | StreamSource | PatternData = PatternData(item.pattern)
-        announced = announce.Announcement(item.name, item.pattern, None, index, count, session, pattern=True)
+    if item.born:
+        shown = f"--source {item.born}"
+        source: FileSource | StreamSource | PatternData = (PatternData if item.born == announce.PATTERN
+                                                           else PortData)(item.size)
+        announced = announce.Announcement(item.name, item.size, None, index, count, session, data=item.born)
     elif item.stream:
         fd = stdin if item.path is None else os.open(item.path, os.O_RDONLY)
         source = StreamSource(lambda n: os.read(fd, n), seal)
@@ -369,9 +385,8 @@ def _send_one(item: Outgoing, index: int, count: int, session: str, peer: Addres
         secret = options.secret
         client_string = secret.sign_open(uid, True, fields) if secret else fields
         with data_path(options, feedback, peer=peer) as dp:
-            if isinstance(source, PatternData) and not dp.makes_pattern:
-                raise TransferError(f"board {show(options.board)} has no pattern source: its bitstream was "
-                                    f"built without one")
+            if item.born:
+                _start_born(item.born, dp, options)
             conn = Connection(active=True, sender=True, params=dp.fit(options.params, sending=True), timing=options.timing,
                               transfer_size=source.size, client_string=client_string, uid=uid, peer=dp.peer)
             check = (lambda answer: secret.check_response(uid, client_string, answer)) if secret else None
@@ -382,12 +397,27 @@ def _send_one(item: Outgoing, index: int, count: int, session: str, peer: Addres
             feedback.status(f"{opening} ...")
             stop = run(endpoint, dp, feedback, lambda: source.size, opening)
             report = _report(endpoint, dp, "sender", name=item.name, path=shown)
+            if isinstance(source, PortData):
+                counts = dp.counters()
+                report.source_taken, report.source_refused = counts["SOURCE_TAKEN"], counts["SOURCE_REFUSED"]
         if report.ok:
             report.sha256, report.bytes = source.sha256, source.length  # the trailer is not data
-        report.pattern = announced.pattern
+        report.data = announced.data
         return report, stop
     finally:
         source.close()
+
+
+def _start_born(born: str, dp: RealTimeDataPath, options: Options) -> None:
+    """Check that the data path makes what ``--source`` names; start the stamp source."""
+    kind = PatternBuffer if born == announce.PATTERN else TakenBuffer
+    if not dp.makes(kind):
+        if options.board is None:
+            raise TransferError(f"--source {born} needs a board (--board): the software data path has no source port")
+        what = "pattern source" if kind is PatternBuffer else "source port"
+        raise TransferError(f"board {show(options.board)} has no {what}: its bitstream was built without one")
+    if born == announce.STAMPS:
+        dp.start_stamps(options.stamp_rate)
 
 
 def _family(peer: Address) -> int:
@@ -594,7 +624,7 @@ def _received(endpoint: Endpoint, dp: RealTimeDataPath, reception: Reception) ->
     """The report of one receiving connection, after verifying and placing its file."""
     sink, announced = reception.sink, reception.announced
     report = _report(endpoint, dp, "receiver", name=announced.name if announced else "",
-                     path=sink.shown if sink else "", pattern=bool(announced and announced.pattern))
+                     path=sink.shown if sink else "", data=announced.data if announced else "")
     if sink is None:
         return report
     if sink.verdict:
@@ -603,7 +633,9 @@ def _received(endpoint: Endpoint, dp: RealTimeDataPath, reception: Reception) ->
         if problem := sink.problem():
             report.ok, report.reason = False, problem
         else:
-            report.sha256 = "" if announced.pattern else sink.verifier.digest.hexdigest()
+            report.sha256 = "" if announced.data else sink.verifier.digest.hexdigest()
+            if isinstance(sink.verifier.born, StampCheck):
+                report.stamps_missing = sink.verifier.born.missing
             report.bytes = sink.verifier.length - report.resumed_bytes  # a stream's trailer is not data
             try:
                 report.path = str(sink.commit())

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from ..formats.pattern import PatternBuffer
+from ..formats.born import BornBuffer
 from . import events as ev
 from .connection import Connection
 from .packets import Packet
@@ -32,7 +32,7 @@ class DataPath(Protocol):
 
     def configure(self, params: Params, peer: ev.Address, transfer_size: int | None = None) -> None: ...
     def transmit(self, packet: Packet, to: ev.Address) -> None: ...
-    def send_buffer(self, number: int, data: bytes | memoryview | PatternBuffer, last: bool) -> None: ...
+    def send_buffer(self, number: int, data: bytes | memoryview | BornBuffer, last: bool) -> None: ...
     def resend(self, number: int, packets: tuple[int, ...]) -> None: ...
     def release(self, number: int) -> None: ...
     def set_rate(self, burst_size: int, burst_interval_ms: int) -> None: ...
@@ -47,10 +47,10 @@ class Source(Protocol):
     size: int | None
     """Bytes in all; None for a stream until reading it finds its end."""
 
-    def buffer(self, index: int, size: int) -> tuple[bytes | memoryview | PatternBuffer, bool] | None:
+    def buffer(self, index: int, size: int) -> tuple[bytes | memoryview | BornBuffer, bool] | None:
         """The ``index``-th buffer of ``size`` bytes and whether it is the last; None past
-        the end. The data stays valid until :meth:`release`; a :class:`PatternBuffer`
-        asks the data path to make it."""
+        the end. The data stays valid until :meth:`release`; a born buffer
+        (formats/born.py) asks the data path to make it."""
 
     def release(self, index: int) -> None: ...
 

@@ -13,12 +13,13 @@ from clitools import NETBLT, SimBoard, finish, free_port, reports, send, spawn, 
 from hypothesis import given, settings, strategies as st
 
 from netblt.driver import core
+from netblt.formats.born import PatternBuffer
 from netblt.driver.pattern import fastpath, first_difference, pattern
 from netblt.formats.pattern import pattern_bytes
 from netblt.host.announce import Announcement, read
 from netblt.host.check import check
 from netblt.host.cli import main
-from netblt.host.files import Expectation, FileSink, PatternCheck, PatternData
+from netblt.host.files import Expectation, FileSink, PatternCheck, PatternData, StampCheck
 
 
 def pattern_file(size: int, buffer_size: int) -> bytes:
@@ -35,19 +36,19 @@ def test_the_compiled_pattern_is_the_defined_one(key, length):
 
 def test_the_pattern_source_hands_out_buffers_keyed_by_index():
     source = PatternData(40_000)
-    assert source.buffer(0, 16384) == (core.PatternBuffer(0, 16384), False)
-    assert source.buffer(2, 16384) == (core.PatternBuffer(2, 7232), True)
+    assert source.buffer(0, 16384) == (PatternBuffer(0, 16384), False)
+    assert source.buffer(2, 16384) == (PatternBuffer(2, 7232), True)
     assert source.buffer(3, 16384) is None
-    assert source.buffer(1, 20_000) == (core.PatternBuffer(1, 20_000), True)
+    assert source.buffer(1, 20_000) == (PatternBuffer(1, 20_000), True)
 
 
 def test_the_announcement_carries_the_pattern_and_nothing_else_of_it():
-    announced = Announcement("p", 1000, pattern=True)
+    announced = Announcement("p", 1000, data="pattern")
     assert b" data=pattern " in announced.encode() and not announced.trailer
     assert read(announced.encode()) == announced
-    with pytest.raises(ValueError, match="data=zeros: this receiver knows data=pattern only"):
+    with pytest.raises(ValueError, match="data=zeros: this receiver knows data=pattern, stamps, port"):
         read(b"netblt-file/1 size=5 data=zeros name=p")
-    with pytest.raises(ValueError, match="the pattern has a size and no digest"):
+    with pytest.raises(ValueError, match="data=pattern has a size and no digest"):
         read(b"netblt-file/1 size=stream data=pattern name=p")
 
 
@@ -68,6 +69,24 @@ def _checked(data: bytes, buffer_size: int, piece: int) -> int | None:
     return checking.wrong
 
 
+def stamp_data(*runs: range) -> bytes:
+    return b"".join(n.to_bytes(4, "little") for run in runs for n in run)
+
+
+@pytest.mark.parametrize("data, wrong, missing", ids=["gaps between buffers", "a gap inside one", "backwards"],
+                         argvalues=[
+    (stamp_data(range(5, 9), range(10, 14), range(20, 24)), None, 5 + 1 + 6),  # refused before, and between
+    (stamp_data(range(0, 4), range(4, 6), range(7, 9)), 24, 0),  # a word skipped inside a buffer
+    (stamp_data(range(10, 14), range(3, 7)), 16, 10),  # a buffer that goes back
+])
+def test_the_receivers_stamp_check_counts_the_words_refused_between_buffers(data, wrong, missing):
+    for piece in (1, 3, 16, len(data)):
+        checking = StampCheck(16)
+        for at in range(0, len(data), piece):
+            checking.update(at, data[at:at + piece])
+        assert (checking.wrong, checking.missing) == (wrong, missing)
+
+
 def test_first_difference_says_where_and_when_one_ends_early():
     assert first_difference(b"abc", b"abc") is None
     assert first_difference(b"abc", b"abd") == 2
@@ -77,7 +96,7 @@ def test_first_difference_says_where_and_when_one_ends_early():
 def test_a_pattern_transfer_resumes_only_at_the_same_buffer_size(tmp_path):
     """The pattern starts over at each buffer: a partial file cut at other boundaries is other data."""
     size, buffer_size = 5000, 1000
-    expect = Expectation(Announcement("p", size, pattern=True))
+    expect = Expectation(Announcement("p", size, data="pattern"))
     root = os.open(tmp_path, os.O_RDONLY)
     try:
         sink = FileSink(root, "p", expect, buffer_size)
@@ -146,7 +165,7 @@ def test_the_software_path_sends_the_pattern_through_loss_reordering_and_duplica
     (receiver,), _ = finish(recv)
     assert done.returncode == 0, done.stderr
     sender = reports(done.stdout)[0]
-    assert receiver["ok"] and receiver["pattern"] and receiver["bytes"] == size and receiver["sha256"] == ""
+    assert receiver["ok"] and receiver["data"] == "pattern" and receiver["bytes"] == size and receiver["sha256"] == ""
     assert receiver["packets_lost"] > 0 and sender["packets_retransmitted"] > 0
     assert (tmp_path / "p.bin").read_bytes() == pattern_file(size, receiver["buffer_size"])
 
@@ -187,19 +206,48 @@ def test_a_board_model_makes_the_pattern_and_the_host_moves_control_only(model, 
     (receiver,), _ = finish(recv)
     assert done.returncode == 0, done.stderr
     sender = reports(done.stdout)[0]
-    assert receiver["ok"] and receiver["pattern"] and receiver["bytes"] == size
-    assert sender["data_path"] == "board" and sender["pattern"] and sender["packets_retransmitted"] > 0
+    assert receiver["ok"] and receiver["data"] == "pattern" and receiver["bytes"] == size
+    assert sender["data_path"] == "board" and sender["data"] == "pattern" and sender["packets_retransmitted"] > 0
     assert sender["host_link_bytes"] < size / 10  # 2% on a clean path, 5% at this loss; an upload alone is 100%
     assert (tmp_path / "pattern").read_bytes() == pattern_file(size, 16384)
 
 
-def test_a_board_without_a_pattern_source_says_so():
-    """The Colorlight's block-RAM build leaves the pattern blocks out (GEOMETRY says so)."""
+def test_a_board_sends_its_stamp_source_through_its_source_port_and_every_word_is_accounted_for(model, tmp_path):
+    """Stamps faster than two 16 KiB slots carry: the port refuses words while no slot is
+    free, and counts them; the receiver sees them as gaps between buffers, none inside."""
+    size = 1 << 20
+    recv, port = start_recv(tmp_path)
+    done = send("--source", "stamps", "--stamp-rate", "300M", "--size", str(size), f"127.0.0.1:{port}", "--board",
+                model.link_address, "--local-port", str(model.netblt), "--json", timeout=240)
+    (receiver,), _ = finish(recv)
+    assert done.returncode == 0, done.stderr
+    sender = reports(done.stdout)[0]
+    assert receiver["ok"] and receiver["data"] == "stamps" and receiver["bytes"] == size
+    assert sender["source_taken"] == size // 4  # every word taken arrived
+    # Refused before the first take and between takes; the board also counts those it
+    # refused after the last, until the report read its counters.
+    assert 0 < receiver["stamps_missing"] <= sender["source_refused"]
+    data = (tmp_path / "stamps").read_bytes()
+    numbers = [int.from_bytes(data[i:i + 4], "little") for i in range(0, size, 4)]
+    assert numbers[-1] + 1 - len(numbers) == receiver["stamps_missing"]
+
+
+@pytest.mark.parametrize("source, message", [
+    ("pattern", "has no pattern source: its bitstream was built without one"),
+    ("stamps", "has no source port: its bitstream was built without one"),
+])
+def test_a_board_without_a_pattern_source_or_source_port_says_so(source, message):
+    """The Colorlight's block-RAM build has neither (GEOMETRY says so)."""
     board = SimBoard("--model", "--board", "colorlight_5a75b")
     try:
-        done = send("--source", "pattern", "--size", "1M", "127.0.0.1:9", "--board", board.link_address,
-                    timeout=60)
+        done = send("--source", source, "--size", "1M", "127.0.0.1:9", "--board", board.link_address, timeout=60)
     finally:
         board.close()
     assert done.returncode == 1 and "Traceback" not in done.stderr
-    assert f"board {board.link_address} has no pattern source: its bitstream was built without one" in done.stderr
+    assert f"board {board.link_address} {message}" in done.stderr
+
+
+def test_the_software_path_has_no_source_port():
+    done = send("--source", "port", "--size", "1M", "127.0.0.1:9", timeout=60)
+    assert done.returncode == 1
+    assert "--source port needs a board (--board): the software data path has no source port" in done.stderr

@@ -511,7 +511,7 @@ def test_a_board_sends_data_born_on_it_through_loss_reordering_and_duplication(b
     got, err = finish(recv, timeout=60)
     assert done.returncode == 0, f"board's host: {done.stderr}\nreceiver: {err}"
     sender, receiver = reports(done.stdout)[0], got[0]
-    assert receiver["ok"] and receiver["pattern"] and receiver["bytes"] == size
+    assert receiver["ok"] and receiver["data"] == "pattern" and receiver["bytes"] == size
     assert receiver["packets_lost"] > 0 and sender["packets_retransmitted"] > 0
     # No data crossed: an upload alone would be 1.0 x. Control is 2-5% of it on the model;
     # the design under Verilator runs thousands of times slower than the host's timers,
@@ -519,6 +519,24 @@ def test_a_board_sends_data_born_on_it_through_loss_reordering_and_duplication(b
     assert sender["host_link_bytes"] < size / (1 if board.backend == "rtl" else 10), sender
     assert (tmp_path / "pattern").read_bytes() == b"".join(
         pattern_bytes(k, min(16384, size - 16384 * k)) for k in range(math.ceil(size / 16384)))
+
+
+def test_a_board_sends_its_stamp_source_and_counts_every_word_it_refused(board, tmp_path):
+    """``send --source stamps``: the built-in stamp source feeds the source port faster
+    than two slots carry; each TAKE writes consecutive words, and the words refused show
+    as gaps between buffers, which the board counted."""
+    size = SIZE if board.backend == "rtl" else 25 * SIZE
+    recv, port = start_recv(tmp_path, host=board.host)
+    done = send("--source", "stamps", "--stamp-rate", "900M", "--size", str(size), f"{board.host}:{port}",
+                "--board", board.link_address, "--local-port", str(board.netblt), "--json", timeout=240)
+    got, err = finish(recv, timeout=60)
+    assert done.returncode == 0, f"board's host: {done.stderr}\nreceiver: {err}"
+    sender, receiver = reports(done.stdout)[0], got[0]
+    assert receiver["ok"] and receiver["data"] == "stamps" and receiver["bytes"] == size
+    assert sender["source_taken"] == size // 4
+    data = (tmp_path / "stamps").read_bytes()
+    numbers = [int.from_bytes(data[i:i + 4], "little") for i in range(0, size, 4)]
+    assert 0 < numbers[-1] + 1 - len(numbers) == receiver["stamps_missing"] <= sender["source_refused"]
 
 
 @pytest.mark.parametrize("way, held", [("sends", 2), ("receives", 1)])

@@ -11,7 +11,7 @@ from amaranth.sim import Simulator
 from netblt.formats.registers import ADDRESS, COMMAND_WORD, CONNECTION_FLAGS, EVENT_WORD, Command, Event
 from netblt.gateware.config import EngineConfig
 from netblt.gateware.engine import Engine
-from netblt.gateware.source_port import CycleStamps
+from netblt.gateware.source_port import StampSource
 
 HEADER = 24
 """NETBLT's DATA header, before the data (native IP: the payload is the packet)."""
@@ -124,24 +124,25 @@ def test_a_last_that_ends_the_take_is_no_early_end():
     assert got["SOURCE_TAKEN"] == TAKE // 4 and got["SOURCE_EARLY_ENDS"] == 0
 
 
-def test_the_stamp_source_offers_its_cycle_count_every_n_cycles():
-    dut = CycleStamps(EngineConfig())
+def test_the_stamp_source_numbers_its_words_from_each_restart_every_n_cycles():
+    dut = StampSource(EngineConfig())
     seen = []
 
     async def bench(ctx):
-        ctx.set(dut.every, 3)
-        for cycle in range(20):
-            ctx.set(dut.cycles, 1000 + cycle)
-            await ctx.delay(1e-9)
-            if ctx.get(dut.source.valid):
-                seen.append(ctx.get(dut.source.payload.data))
+        for every, cycles in ((3, 20), (2, 7), (0, 5)):
+            ctx.set(dut.every, every)
+            ctx.set(dut.restart, 1)
             await ctx.tick()
-        ctx.set(dut.every, 0)
-        await ctx.tick().repeat(5)
-        seen.append(ctx.get(dut.source.valid))
+            ctx.set(dut.restart, 0)
+            offers = []
+            for cycle in range(cycles):
+                if ctx.get(dut.source.valid):
+                    offers.append((cycle, ctx.get(dut.source.payload.data)))
+                await ctx.tick()
+            seen.append(offers)
 
     sim = Simulator(dut)
     sim.add_clock(1e-6)
     sim.add_testbench(bench)
     sim.run()
-    assert seen[:-1] == list(range(1000, 1020, 3)) and seen[-1] == 0
+    assert seen == [[(c, c // 3) for c in range(0, 20, 3)], [(c, c // 2) for c in range(0, 7, 2)], []]

@@ -109,8 +109,9 @@ class Engine:
         self.control_out: list[tuple[bytes, Destination]] = []
         self.peer: Destination | None = None
         """The peer, once worked out (:meth:`_destination`)."""
-        self.stamp_next = 0
-        """The cycle of the stamp source's next offer not yet taken or refused."""
+        self.stamp_start = self.stamp_next = 0
+        """The cycles of the stamp source's restart (its word 0), and of its next offer not
+        yet taken or refused."""
 
     # -- registers ------------------------------------------------------------------------------
 
@@ -203,10 +204,10 @@ class Engine:
         self.counts["TX_CONTROL"] += 1
 
     def _write_stamp_every(self, value: int, now: float) -> None:
-        """The built-in stamp source (the board top feeds the source port from it) starts
-        offering a word every ``value`` cycles from now, or stops."""
+        """The built-in stamp source (the board top feeds the source port from it) restarts:
+        it offers 0, 1, 2 ... one every ``value`` cycles from now, or none."""
         self.values[ADDRESS["STAMP_EVERY"]] = value & 0xFFFF
-        self.stamp_next = int(now * self.geometry.clock_hz)
+        self.stamp_start = self.stamp_next = int(now * self.geometry.clock_hz)
 
     def _next_offer(self, now: float) -> int:
         """The cycle of the stamp source's first offer at or after ``now`` not yet counted."""
@@ -266,8 +267,8 @@ class Engine:
 
     def _take(self, index: int, flag: int, now: float) -> bool:
         """The source port takes ARG1 bytes from the stamp source into the slot: the words
-        it offers from now on, one a STAMP_EVERY cycles; those it offered since the last
-        take are refused. Done at once, as every command here (the gateware takes a word
+        it offers from now on, one a STAMP_EVERY cycles, numbered from its restart; those
+        it offered since the last take are refused. Done at once, as every command here (the gateware takes a word
         an offer, and with STAMP_EVERY 0 waits for ever: here it takes nothing)."""
         g, length, every = self.geometry, self.value("ARG1"), self.value("STAMP_EVERY")
         if not g.take or index >= g.tx_slots or length > g.slot_bytes:
@@ -280,7 +281,8 @@ class Engine:
             self.counts["SOURCE_TAKEN"] += words
             self.stamp_next = first + words * every
             at = index * g.slot_bytes
-            self.tx_memory[at:at + length] = stamps(first, every, words * beat, beat)[:length]
+            number = (first - self.stamp_start) // every
+            self.tx_memory[at:at + length] = stamps(number, 1, words * beat, beat)[:length]
         if not flag:
             self._event(Event.TAKEN, index, 0)
         return True

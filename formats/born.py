@@ -1,0 +1,36 @@
+"""Buffers the data path makes where the packets leave: data born on the board.
+
+A transfer's source hands the endpoint one of these instead of bytes, and no byte of it
+crosses the host: a board's pattern source makes a :class:`PatternBuffer` (FILL), its
+source port takes a :class:`TakenBuffer` from whatever feeds it (TAKE); the software
+data path makes the pattern in C and has no source port.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class PatternBuffer:
+    """The test pattern (formats/pattern.py) of buffer ``key``, the buffer's index in the
+    transfer: ``length`` bytes of it."""
+
+    key: int
+    length: int
+
+    def __len__(self) -> int:
+        return self.length
+
+
+@dataclass(frozen=True, slots=True)
+class TakenBuffer:
+    """The next ``length`` bytes the board's source port takes from its source."""
+
+    length: int
+
+    def __len__(self) -> int:
+        return self.length
+
+
+BornBuffer = PatternBuffer | TakenBuffer
