@@ -14,10 +14,11 @@ caught by NETBLT's checksums); at 42 and 45 it took every one.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from amaranth.hdl import Elaboratable, Module, Signal
-from amaranth.lib import io
+from amaranth.lib import io, stream, wiring
 from amaranth_boards.colorlight_5a75b_r7_0 import Colorlight_5A75B_R70Platform
 from amaranth_boards.versa_ecp5 import VersaECP5Platform
 
@@ -131,13 +132,16 @@ def dram_pins(m: Module, platform, board: Board, dram: dict, oscillator) -> tupl
 
 class BoardTop(Elaboratable):
     """A NetbltNode on ``board``'s pins; with ``dram`` (the description of a LiteDRAM
-    core with the board's PHY, hw/litedram_core.py) its slots are in the board's DRAM."""
+    core with the board's PHY, hw/litedram_core.py) its slots are in the board's DRAM.
+    ``source``, if given, makes the source port's feed from the module and the platform
+    (a user's digitizer on the board's pins; docs/source-port.md); else the built-in
+    stamp source feeds it."""
 
     def __init__(self, board: Board, ip_address: str = IP_ADDRESS, link_port: int = LINK_PORT,
                  mac_address: str = MAC_ADDRESS, netmask: str = NETMASK, gateway: str = GATEWAY,
-                 dram: dict | None = None) -> None:
+                 dram: dict | None = None, source: Callable[[Module, object], stream.Interface] | None = None) -> None:
         self.board, self.ip_address, self.link_port, self.mac_address = board, ip_address, link_port, mac_address
-        self.netmask, self.gateway, self.dram = netmask, gateway, dram
+        self.netmask, self.gateway, self.dram, self.source = netmask, gateway, dram, source
 
     def elaborate(self, platform) -> Module:
         board = self.board.built("block" if self.dram is None else "dram")
@@ -153,7 +157,11 @@ class BoardTop(Elaboratable):
         rgmii = platform.request("eth_rgmii", 0, dir={name: "-" for name in RGMII_DATA_PINS})
         m.submodules.node = node = NetbltNode(config, "rgmii", rgmii, self.ip_address, self.link_port,
                                               self.mac_address, board.number, self.netmask, self.gateway,
-                                              board.link_intake_words, board_dram)
+                                              board.link_intake_words, board_dram, self.source is not None)
+        if self.source is not None:
+            if not config.take:
+                raise ValueError(f"{board.name}'s build has no source port (formats/boards.py: take=False)")
+            wiring.connect(m, self.source(m, platform), node.source)
         m.submodules.mdio = mdio = MdioLinkMonitor(board.phy_address, reset_cycles=config.clock_hz // 100)
         m.d.comb += node.link_up.eq(mdio.link)
         m.d.comb += [rgmii.rst.o.eq(mdio.phy_reset), rgmii.mdc.o.eq(mdio.mdc),

@@ -50,8 +50,9 @@ The block-RAM builds keep the default router, with which their seeds were chosen
 
 
 def build(board: Board, mac: str, ip: str, link_port: int, build_dir: Path, netmask: str = NETMASK,
-          gateway: str = GATEWAY, slots: str = "block") -> tuple[NextpnrReport, int]:
-    """The bitstream, its report and the placement seed that made it.
+          gateway: str = GATEWAY, slots: str = "block", source=None) -> tuple[NextpnrReport, int]:
+    """The bitstream, its report and the placement seed that made it; ``source`` feeds the
+    source port in place of the built-in stamps (BoardTop's, hw/example_digitizer.py).
 
     Synthesis runs once; place and route tries the board's seeds for ``slots`` in turn and
     keeps the first whose every clock meets its constraint (or the last). Every input is
@@ -72,7 +73,7 @@ def build(board: Board, mac: str, ip: str, link_port: int, build_dir: Path, netm
     os.environ.update(tools_environment())
     # No source locations in the netlist: they hold this checkout's path, and the
     # placement should not depend on where the project was checked out.
-    platform.build(BoardTop(board, ip, link_port, mac, netmask, gateway, dram), name=NAME, build_dir=str(build_dir), do_program=False,
+    platform.build(BoardTop(board, ip, link_port, mac, netmask, gateway, dram, source), name=NAME, build_dir=str(build_dir), do_program=False,
                    emit_src=False, add_preferences=(CONSTRAINTS / f"{board.name}.lpf").read_text(),
                    nextpnr_opts=" ".join([f"--seed {seeds[0]} --report {NAME}-report.json --timing-allow-fail",
                                           *([ROUTER2] if dram else [])]))

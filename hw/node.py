@@ -11,7 +11,7 @@ from __future__ import annotations
 import ipaddress
 
 from amaranth.hdl import Cat, Module
-from amaranth.lib import wiring
+from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from ..formats.host_link import LINK_PORT
@@ -19,6 +19,7 @@ from ..gateware.config import EngineConfig
 from ..gateware.engine import Engine
 from ..gateware.host_link import INTAKE_WORDS, HostLink
 from ..gateware.link_executor import DOWNLOAD_QUEUE, STAGED_DOWNLOAD_QUEUE, BoardIdentity
+from ..gateware.source_port import source_word
 from ..gateware.stream_buffer import StreamBuffer
 from ..gateware.streams import ip_payload
 from .litedram import RECEIVE_PORT, TRANSMIT_PORT, BoardDram, LiteDram
@@ -35,19 +36,25 @@ class NetbltNode(wiring.Component):
     ``intake_words`` is the host link's request buffer (a 9000-byte datagram's payload is 2243 words).
     With the configuration's slots in DRAM, ``dram_ready`` rises when the core's init
     sequence has run (the engine's STATE shows it too); ``board_dram`` is what a core
-    with the board's PHY is wired to (hw/litedram.py)."""
+    with the board's PHY is wired to (hw/litedram.py). The engine's source port (TAKE) is
+    fed by its built-in stamp source, or with ``external_source`` from ``source``, which
+    the caller drives (docs/source-port.md)."""
 
     def __init__(self, config: EngineConfig | None = None, phy: str = "gmii", rgmii=None,
                  ip_address: str = IP_ADDRESS, link_port: int = LINK_PORT, mac_address: str = MAC_ADDRESS,
                  board: int = 0, netmask: str = NETMASK, gateway: str = GATEWAY,
-                 intake_words: int = INTAKE_WORDS, board_dram: BoardDram | None = None) -> None:
+                 intake_words: int = INTAKE_WORDS, board_dram: BoardDram | None = None,
+                 external_source: bool = False) -> None:
         self.config, self.board_dram = config or EngineConfig(), board_dram
         self.ethernet = LiteEthCore(phy, rgmii)
         self.identity = BoardIdentity(int(ipaddress.IPv4Address(ip_address)), parse_mac(mac_address), board,
                                       int(ipaddress.IPv4Address(netmask)), int(ipaddress.IPv4Address(gateway)),
                                       self.config.clock_hz)
         self.link_port, self.intake_words = link_port, intake_words
+        self.external_source = external_source and self.config.take
         members = {"activity": Out(1), "link_up": In(1, init=1)}
+        if self.external_source:
+            members["source"] = In(stream.Signature(source_word(self.config.data_width)))
         if phy == "gmii":
             members["gmii"] = Out(wiring.Signature(GMII))
         if self.config.dram:
@@ -57,7 +64,9 @@ class NetbltNode(wiring.Component):
     def elaborate(self, platform) -> Module:
         m = Module()
         m.submodules.engine = engine = Engine(self.config)
-        if self.config.take:  # the built-in stamps feed the source port: a user's source goes here instead
+        if self.external_source:
+            wiring.connect(m, wiring.flipped(self.source), engine.source)
+        elif self.config.take:
             wiring.connect(m, engine.stamps, engine.source)
         queue = STAGED_DOWNLOAD_QUEUE if self.config.dram else DOWNLOAD_QUEUE
         m.submodules.link = link = HostLink(self.identity, self.link_port, self.intake_words, queue)

@@ -12,6 +12,7 @@ from netblt.formats.registers import ADDRESS, COMMAND_WORD, CONNECTION_FLAGS, EV
 from netblt.gateware.config import EngineConfig
 from netblt.gateware.engine import Engine
 from netblt.gateware.source_port import StampSource
+from netblt.hw.example_digitizer import FramedRamp
 
 HEADER = 24
 """NETBLT's DATA header, before the data (native IP: the payload is the packet)."""
@@ -146,3 +147,21 @@ def test_the_stamp_source_numbers_its_words_from_each_restart_every_n_cycles():
     sim.add_testbench(bench)
     sim.run()
     assert seen == [[(c, c // 3) for c in range(0, 20, 3)], [(c, c // 2) for c in range(0, 7, 2)], []]
+
+
+def test_the_example_digitizer_packs_two_samples_a_word_and_marks_its_frames():
+    """hw/example_digitizer.py, the docs' example of a user's source (docs/source-port.md)."""
+    dut = FramedRamp(every=3, frame_words=4)
+    words = []
+
+    async def bench(ctx):
+        for _ in range(3 * 2 * 9 + 1):
+            if ctx.get(dut.source.valid):
+                words.append((ctx.get(dut.source.payload.data), ctx.get(dut.source.payload.last)))
+            await ctx.tick()
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.run()
+    assert words == [((2 * n + 1) << 16 | 2 * n, int(n % 4 == 3)) for n in range(9)]
