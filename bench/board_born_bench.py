@@ -10,8 +10,13 @@ the board's functional model (``netblt sim-board --model``) to ``netblt recv`` o
 2. A long path: the same on the Versa's DRAM geometry through the model's own WAN of
    100 ms round trip and 0.1% loss each way, at a pace the model keeps up with on this
    machine, its goodput against that pace.
+3. A source that cannot wait, faster than that path: ``--source stamps`` offering more
+   than the pace, so the source port refuses words while no slot is free; the words it
+   took against those that arrived, and the words the stamps' numbers show missing
+   against those the board counted refused.
 
-Every run is checked byte for byte by the receiver (the pattern). Medians of ``--runs``.
+Every run is checked by the receiver (the pattern byte for byte; the stamps' numbers).
+Medians of ``--runs``.
 The figures are a 2-core machine's: the model, the host and the receiver share it.
 """
 
@@ -57,14 +62,16 @@ class Run:
     """Of the pace the sender set: data delivered over the transfer's time."""
 
 
-def send_pattern(out: Path, size: int, model_args: list[str], send_args: list[str]) -> Run:
-    """One board-born transfer through a fresh model; SystemExit if it fails."""
+def send_born(out: Path, size: int, model_args: list[str], send_args: list[str],
+              source: str = "pattern") -> tuple[dict, dict, float]:
+    """One board-born transfer through a fresh model: the sender's and receiver's reports
+    and the model's CPU seconds; SystemExit if it fails."""
     model = Model(*model_args)
     out.mkdir()
     try:
         port = free_port()
         recv = started(NETBLT + ["recv", "--listen", f"127.0.0.1:{port}", "--out", str(out), "--json"], out)
-        sender = subprocess.run(NETBLT + ["send", "--source", "pattern", "--size", str(size), f"127.0.0.1:{port}",
+        sender = subprocess.run(NETBLT + ["send", "--source", source, "--size", str(size), f"127.0.0.1:{port}",
                                           "--json", "--board", f"127.0.0.1:{model.link}", "--local-port",
                                           str(model.netblt), *send_args], capture_output=True, text=True, timeout=3600)
         received, _ = recv.communicate(timeout=300)
@@ -72,8 +79,13 @@ def send_pattern(out: Path, size: int, model_args: list[str], send_args: list[st
     finally:
         model.close()
     host, peer = report(sender.stdout), report(received)
-    if not (host["ok"] and peer["ok"] and peer["data"] == "pattern" and peer["bytes"] == size):
+    if not (host["ok"] and peer["ok"] and peer["data"] == source and peer["bytes"] == size):
         raise SystemExit(f"netblt bench-board-born: a transfer failed: {host['reason']} / {peer['reason']}")
+    return host, peer, model_cpu
+
+
+def send_pattern(out: Path, size: int, model_args: list[str], send_args: list[str]) -> Run:
+    host, peer, model_cpu = send_born(out, size, model_args, send_args)
     per_gb = 1e9 / size
     buffers = -(-size // host["buffer_size"])
     pace = host["burst_size"] * host["packet_size"] * 8 / (host["burst_interval_ms"] / 1000)
@@ -108,8 +120,35 @@ def main(argv: list[str] | None = None) -> int:
                 console.print(f"[dim]{name}: run {attempt + 1} of {args.runs} ...[/]")
                 runs.append(send_pattern(Path(directory) / f"out{number}-{attempt}", args.size, model_args, send_args))
             results[name] = median_run(runs)
+        console.print("[dim]stamps faster than the long path ...[/]")
+        stamps = send_stamps(Path(directory) / "stamps", args, versa_model + LONG_PATH, versa_send)
     print_table(console, results, args)
+    print_stamps(console, stamps)
     return 0
+
+
+def send_stamps(out: Path, args: argparse.Namespace, model_args: list[str], send_args: list[str]) -> dict:
+    """Stamps offered at twice the pace through the long path: what the board took and
+    refused, what arrived, and what the stamps' numbers show missing."""
+    rate = args.long_path_rate
+    host, peer, _ = send_born(out, args.size, model_args, send_args + ["--rate", str(int(rate)), "--stamp-rate",
+                                                                       str(int(2 * rate))], source="stamps")
+    data = (out / "stamps").read_bytes()
+    last = int.from_bytes(data[-4:], "little")
+    return {"stamp rate": 2 * rate, "taken (board)": host["source_taken"], "arrived": len(data) // 4,
+            "refused (board, to the end)": host["source_refused"], "missing (receiver)": peer["stamps_missing"],
+            "offered up to the last that arrived, less those that arrived": last + 1 - len(data) // 4,
+            "seconds": host["seconds"]}
+
+
+def print_stamps(console: Console, stamps: dict) -> None:
+    table = Table(title=f"The stamp source at {stamps['stamp rate'] / 1e6:g} Mb/s through the long path: words")
+    for column in stamps:
+        if column != "stamp rate":
+            table.add_column(column, justify="right")
+    table.add_row(*(f"{v:,}" if isinstance(v, int) else f"{v:.1f}" for k, v in stamps.items() if k != "stamp rate"))
+    console.print(table)
+    console.print(json.dumps(stamps))
 
 
 def print_table(console: Console, results: dict[str, Run], args: argparse.Namespace) -> None:

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 from ..formats import host_link as F
 from ..formats.dram_csr import DramPhy
 from ..formats.drops import Drop
-from ..formats.born import BornBuffer, PatternBuffer, TakenBuffer
+from ..formats.born import BornBuffer, CheckedBuffer, PatternBuffer, TakenBuffer
 from ..formats.registers import (
     ADDRESS, COMMAND_WORD, CONNECTION_FLAGS, DRAM_LEVELS_WORD, ENGINE_STATE, EVENT_WORD, GEOMETRY_WORD,
     RECEIVED_FLAGS, Command, Event, PacingMode,
@@ -117,6 +117,8 @@ class Geometry:
     """FILL runs: the board makes the test pattern itself."""
     take: bool = False
     """TAKE runs: the board's source port fills slots from its source."""
+    check: bool = False
+    """CHECK runs: the board checks a receive slot against the test pattern."""
 
     @classmethod
     def read(cls, values: dict[str, int]) -> Geometry:
@@ -130,7 +132,7 @@ class Geometry:
         return cls(tx_slots=g["tx_slots"], rx_slots=g["rx_slots"], slot_bytes=values["SLOT_BYTES"],
                    max_packets=1 << g["log2_max_packets"], beat_bytes=g["data_width"] // 8,
                    clock_hz=values["CLOCK_HZ"], address=str(ipaddress.IPv4Address(values["IP_ADDRESS"])),
-                   fill=bool(g["fill"]), take=bool(g["take"]))
+                   fill=bool(g["fill"]), take=bool(g["take"]), check=bool(g["check"]))
 
 
 @dataclass
@@ -139,7 +141,9 @@ class Slot:
     size: int = 0
     capacity: int = 0
     sent: bool = False
-    data: bytes | None = None
+    data: bytes | CheckedBuffer | None = None
+    checking: ev.FirstPass | None | bool = False
+    """Being checked on the board (CHECK): the first pass to report once it is, if any."""
     queried: bool = False
     """Its missing packets were asked for: resends came, so its arrivals are no first pass."""
     posted: list[Request | Part] = field(default_factory=list)
@@ -164,8 +168,11 @@ class BoardDataPath:
     name = "board"
 
     def __init__(self, link: BoardLink, *, local_port: int, kind: Kind = "udp", peer: Address | None = None,
-                 notice: Callable[[str], None] = lambda text: None) -> None:
+                 notice: Callable[[str], None] = lambda text: None, check_on_board: bool = False) -> None:
         self.link, self.kind, self.notice = link, kind, notice
+        self.check_on_board = check_on_board
+        """Receiving: the board checks each buffer against the test pattern (CHECK) and
+        hands on a :class:`CheckedBuffer`; the bytes never cross the host link."""
         # The peer's NETBLT port is its UDP port, or natively on IP a header field only.
         address = (_checked_ipv4(peer[0]), peer[1] if kind == "udp" else 0) if peer else None
         self.control = ControlCodec(local_port, peer[1] if peer else 0, address)
@@ -351,9 +358,9 @@ class BoardDataPath:
             self.queries.setdefault(index, []).append((number, []))
             self._receive_command(Command.QUERY_MISSING, index, self.rx[index].capacity)
 
-    def take(self, number: int) -> memoryview:
+    def take(self, number: int) -> memoryview | CheckedBuffer:
         slot = self.rx[self._slot_of(self.rx, number)]
-        return memoryview(slot.data)[:slot.size]
+        return slot.data if isinstance(slot.data, CheckedBuffer) else memoryview(slot.data)[:slot.size]
 
     # -- the run loop's calls ---------------------------------------------------------------------
 
@@ -583,6 +590,9 @@ class BoardDataPath:
         if slot is None:
             self.dropped["board events for a released slot"] += 1
             return
+        if kind == Event.CHECKED:
+            self._checked(slot, event["value"])
+            return
         if kind == Event.RECEIVED:
             flags = RECEIVED_FLAGS.unpack(event["flags"])
             if flags["first"]:
@@ -598,7 +608,7 @@ class BoardDataPath:
         RECEIVED event can come after a query's answer found the buffer whole, the engine
         took it and the slot went to the next buffer, which is not whole (its download
         delivered as that buffer failed a transfer's SHA-256 check in CI)."""
-        if slot.data is not None:
+        if slot.data is not None or slot.checking is not False:
             self.dropped["board completions of a buffer already delivered"] += 1
             return
         size = self._buffer_bytes(slot.buffer, last, count)
@@ -607,16 +617,33 @@ class BoardDataPath:
         reads = [_write("STATUS_SLOT", index), _read("SLOT_STATE"), _read("RX_HIGH_ACK")]
         if not slot.queried:
             reads += [_read("SLOT_RECEIVED"), _read("SLOT_FIRST_AT"), _read("SLOT_LAST_AT")]
-        first = Request(F.Type.REGISTERS, F.encode_operations(reads))
-        data = self.link.download(index * self.geometry.slot_bytes // 4, size, first=first)
-        state, high_ack, *timing = [op.value for op in F.decode_operations(first.reply[1])
-                                    if op.opcode & ~F.DONE == F.Opcode.READ]
+        if self.check_on_board:
+            data, values = None, self._operations(reads, wait=True, urgent=True)
+        else:
+            first = Request(F.Type.REGISTERS, F.encode_operations(reads))
+            data = self.link.download(index * self.geometry.slot_bytes // 4, size, first=first)
+            values = [op.value for op in F.decode_operations(first.reply[1]) if op.opcode & ~F.DONE == F.Opcode.READ]
+        state, high_ack, *timing = values
         self._note_high_ack(high_ack)
         if not _whole(state):
             self.dropped["board completions for a slot given to its next buffer since"] += 1
             return
-        slot.size, slot.data = size, data
+        slot.size = size
+        if self.check_on_board:  # the engine hears of it once the board has checked it
+            slot.checking = self._first_pass(timing)
+            self._receive_command(Command.CHECK, index, slot.buffer - 1, size)
+            return
+        slot.data = data
         self.events.append(ev.BufferComplete(slot.buffer, size, self._first_pass(timing)))
+
+    def _checked(self, slot: Slot, mismatched_beats: int) -> None:
+        """The board's check of a buffer is done: the engine hears the buffer is in."""
+        if slot.checking is False:
+            self.dropped["board pattern checks never asked for"] += 1
+            return
+        slot.data = CheckedBuffer(slot.size, mismatched_beats)
+        first_pass, slot.checking = slot.checking, False
+        self.events.append(ev.BufferComplete(slot.buffer, slot.size, first_pass))
 
     def _missing(self, kind: Event, index: int, value: int) -> None:
         """A query's answer, for the buffer it was asked about: one that was delivered and
@@ -674,12 +701,12 @@ class BoardDataPath:
     def _slot_of(slots: dict[int, Slot], number: int) -> int | None:
         return next((i for i, slot in slots.items() if slot.buffer == number), None)
 
-    def _receive_command(self, op: Command, index: int, arg0: int = 0) -> list[Request | Part]:
+    def _receive_command(self, op: Command, index: int, arg0: int = 0, arg1: int = 0) -> list[Request | Part]:
         """A command on a receive slot, urgent: they follow no data, and a POST queued
         behind the last buffer's downloads reached the board after the peer, told GO by an
         urgent control packet, had sent the buffer (its DATA was dropped as unposted). A
         SEND instead keeps its place behind the upload it follows."""
-        return self._submit(_command(op, index, arg0), urgent=True)
+        return self._submit(_command(op, index, arg0, arg1), urgent=True)
 
     def _set(self, **registers: int) -> None:
         self._operations([_write(name, value) for name, value in registers.items()], urgent=True)

@@ -3,7 +3,8 @@
 A transfer's source hands the endpoint one of these instead of bytes, and no byte of it
 crosses the host: a board's pattern source makes a :class:`PatternBuffer` (FILL), its
 source port takes a :class:`TakenBuffer` from whatever feeds it (TAKE); the software
-data path makes the pattern in C and has no source port.
+data path makes the pattern in C and has no source port. At the far end a receiving
+board may check the pattern itself and hand on a :class:`CheckedBuffer` (CHECK).
 """
 
 from __future__ import annotations
@@ -34,3 +35,16 @@ class TakenBuffer:
 
 
 BornBuffer = PatternBuffer | TakenBuffer
+
+
+@dataclass(frozen=True, slots=True)
+class CheckedBuffer:
+    """What a receiving board hands on in place of a buffer's bytes when it checks them
+    against the test pattern itself (CHECK): how many of the ``length`` bytes' beats
+    differed (saturated at 65,535). The bytes never cross the host."""
+
+    length: int
+    mismatched_beats: int
+
+    def __len__(self) -> int:
+        return self.length

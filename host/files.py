@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..driver.pattern import first_difference, pattern
-from ..formats.born import PatternBuffer, TakenBuffer
+from ..formats.born import CheckedBuffer, PatternBuffer, TakenBuffer
 from .announce import PATTERN, STAMPS, Announcement
 
 CHUNK = 1 << 20
@@ -611,6 +611,60 @@ class FileSink:
         if getattr(self, "dir_fd", -1) >= 0:
             os.close(self.dir_fd)
             self.dir_fd = -1
+
+
+class BoardVerdict:
+    """A receiving board's checks of the test pattern, buffer by buffer (CHECK), in place of
+    a verifier of bytes: the bytes never reach this host."""
+
+    born = None
+
+    def __init__(self, expect: Expectation, buffer_size: int) -> None:
+        self.expect, self.buffer_size = expect, buffer_size
+        self.length = 0
+        self.mismatched_beats = 0
+        self.first_wrong: int | None = None
+        """The index of the first buffer with a beat that was not the pattern."""
+
+    def add(self, offset: int, checked: CheckedBuffer) -> None:
+        self.length += checked.length
+        self.mismatched_beats += checked.mismatched_beats
+        if checked.mismatched_beats and (self.first_wrong is None or offset // self.buffer_size < self.first_wrong):
+            self.first_wrong = offset // self.buffer_size
+
+    def problem(self) -> str | None:
+        if self.length != self.expect.announced.size:
+            return f"size mismatch: the sender announced {self.expect.announced.size} bytes, received {self.length}"
+        if self.first_wrong is not None:
+            return (f"the board found {self.mismatched_beats} beats that are not the test pattern, the first in "
+                    f"buffer {self.first_wrong}")
+        return None
+
+
+class BoardCheckSink:
+    """The test pattern, checked where it arrived, by the receiving board: nothing is
+    written here (docs/source-port.md)."""
+
+    shown = "(checked on the board)"
+
+    def __init__(self, expect: Expectation, buffer_size: int) -> None:
+        self.expect = expect
+        self.verifier = BoardVerdict(expect, buffer_size)
+        self.resumed_bytes, self.held, self.total_buffers = 0, frozenset(), None
+        self.verdict: str | None = None
+
+    def write(self, offset: int, data: CheckedBuffer) -> None:
+        self.verifier.add(offset, data)
+
+    def problem(self) -> str | None:
+        self.verdict = self.verifier.problem()
+        return self.verdict
+
+    def commit(self) -> Path:
+        return Path(self.shown)
+
+    def keep_or_discard(self) -> str | None:
+        return None
 
 
 class StdoutSink:

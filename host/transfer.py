@@ -32,8 +32,8 @@ from ..protocol.endpoint import Admission, DataPathError, Endpoint
 from ..protocol.params import Params, Timing
 from . import announce
 from .auth import Secret
-from .files import (Expectation, FileError, FileSink, FileSource, PatternData, PortData, StampCheck, StdoutSink,
-                    StreamSource, name_problem)
+from .files import (BoardCheckSink, Expectation, FileError, FileSink, FileSource, PatternData, PortData, StampCheck,
+                    StdoutSink, StreamSource, name_problem)
 
 SILENCE_WARNING = 5.0
 """Seconds of silence from the peer before the user hears about it."""
@@ -91,6 +91,8 @@ class Options:
     """The largest IP datagram between this host and its board."""
     stamp_rate: float = 100e6
     """Bits a second the board's stamp source offers (``--source stamps``)."""
+    check_on_board: bool = False
+    """Receiving on a board: it checks the test pattern itself and nothing is kept (``--sink check``)."""
 
 
 @dataclass
@@ -165,9 +167,12 @@ def data_path(options: Options, feedback: Feedback, *, peer: Address | None = No
     """The data path the options name, with its socket or board session, closed after."""
     if options.board is not None:
         port = listen[1] if listen else options.local_port or DEFAULT_PORT
-        dp = BoardDataPath.open(options.board, mtu=options.link_mtu, local_port=port,
-                                kind=options.kind, peer=peer, notice=feedback.status)
+        dp = BoardDataPath.open(options.board, mtu=options.link_mtu, local_port=port, kind=options.kind, peer=peer,
+                                notice=feedback.status, check_on_board=options.check_on_board)
         try:
+            if options.check_on_board and not dp.geometry.check:
+                raise TransferError(f"board {show(options.board)} has no pattern checker: its bitstream was built "
+                                    f"without one")
             if listen and listen[0] and not host_address(listen).is_unspecified and \
                     host_address(listen) != host_address((dp.geometry.address, 0)):
                 raise TransferError(f"the board's address is {dp.geometry.address}, not {listen[0]}")
@@ -434,6 +439,8 @@ class Output:
     directory: Path | None = None
     file: Path | None = None
     stdout: bool = False
+    board_check: bool = False
+    """Nothing kept: the receiving board checks the test pattern (``--sink check``)."""
 
     @classmethod
     def parse(cls, text: str | None, force: bool = False) -> Output:
@@ -461,6 +468,8 @@ class Output:
         return self
 
     def __str__(self) -> str:
+        if self.board_check:
+            return "nowhere: the board checks the test pattern"
         return "standard output" if self.stdout else str(self.file or self.directory)
 
 
@@ -487,7 +496,7 @@ class Reception:
                  session: str | None, finished: deque[tuple[Address, int]]) -> None:
         self.output, self.gate, self.feedback, self.force = output, gate, feedback, force
         self.session, self.finished = session, finished
-        self.sink: FileSink | StdoutSink | None = None
+        self.sink: FileSink | StdoutSink | BoardCheckSink | None = None
         self.announced: announce.Announcement | None = None
 
     def admit(self, request: ev.Admit) -> Admission:
@@ -524,8 +533,12 @@ class Reception:
         secret = self.gate.secret
         seal = (lambda digest: secret.seal(request.uid, digest)) if secret else None
         expect = Expectation(announced, seal)
+        if self.output.board_check and not announced.pattern:
+            return "this receiver's board checks the test pattern and keeps nothing: send --source pattern"
         try:
-            if self.output.stdout:
+            if self.output.board_check:
+                self.sink = BoardCheckSink(expect, request.params.buffer_size)
+            elif self.output.stdout:
                 self.sink = StdoutSink(1, expect, request.params.buffer_size)
             else:
                 if self.output.file is not None and announced.count > 1:

@@ -247,6 +247,45 @@ def test_a_board_without_a_pattern_source_or_source_port_says_so(source, message
     assert f"board {board.link_address} {message}" in done.stderr
 
 
+def checking(board: SimBoard) -> subprocess.Popen:
+    """``netblt recv --board --sink check --json``, once it waits for a sender."""
+    recv = spawn(["recv", "--board", board.link_address, "--listen", f":{board.netblt}", "--sink", "check", "--json"],
+                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    said = ""
+    while "waiting for a sender" not in (line := recv.stderr.readline()):
+        said += line
+        assert line, said
+    return recv
+
+
+def test_a_receiving_board_finds_a_wrong_byte_in_the_pattern(model, monkeypatch, capsys):
+    """The sender makes buffer 2 with one byte wrong: the receiving board's CHECK counts
+    its beat, and the transfer fails at its end with the buffer named."""
+    def made(key: int, length: int) -> bytearray:
+        data = pattern(key, length)
+        if key == 2:
+            data[100] ^= 1
+        return data
+    monkeypatch.setattr(core, "pattern", made)
+    recv = checking(model)
+    code = main(["send", "--source", "pattern", "--size", "100000", "--buffer-size", "16K",
+                 f"127.0.0.1:{model.netblt}"])
+    (receiver,), _ = finish(recv)
+    why = "the board found 1 beats that are not the test pattern, the first in buffer 2"
+    assert code == 1 and not receiver["ok"] and receiver["reason"] == why
+    assert why in capsys.readouterr().err
+
+
+def test_a_checking_board_refuses_a_file(model, tmp_path):
+    recv = checking(model)
+    (tmp_path / "f").write_bytes(b"x" * 1000)
+    done = send(str(tmp_path / "f"), f"127.0.0.1:{model.netblt}", timeout=60)
+    recv.terminate()  # it ends its session with the board
+    recv.communicate(timeout=60)
+    assert done.returncode == 1
+    assert "this receiver's board checks the test pattern and keeps nothing: send --source pattern" in done.stderr
+
+
 def test_the_software_path_has_no_source_port():
     done = send("--source", "port", "--size", "1M", "127.0.0.1:9", timeout=60)
     assert done.returncode == 1

@@ -521,6 +521,24 @@ def test_a_board_sends_data_born_on_it_through_loss_reordering_and_duplication(b
         pattern_bytes(k, min(16384, size - 16384 * k)) for k in range(math.ceil(size / 16384)))
 
 
+def test_a_receiving_board_checks_the_pattern_itself_through_loss(board, tmp_path):
+    """``recv --board --sink check``: the board CHECKs each buffer where it arrived, and
+    only the verdict (beats that differ) reaches its host, which keeps nothing."""
+    size = SIZE if board.backend == "rtl" else 25 * SIZE
+    recv = spawn(["recv", "--board", board.link_address, "--listen", f":{board.netblt}", "--sink", "check",
+                  "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    waiting_for_a_sender(recv, board, board.link_address)
+    peer = f"{board.host}:{relay(board.netblt_address, '5%', 3, host=board.host)}"
+    done = send("--source", "pattern", "--size", str(size), "--buffer-size", "16K", peer, "--json", timeout=240)
+    stdout, err = recv.communicate(timeout=60)
+    assert done.returncode == 0, f"sender: {done.stderr}\nreceiving board's host: {err}{stdout}"
+    receiver = reports(stdout)[0]
+    assert receiver["ok"] and receiver["data"] == "pattern" and receiver["bytes"] == size
+    assert receiver["path"] == "(checked on the board)" and receiver["packets_lost"] > 0
+    assert receiver["host_link_bytes"] < size / (1 if board.backend == "rtl" else 10)  # no download
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_board_sends_its_stamp_source_and_counts_every_word_it_refused(board, tmp_path):
     """``send --source stamps``: the built-in stamp source feeds the source port faster
     than two slots carry; each TAKE writes consecutive words, and the words refused show
