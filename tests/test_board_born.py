@@ -5,14 +5,17 @@ transfer through the board's design under Verilator is in tests/test_board_confo
 
 import json
 import math
+from dataclasses import replace
 import os
 import subprocess
 
 import pytest
 from clitools import NETBLT, SimBoard, finish, free_port, reports, send, spawn, start_recv
+from link_board import ServedBoard
 from hypothesis import given, settings, strategies as st
 
 from netblt.driver import core
+from netblt.formats.boards import SIMULATION
 from netblt.formats.born import PatternBuffer
 from netblt.driver.pattern import fastpath, first_difference, pattern
 from netblt.formats.pattern import pattern_bytes
@@ -232,19 +235,20 @@ def test_a_board_sends_its_stamp_source_through_its_source_port_and_every_word_i
     assert numbers[-1] + 1 - len(numbers) == receiver["stamps_missing"]
 
 
-@pytest.mark.parametrize("source, message", [
-    ("pattern", "has no pattern source: its bitstream was built without one"),
-    ("stamps", "has no source port: its bitstream was built without one"),
+@pytest.mark.parametrize("args, message", [
+    (["send", "--source", "pattern", "--size", "1M", "127.0.0.1:9"], "has no pattern source"),
+    (["send", "--source", "stamps", "--size", "1M", "127.0.0.1:9"], "has no source port"),
+    (["recv", "--sink", "check", "--listen", ":0"], "has no pattern checker"),
 ])
-def test_a_board_without_a_pattern_source_or_source_port_says_so(source, message):
-    """The Colorlight's block-RAM build has neither (GEOMETRY says so)."""
-    board = SimBoard("--model", "--board", "colorlight_5a75b")
+def test_a_board_without_a_pattern_source_port_or_checker_says_so(args, message, capsys):
+    """A build without them (GEOMETRY says so): one line, before any peer is reached."""
+    board = ServedBoard(replace(SIMULATION, fill=False, check=False, take=False))
     try:
-        done = send("--source", source, "--size", "1M", "127.0.0.1:9", "--board", board.link_address, timeout=60)
+        code = main([*args, "--board", board.address])
     finally:
         board.close()
-    assert done.returncode == 1 and "Traceback" not in done.stderr
-    assert f"board {board.link_address} {message}" in done.stderr
+    err = capsys.readouterr().err
+    assert code == 1 and f"board {board.address} {message}: its bitstream was built without one" in err, err
 
 
 def checking(board: SimBoard) -> subprocess.Popen:
