@@ -3,6 +3,7 @@ a WAN of a given round trip and loss, measured at the board's wire.
 
     python -m netblt.bench.long_path_bench                  (make bench-long-path)
     python -m netblt.bench.long_path_bench --rtt 600ms --size 128M
+    python -m netblt.bench.long_path_bench --source pattern --size 16M   (data born on the board)
 
 The board (the Versa's design, its slots in DRAM on LiteDRAM's model) and the WAN run
 in simulated time; the board's host and its software peer, the real ``netblt send
@@ -176,13 +177,16 @@ def start_board(args: argparse.Namespace, pcap: Path) -> tuple[subprocess.Popen,
 
 
 def transfer(args: argparse.Namespace, tmp: Path, link: int, port: int, death: int, slower: float) -> dict:
-    """The board sends ``args.size`` random bytes to ``netblt recv``: the sender's
-    report, once the copy is checked byte for byte."""
+    """The board sends ``args.size`` random bytes (or, ``--source pattern``, the test
+    pattern its pattern source makes) to ``netblt recv``: the sender's report, once the
+    copy is checked byte for byte."""
     source, out = tmp / "data.bin", tmp / "out"
     out.mkdir()
-    with source.open("wb") as f:
-        for _ in range(0, args.size, 1 << 20):
-            f.write(os.urandom(min(1 << 20, args.size - f.tell())))
+    born = args.source == "pattern"
+    if not born:
+        with source.open("wb") as f:
+            for _ in range(0, args.size, 1 << 20):
+                f.write(os.urandom(min(1 << 20, args.size - f.tell())))
     options = ["--buffers", str(args.buffers), "--death-timer", str(death), "--json"]
     recv_port, recv_log = free_port(), tmp / "recv.log"
     # The receiver's messages to a file: over hours its warnings would fill a pipe.
@@ -194,11 +198,13 @@ def transfer(args: argparse.Namespace, tmp: Path, link: int, port: int, death: i
             raise SystemExit(f"netblt bench-long-path: netblt recv did not start: {recv_log.read_text()}")
         time.sleep(0.1)
     options.append("-q")
-    send = subprocess.Popen(NETBLT + ["send", str(source), f"127.0.0.1:{recv_port}", "--board", f"127.0.0.1:{link}",
+    what = ["--source", "pattern", "--size", str(args.size)] if born else [str(source)]
+    send = subprocess.Popen(NETBLT + ["send", *what, f"127.0.0.1:{recv_port}", "--board", f"127.0.0.1:{link}",
                                       "--local-port", str(port), "--buffer-size", str(args.buffer_size),
                                       "--rate", f"{args.rate:.0f}", *options],
                             text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    started, partial = time.monotonic(), out / "data.bin.partial"
+    name = "pattern" if born else "data.bin"
+    started, partial = time.monotonic(), out / f"{name}.partial"
     while send.poll() is None:
         time.sleep(PROGRESS_EVERY)
         got = partial.stat().st_size if partial.exists() else 0
@@ -214,7 +220,8 @@ def transfer(args: argparse.Namespace, tmp: Path, link: int, port: int, death: i
     except subprocess.TimeoutExpired:
         recv.kill()
         recv.communicate()
-    copied = (out / "data.bin").exists() and (out / "data.bin").read_bytes() == source.read_bytes()
+    # The receiver checked the pattern byte for byte itself; a file, here.
+    copied = (out / name).exists() and (born or (out / name).read_bytes() == source.read_bytes())
     if send.returncode or recv.returncode or not copied:
         raise SystemExit(f"netblt bench-long-path: the transfer failed (sender {send.returncode}, receiver "
                          f"{recv.returncode}, copy {'exact' if copied else 'missing or different'}): "
@@ -244,7 +251,8 @@ def print_results(console: Console, args: argparse.Namespace, wire: WireTimes, s
     table.add_row("the board's wire, out, while sending", f"{wire.wire_bytes_out * 8 / wire.data_seconds / 1e6:.1f} Mb/s")
     upload_seconds = wire.last_upload_at - wire.first_upload_at
     table.add_row("uploads from its host, in", f"{wire.upload_bytes * 8 / upload_seconds / 1e6:.1f} Mb/s "
-                                               f"over {upload_seconds * 1000:.0f} ms")
+                                               f"over {upload_seconds * 1000:.0f} ms" if upload_seconds > 0 else
+                  f"{wire.upload_bytes} bytes: data born on the board")
     table.add_row("DATA frames (resent)", f"{wire.data_frames} ({wire.resent})")
     table.add_row("most outstanding (sent, not OKed)", f"{wire.most_outstanding / 2**20:.1f} MiB; "
                                                        f"rate x round trip at {MOST_BPS / 1e6:.0f} Mb/s: "
@@ -274,6 +282,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="the simulation held at N times slower than real time, slower than it runs "
                              "with traffic (default: 10000)")
     parser.add_argument("--seed", type=int, default=1, metavar="N", help="the WAN's loss (default: 1)")
+    parser.add_argument("--source", choices=("file", "pattern"), default="file",
+                        help="what the board sends: a file from its host (default), or the test pattern its "
+                             "pattern source makes (data born on the board: no uploads)")
     parser.add_argument("--pcap", type=Path, metavar="FILE", help="keep the board's wire here (default: a temporary file)")
     parser.add_argument("--json", action="store_true", help="also print the figures as one JSON line")
     return parser.parse_args(argv)
