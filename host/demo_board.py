@@ -37,6 +37,26 @@ def started(args: list[str], expect: str) -> subprocess.Popen:
     return proc
 
 
+def start_board(args: list[str], demo: str) -> tuple[subprocess.Popen, str, str, list[str]]:
+    """``netblt sim-board ARGS`` once it has printed its two ports: the process, its
+    host-link and NETBLT ports, and the two lines."""
+    board = subprocess.Popen(NETBLT + ["sim-board", *args], text=True, stdout=subprocess.PIPE)
+    lines = [board.stdout.readline() for _ in range(2)]  # "management ADDR:PORT", "netblt ADDR:PORT ..."
+    if not (lines[0].startswith("management ") and lines[1].startswith("netblt ")):
+        board.kill()
+        raise SystemExit(f"netblt {demo}: netblt sim-board did not start (its error is above)")
+    link, port = (line.split()[1].rsplit(":", 1)[1] for line in lines)
+    return board, link, port, lines
+
+
+def stop(running: list[subprocess.Popen]) -> None:
+    """End what a demo started, the last first."""
+    for proc in reversed(running):
+        if proc.poll() is None:
+            proc.terminate()
+            proc.wait(timeout=60)
+
+
 def digest(path: Path) -> str:
     with open(path, "rb") as f:
         return hashlib.file_digest(f, "sha256").hexdigest()
@@ -53,12 +73,8 @@ def main() -> int:
         print("netblt demo-board: starting netblt sim-board (the first time, Verilator builds it: minutes)",
               flush=True)
         try:
-            board = subprocess.Popen(NETBLT + ["sim-board"], text=True, stdout=subprocess.PIPE)
+            board, link, port, _ = start_board([], "demo-board")
             running.append(board)
-            lines = [board.stdout.readline() for _ in range(2)]  # "management ADDR:PORT", "netblt ADDR:PORT ..."
-            if not (lines[0].startswith("management ") and lines[1].startswith("netblt ")):
-                raise SystemExit("netblt demo-board: netblt sim-board did not start (its error is above)")
-            link, port = (line.split()[1].rsplit(":", 1)[1] for line in lines)
             print(f"  host link 127.0.0.1:{link}, the board's NETBLT port 127.0.0.1:{port}", flush=True)
 
             print(f"\n1. {SIZE >> 20} MiB: netblt send --board -> sim-board -> netem (1% loss) -> netblt recv\n",
@@ -88,10 +104,7 @@ def main() -> int:
             out, err = recv.communicate(timeout=60)
             print(out + err, end="", flush=True)
         finally:
-            for proc in reversed(running):
-                if proc.poll() is None:
-                    proc.terminate()
-                    proc.wait(timeout=60)
+            stop(running)
         want = digest(source)
         same = [path.exists() and digest(path) == want for path in (there / source.name, back / source.name)]
         for name, ok in zip(("there (the board sent it)", "back (the board received it)"), same):

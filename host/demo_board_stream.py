@@ -18,7 +18,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from .demo_board import NETBLT, started
+from .demo_board import NETBLT, start_board, started, stop
 
 SIZE = "256M"
 RATE = "300M"
@@ -33,12 +33,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="netblt-demo-board-stream-") as tmp:
         print(f"$ netblt sim-board {' '.join(BOARD)}", flush=True)
         try:
-            board = subprocess.Popen(NETBLT + ["sim-board", *BOARD], text=True, stdout=subprocess.PIPE)
+            board, link, port, lines = start_board(BOARD, "demo-board-stream")
             running.append(board)
-            lines = [board.stdout.readline() for _ in range(2)]  # "management ADDR:PORT", "netblt ADDR:PORT ..."
-            if not (lines[0].startswith("management ") and lines[1].startswith("netblt ")):
-                raise SystemExit("netblt demo-board-stream: netblt sim-board did not start (its error is above)")
-            link, port = (line.split()[1].rsplit(":", 1)[1] for line in lines)
             print(*lines, board.stdout.readline(), sep="  ", end="", flush=True)
 
             print(f"\n$ netblt recv --listen 127.0.0.1:{RECV_PORT} --out {tmp}", flush=True)
@@ -52,10 +48,7 @@ def main() -> int:
             out, err = recv.communicate(timeout=120)
             print(out + err, end="", flush=True)
         finally:
-            for proc in reversed(running):
-                if proc.poll() is None:
-                    proc.terminate()
-                    proc.wait(timeout=60)
+            stop(running)
         if sent.returncode or recv.returncode:
             print("netblt demo-board-stream: the transfer failed (above)")
             return 1

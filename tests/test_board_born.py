@@ -173,15 +173,18 @@ def test_the_software_path_sends_the_pattern_through_loss_reordering_and_duplica
     assert (tmp_path / "p.bin").read_bytes() == pattern_file(size, receiver["buffer_size"])
 
 
+def one_byte_wrong(key: int, length: int) -> bytearray:
+    """The software path's pattern with byte 100 of buffer 2 flipped."""
+    data = pattern(key, length)
+    if key == 2:
+        data[100] ^= 1
+    return data
+
+
 def test_a_receiver_finds_a_wrong_byte_in_the_pattern_and_keeps_no_file(tmp_path, monkeypatch, capsys):
     """The sender's data path makes buffer 2 with one byte wrong: the receiver's check
     fails the transfer at its end, the sender hears why, and no file is left."""
-    def made(key: int, length: int) -> bytearray:
-        data = pattern(key, length)
-        if key == 2:
-            data[100] ^= 1
-        return data
-    monkeypatch.setattr(core, "pattern", made)
+    monkeypatch.setattr(core, "pattern", one_byte_wrong)
     recv, port = start_recv(tmp_path)
     code = main(["send", "--source", "pattern", "--size", "100000", "--buffer-size", "14480",
                  f"127.0.0.1:{port}"])
@@ -265,12 +268,7 @@ def checking(board: SimBoard) -> subprocess.Popen:
 def test_a_receiving_board_finds_a_wrong_byte_in_the_pattern(model, monkeypatch, capsys):
     """The sender makes buffer 2 with one byte wrong: the receiving board's CHECK counts
     its beat, and the transfer fails at its end with the buffer named."""
-    def made(key: int, length: int) -> bytearray:
-        data = pattern(key, length)
-        if key == 2:
-            data[100] ^= 1
-        return data
-    monkeypatch.setattr(core, "pattern", made)
+    monkeypatch.setattr(core, "pattern", one_byte_wrong)
     recv = checking(model)
     code = main(["send", "--source", "pattern", "--size", "100000", "--buffer-size", "16K",
                  f"127.0.0.1:{model.netblt}"])

@@ -5,6 +5,7 @@ the 16 slots each way that the commands' slot field numbers; counters whose stro
 are registered twice count a cycle later, once."""
 
 import pytest
+from engine_bus import EngineBus
 from amaranth.sim import Simulator
 
 from netblt.gateware.config import MAX_SLOTS, EngineConfig
@@ -20,20 +21,8 @@ def run_commands(config: EngineConfig, commands: list[Command], slot: int = 0,
     result = {}
 
     async def bench(ctx):
-        async def write(name: str, value: int) -> None:
-            ctx.set(dut.bus.addr, ADDRESS[name])
-            ctx.set(dut.bus.w_data, value)
-            ctx.set(dut.bus.w_en, 1)
-            await ctx.tick()
-            ctx.set(dut.bus.w_en, 0)
-
-        async def read(name: str) -> int:
-            ctx.set(dut.bus.addr, ADDRESS[name])
-            ctx.set(dut.bus.r_en, 1)
-            await ctx.tick()
-            ctx.set(dut.bus.r_en, 0)
-            await ctx.tick()
-            return ctx.get(dut.bus.r_data)
+        engine = EngineBus(ctx, dut.bus)
+        write, read = engine.write, engine.read
 
         for op in commands:
             await write("ARG0", 1)

@@ -6,9 +6,10 @@ that cannot wait needs them to."""
 from __future__ import annotations
 
 import pytest
+from engine_bus import EngineBus
 from amaranth.sim import Simulator
 
-from netblt.formats.registers import ADDRESS, COMMAND_WORD, CONNECTION_FLAGS, EVENT_WORD, Command, Event
+from netblt.formats.registers import COMMAND_WORD, CONNECTION_FLAGS, EVENT_WORD, Command, Event
 from netblt.gateware.config import EngineConfig
 from netblt.gateware.engine import Engine
 from netblt.gateware.source_port import StampSource
@@ -29,20 +30,8 @@ def run(every: int, quiet: int = 0, last_at: int | None = None, last_at_end: boo
     result = {"offered": 0, "data": bytearray()}
 
     async def bus(ctx):
-        async def write(name: str, value: int) -> None:
-            ctx.set(dut.bus.addr, ADDRESS[name])
-            ctx.set(dut.bus.w_data, value)
-            ctx.set(dut.bus.w_en, 1)
-            await ctx.tick()
-            ctx.set(dut.bus.w_en, 0)
-
-        async def read(name: str) -> int:
-            ctx.set(dut.bus.addr, ADDRESS[name])
-            ctx.set(dut.bus.r_en, 1)
-            await ctx.tick()
-            ctx.set(dut.bus.r_en, 0)
-            await ctx.tick()
-            return ctx.get(dut.bus.r_data)
+        engine = EngineBus(ctx, dut.bus)
+        write, read = engine.write, engine.read
 
         await write("PACKET_SIZE", PACKET)
         await write("FLAGS", CONNECTION_FLAGS.pack(udp=0))
