@@ -98,18 +98,19 @@ BOARDS = {board.name: board for board in (
           # the board (1.2 Gb/s of reads and writes together).
           dram_slots=EngineConfig(**BUILDS["colorlight_5a75b"]["dram"].fields(), counter_delay=2),
           dram_ping=False, link_intake_words=2048,
-          seeds=(4, 1),  # 4 meets both clocks (engine 52.7 MHz, Ethernet 143.2) and routes in 140 s;
-                         # 1 meets too (51.5, 143.9) but routes in 460 s, and make test builds this one
+          seeds=(4, 1),  # 4 meets both clocks (engine 52.1 MHz, Ethernet 153.4, with the pattern source
+                         # and the source port) and routed in 140 s without them, 1 (51.5, 143.9) in
+                         # 460 s; make test builds this one
           dram_seeds=(5, 4)),  # 5 meets all three clocks (engine 48.8 MHz, Ethernet 135.2,
                                # SDRAM 76.9) with the window of 32 and QUIET uploads; 4
                                # misses the Ethernet clock by 2% (docs/benchmarks.md)
     Board("versa_ecp5", VersaECP5Platform, "clk100", 100e6,
           EngineConfig(**BUILDS["versa_ecp5"]["block"].fields()), phy_address=0, leds=(0, 1),
           cable="ft2232", chip="versa",
-          # The DRAM build has the pattern source (FILL: data born on the board) and not its
-          # checker: with both, seed 1's router2 stalled near 300 overused wires for 200 iterations.
-          # Seed 1 (the first of ``seeds``) meets every clock: engine 57.1 MHz, Ethernet
-          # 176.0, DDR3 controller 58.6 of 50 (docs/benchmarks.md).
+          # The DRAM build has the pattern source and the source port (data born on the board)
+          # and not the pattern checker: with the checker, seed 1's router2 stalled near 300
+          # overused wires for 200 iterations. Seed 1 (the first of ``seeds``) meets every
+          # clock: engine 54.8 MHz, Ethernet 187.5, DDR3 controller 64.5 of 50 (docs/benchmarks.md).
           dram_slots=EngineConfig(**BUILDS["versa_ecp5"]["dram"].fields())),
 )}
 
