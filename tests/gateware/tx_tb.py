@@ -35,6 +35,7 @@ class Tx:
         self.dut = dut
         self.commands = BeatSource(dut, "command", TX_COMMAND)
         self.fills = BeatSource(dut, "fill", PATTERN_COMMAND)
+        self.takes = BeatSource(dut, "take", PATTERN_COMMAND)
         self.sink = BeatSink(dut, "out", ip_payload(CONFIG.data_width), stall=stall)
         self.settings = {"packet_size": 1024, "local_port": LOCAL, "peer_port": PEER,
                          "peer_address": PEER_ADDRESS, "udp_local_port": 2998,
@@ -181,6 +182,41 @@ async def test_a_send_right_behind_a_fill_sends_the_pattern(dut):
     await tx.send(0, 9, length)
     data = b"".join(frame(beats, data_checksum=True).packet.payload for _, beats in await tx.packets(5))
     assert data == pattern_bytes(9, length)
+
+
+@cocotb.test()
+async def test_a_send_right_behind_a_take_sends_the_words_taken(dut):
+    """A source that cannot wait offers 1, 2, 3 ... a word a cycle from the start; a
+    TAKE of a slot (right after an upload to it) and its SEND queued together: the packets
+    carry consecutive words, those offered before the take began are refused, and the
+    port's strobes count every word offered, taken or refused."""
+    tx = await Tx.create(dut, data_checksum=1, packet_size=256)
+    counts = {"offered": 0, "taken": 0, "refused": 0}
+
+    async def source() -> None:
+        number = 0
+        while True:
+            number += 1
+            dut.source__payload.value, dut.source__valid.value = number, 1
+            counts["offered"] += 1
+            await RisingEdge(dut.clk)
+            counts["taken"] += int(dut.taken.value)
+            counts["refused"] += int(dut.refused.value)
+            if number == 3000:
+                dut.source__valid.value = 0
+                return
+
+    length = 4 * 256
+    await tx.upload(0, 0, bytes(length))
+    cocotb.start_soon(source())
+    await ClockCycles(dut.clk, 20)
+    await tx.takes.send([{"slot": 0, "buffer": 0, "length": length}])
+    await tx.send(0, 9, length)
+    data = b"".join(frame(beats, data_checksum=True).packet.payload for _, beats in await tx.packets(4))
+    first = int.from_bytes(data[:W], "little")
+    assert first > 20 and data == b"".join((first + i).to_bytes(W, "little") for i in range(length // W))
+    await ClockCycles(dut.clk, 3000)
+    assert counts["taken"] == length // W and counts["taken"] + counts["refused"] == counts["offered"] == 3000
 
 
 @cocotb.test()
