@@ -32,7 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..driver.pattern import first_difference, pattern
+from ..driver.pattern import first_difference, pattern, stamps
 from ..formats.born import CheckedBuffer, PatternBuffer, TakenBuffer
 from .announce import PATTERN, STAMPS, Announcement
 
@@ -364,18 +364,27 @@ class StampCheck:
         offset -= len(self._partial)
         whole = len(data) - len(data) % 4
         self._partial = data[whole:]
-        for at in range(0, whole, 4):
-            if self.wrong is not None:
-                return
-            self._word(offset + at, int.from_bytes(data[at:at + 4], "little"))
+        at = 0
+        while at < whole and self.wrong is None:  # a buffer's run at a time, compared in C
+            run = min(whole - at, self.buffer_size - (offset + at) % self.buffer_size)
+            self._run(offset + at, memoryview(data)[at:at + run - run % 4] if run >= 4 else b"")
+            at += max(4, run - run % 4)
 
-    def _word(self, offset: int, number: int) -> None:
+    def _run(self, offset: int, words: bytes | memoryview) -> None:
+        """Whole words of one buffer, from ``offset``: the numbers ``_next`` on, or, where
+        a buffer begins, after any the port refused."""
+        if not words:
+            return
+        number = int.from_bytes(words[:4], "little")
         skipped = (number - self._next) & 0xFFFF_FFFF
-        if skipped and (offset % self.buffer_size == 0 and skipped < 1 << 31):
-            self.missing += skipped  # a new buffer, taken after words the port refused
-        elif skipped:
+        if skipped and (offset % self.buffer_size or skipped >= 1 << 31):
             self.wrong = offset
-        self._next = (number + 1) & 0xFFFF_FFFF
+            return
+        self.missing += skipped  # a new buffer, taken after words the port refused
+        expected = stamps(number, 1, len(words))
+        if (at := first_difference(expected, words)) is not None:
+            self.wrong = offset + at - at % 4
+        self._next = (number + len(words) // 4) & 0xFFFF_FFFF
 
     def problem(self) -> str | None:
         if self.wrong is None:
