@@ -315,7 +315,7 @@ class BoardDataPath:
             operations = _command(Command.TAKE, index, 0, data.length, flag=1) + operations
         else:
             self.link.upload(index * self.geometry.slot_bytes // 4, data)
-        self._submit(operations, urgent=not isinstance(data, (bytes, bytearray, memoryview)))
+        self._submit(operations, urgent=isinstance(data, (PatternBuffer, TakenBuffer)))
         self.tx_busy = True
 
     def resend(self, number: int, packets: tuple[int, ...]) -> None:
