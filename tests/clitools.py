@@ -15,9 +15,18 @@ STARTED: list[subprocess.Popen] = []
 """Processes the helpers started; tests/conftest.py ends any still running after each test."""
 
 
+def default_signals() -> None:
+    """In a child, before it runs: SIGINT and SIGQUIT as a terminal would deliver them. A
+    test run started in the background by a shell without job control (``make test &``)
+    has them ignored, and every process it starts inherits that: the tests that interrupt
+    a transfer failed there, and only there."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGQUIT, signal.SIG_DFL)
+
+
 def spawn(args: list[str], **popen) -> subprocess.Popen:
     """``netblt ARGS`` in the background, ended after the test whatever happens."""
-    proc = subprocess.Popen(NETBLT + args, **popen)
+    proc = subprocess.Popen(NETBLT + args, preexec_fn=default_signals, **popen)
     STARTED.append(proc)
     return proc
 
@@ -66,7 +75,7 @@ class SimBoard:
         where its host link listens (``--link-address``)."""
         self.link_host = link_host
         self.proc = subprocess.Popen([*within, *NETBLT, "sim-board", *args], stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, text=True)
+                                     stderr=subprocess.PIPE, text=True, preexec_fn=default_signals)
         watchdog = threading.Timer(900, self.proc.kill)  # a first build takes minutes, never this long
         watchdog.start()
         try:
