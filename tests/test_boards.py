@@ -14,6 +14,7 @@ from netblt.formats.boards import IP_ADDRESS, MAC_ADDRESS
 from netblt.hw import alone, build, litedram_core, liteeth_core, load
 from netblt.hw.boards import BOARDS, BoardTop
 from netblt.hw.clocking import PllSettings
+from netblt.hw.example_digitizer import ramp_source
 from netblt.hw.litedram import BOARD_PIN_NAMES, BoardDram
 from netblt.hw.litedram_core import CHIPS
 from netblt.hw.litedram_ports import BOARD_PHYS, DDR3_PADS, SDR_PADS
@@ -87,6 +88,16 @@ def test_a_colorlight_with_slots_in_dram_puts_its_core_on_the_sdram_pins(tmp_pat
         assert lpf.count(f'LOCATE COMP "{top}') == width
     assert 'LOCATE COMP "sdram_0__clk__io" SITE "C6"' in lpf and "ODDRX1F" in rtlil
     assert "parameter \\CLKOS_DIV 9" in rtlil and "parameter \\CLKOP_DIV 12" in rtlil
+
+
+@pytest.mark.parametrize("name", sorted(BOARDS))
+def test_a_users_source_feeds_the_source_port_in_place_of_the_stamps(name):
+    """hw/example_digitizer.py's ramp, as docs/source-port.md builds a board with it, is in
+    the top's netlist beside the node; without it the engine's stamps feed the port."""
+    board = BOARDS[name]
+    netlist = {source: board.platform().prepare(BoardTop(board, source=source), name="top").files["top.il"]
+               for source in (ramp_source, None)}
+    assert "digitizer" in netlist[ramp_source] and "digitizer" not in netlist[None]
 
 
 def test_a_versa_with_slots_in_dram_puts_its_ddr3_core_on_the_ddr3_pins(tmp_path):
