@@ -142,8 +142,9 @@ class Slot:
     capacity: int = 0
     sent: bool = False
     data: bytes | CheckedBuffer | None = None
-    checking: ev.FirstPass | None | bool = False
-    """Being checked on the board (CHECK): the first pass to report once it is, if any."""
+    checking: bool = False
+    """Being checked on the board (CHECK); ``first_pass`` is reported once it is."""
+    first_pass: ev.FirstPass | None = None
     queried: bool = False
     """Its missing packets were asked for: resends came, so its arrivals are no first pass."""
     posted: list[Request | Part] = field(default_factory=list)
@@ -608,7 +609,7 @@ class BoardDataPath:
         RECEIVED event can come after a query's answer found the buffer whole, the engine
         took it and the slot went to the next buffer, which is not whole (its download
         delivered as that buffer failed a transfer's SHA-256 check in CI)."""
-        if slot.data is not None or slot.checking is not False:
+        if slot.data is not None or slot.checking:
             self.dropped["board completions of a buffer already delivered"] += 1
             return
         size = self._buffer_bytes(slot.buffer, last, count)
@@ -630,7 +631,7 @@ class BoardDataPath:
             return
         slot.size = size
         if self.check_on_board:  # the engine hears of it once the board has checked it
-            slot.checking = self._first_pass(timing)
+            slot.checking, slot.first_pass = True, self._first_pass(timing)
             self._receive_command(Command.CHECK, index, slot.buffer - 1, size)
             return
         slot.data = data
@@ -638,12 +639,11 @@ class BoardDataPath:
 
     def _checked(self, slot: Slot, mismatched_beats: int) -> None:
         """The board's check of a buffer is done: the engine hears the buffer is in."""
-        if slot.checking is False:
+        if not slot.checking:
             self.dropped["board pattern checks never asked for"] += 1
             return
-        slot.data = CheckedBuffer(slot.size, mismatched_beats)
-        first_pass, slot.checking = slot.checking, False
-        self.events.append(ev.BufferComplete(slot.buffer, slot.size, first_pass))
+        slot.data, slot.checking = CheckedBuffer(slot.size, mismatched_beats), False
+        self.events.append(ev.BufferComplete(slot.buffer, slot.size, slot.first_pass))
 
     def _missing(self, kind: Event, index: int, value: int) -> None:
         """A query's answer, for the buffer it was asked about: one that was delivered and

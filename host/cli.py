@@ -25,7 +25,7 @@ from .auth import Secret, SecretError
 from .check import check
 from .files import FileError
 from .sim_commands import add_netem_arguments, add_sim_board_arguments, run_netem, run_sim_board
-from .transfer import (Gate, Interrupted, Options, Outgoing, Output, TransferReport, TransferError, UsageError, plan,
+from .transfer import (STAMP_RATE, Gate, Interrupted, Options, Outgoing, Output, TransferReport, TransferError, UsageError, plan,
                        plan_born, send, serve)
 from .units import parse_port, parse_rate, parse_size, positive
 
@@ -116,8 +116,9 @@ def build_parser() -> argparse.ArgumentParser:
                        "feeds the board's source port (a digitizer); stamps, the board's built-in stamp source "
                        "through its source port, numbered words whose gaps the receiver counts")
     send_.add_argument("--size", type=parse_size, metavar="BYTES", help="how much --source sends, e.g. 10G")
-    send_.add_argument("--stamp-rate", type=parse_rate, default=100e6, metavar="RATE",
-                       help="what the stamp source offers, in bits/s, waiting for no one (default: 100M)")
+    send_.add_argument("--stamp-rate", type=parse_rate, metavar="RATE",
+                       help="with --source stamps: what the stamp source offers, in bits/s, waiting for no one "
+                            "(default: 100M)")
     send_.add_argument("--local-port", type=parse_port, default=0, metavar="PORT",
                        help=f"send from this UDP port (default: any; with --board, {DEFAULT_PORT})")
     _add_common_options(send_)
@@ -268,6 +269,8 @@ def print_report(report: TransferReport, console: Console, *, verbose: bool = Fa
 
 def _outgoing(args: argparse.Namespace) -> tuple[list[Outgoing], list[str]]:
     """What ``send`` sends: its paths, or ``--size`` bytes of ``--source``."""
+    if args.stamp_rate is not None and args.source != "stamps":
+        raise UsageError("--stamp-rate is the rate of --source stamps")
     if args.source is None:
         if args.size is not None:
             raise UsageError("--size is how much --source sends; a file's size is its own")
@@ -337,7 +340,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         options = Options(params_from(args, limits=args.command == "recv"), kind=args.transport,
                           timing=Timing(), secret=Secret.load(args.secret_file), board=args.board,
                           local_port=getattr(args, "local_port", 0), link_mtu=args.link_mtu,
-                          stamp_rate=getattr(args, "stamp_rate", 0), check_on_board=bool(sink))
+                          stamp_rate=getattr(args, "stamp_rate", None) or STAMP_RATE, check_on_board=bool(sink))
         if args.command == "send":
             items, notes = _outgoing(args)
         else:

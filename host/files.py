@@ -315,14 +315,31 @@ class Expectation:
         return trailer_size(self.seal is not None) if self.announced.trailer else 0
 
 
-class PatternCheck:
-    """Data in file order that should be the test pattern cut in ``buffer_size`` buffers:
-    where it first is not."""
+class BornCheck:
+    """Data born on a board, in file order, cut in ``buffer_size`` buffers: where it first
+    is not ``what`` it should be."""
+
+    what = ""
 
     def __init__(self, buffer_size: int) -> None:
         self.buffer_size = buffer_size
         self.wrong: int | None = None
         """The offset of the first byte that differs."""
+
+    def problem(self) -> str | None:
+        if self.wrong is None:
+            return None
+        key, at = divmod(self.wrong, self.buffer_size)
+        return f"the data is not {self.what} from byte {self.wrong} on (buffer {key}, its byte {at})"
+
+
+class PatternCheck(BornCheck):
+    """The test pattern: each buffer's bytes compared with its pattern."""
+
+    what = "the test pattern"
+
+    def __init__(self, buffer_size: int) -> None:
+        super().__init__(buffer_size)
         self._made = (-1, memoryview(b""))
         """The last buffer's pattern, for data that comes in pieces of it."""
 
@@ -337,22 +354,16 @@ class PatternCheck:
                 self.wrong = offset + at
             offset, view = offset + len(piece), view[len(piece):]
 
-    def problem(self) -> str | None:
-        if self.wrong is None:
-            return None
-        key, at = divmod(self.wrong, self.buffer_size)
-        return f"the data is not the test pattern from byte {self.wrong} on (buffer {key}, its byte {at})"
 
+class StampCheck(BornCheck):
+    """The stamp source's numbered 32-bit words, one a 4-byte beat: consecutive inside each
+    buffer (a take never skips a word), and rising between buffers, where each number
+    skipped is a word the board's source port refused; how many went missing."""
 
-class StampCheck:
-    """Data in file order that should be the stamp source's numbered 32-bit words, one a
-    4-byte beat: consecutive inside each ``buffer_size`` buffer (a take never skips a
-    word), and rising between buffers, where each number skipped is a word the board's
-    source port refused. Where it first is not, and how many words went missing."""
+    what = "the stamp source's words"
 
     def __init__(self, buffer_size: int) -> None:
-        self.buffer_size = buffer_size
-        self.wrong: int | None = None
+        super().__init__(buffer_size)
         self.missing = 0
         """Words offered up to the last that came, and not in the data: those refused
         before the first take (the first word's number) and between takes."""
@@ -360,10 +371,10 @@ class StampCheck:
         self._partial = b""
 
     def update(self, offset: int, data: bytes | memoryview) -> None:
-        data = self._partial + bytes(data)
-        offset -= len(self._partial)
+        if self._partial:  # a word split between two pieces (a buffer's are copied only then)
+            data, offset = self._partial + bytes(data), offset - len(self._partial)
         whole = len(data) - len(data) % 4
-        self._partial = data[whole:]
+        self._partial = bytes(data[whole:])
         at = 0
         while at < whole and self.wrong is None:  # a buffer's run at a time, compared in C
             run = min(whole - at, self.buffer_size - (offset + at) % self.buffer_size)
@@ -385,12 +396,6 @@ class StampCheck:
         if (at := first_difference(expected, words)) is not None:
             self.wrong = offset + at - at % 4
         self._next = (number + len(words) // 4) & 0xFFFF_FFFF
-
-    def problem(self) -> str | None:
-        if self.wrong is None:
-            return None
-        key, at = divmod(self.wrong, self.buffer_size)
-        return f"the data is not the stamp source's words from byte {self.wrong} on (buffer {key}, its byte {at})"
 
 
 class Verifier:

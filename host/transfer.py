@@ -35,6 +35,8 @@ from .auth import Secret
 from .files import (BoardCheckSink, Expectation, FileError, FileSink, FileSource, PatternData, PortData, StampCheck,
                     StdoutSink, StreamSource, name_problem)
 
+STAMP_RATE = 100e6
+"""What the board's stamp source offers unless told: bits a second."""
 SILENCE_WARNING = 5.0
 """Seconds of silence from the peer before the user hears about it."""
 RECENT_UIDS = 64
@@ -89,7 +91,7 @@ class Options:
     """A sender's own UDP port (0: any; on a board, its NETBLT port)."""
     link_mtu: int = 1500
     """The largest IP datagram between this host and its board."""
-    stamp_rate: float = 100e6
+    stamp_rate: float = STAMP_RATE
     """Bits a second the board's stamp source offers (``--source stamps``)."""
     check_on_board: bool = False
     """Receiving on a board: it checks the test pattern itself and nothing is kept (``--sink check``)."""

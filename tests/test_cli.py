@@ -97,6 +97,8 @@ def test_no_receiver_is_one_clear_error_and_no_report(payload):
     (["send", "127.0.0.1", "--source", "pattern", "--size", "1M", "--name", ".p"], "cannot send pattern as '.p'"),
     (["send", "127.0.0.1", "--source", "noise", "--size", "1M"], "invalid choice: 'noise'"),
     (["send", "127.0.0.1", "--source", "stamps", "--size", "1M", "--stamp-rate", "x"], "bad rate 'x'"),
+    (["send", "127.0.0.1", "--source", "pattern", "--size", "1M", "--stamp-rate", "1M"],
+     "--stamp-rate is the rate of --source stamps"),
     (["recv", "--sink", "check"], "--sink check needs --board (the board checks the data) and keeps nothing"),
     (["send", ".", "127.0.0.1", "--name", "z"], "--name names a file, not a directory"),
     (["send", "x", "127.0.0.1", "--rate", "1"], "rate 1 b/s is below the slowest 1448-byte packets allow"),
