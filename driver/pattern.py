@@ -15,11 +15,17 @@ except ImportError:  # not built
 
 def pattern(key: int, length: int) -> bytearray:
     """Buffer ``key``'s first ``length`` bytes of the pattern."""
-    if fastpath is None:
-        return bytearray(pattern_bytes(key, length))
     out = bytearray(length)
-    fastpath.pattern(out, seed(key))
+    fill_pattern(memoryview(out), key)
     return out
+
+
+def fill_pattern(out: memoryview, key: int) -> None:
+    """Buffer ``key``'s pattern written over ``out`` in place (a slot's memory, uncopied)."""
+    if fastpath is None:
+        out[:] = pattern_bytes(key, len(out))
+    else:
+        fastpath.pattern(out, seed(key))
 
 
 def stamps(first: int, every: int, length: int, beat: int = 4) -> bytearray:

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import ipaddress
 from collections import Counter, deque
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ...driver import receive_buffers
 from ...driver.framing import HEADER_SIZE, pack
-from ...driver.pattern import pattern, stamps
+from ...driver.pattern import fill_pattern, pattern, stamps
 from ...formats import rfc998 as L
 from ...formats.boards import MAC_ADDRESS, SlotGeometry
 from ...formats.checksum import internet_checksum
@@ -109,6 +110,10 @@ class Engine:
         self.control_out: list[tuple[bytes, Destination]] = []
         self.peer: Destination | None = None
         """The peer, once worked out (:meth:`_destination`)."""
+        self.writes: list[Callable[[], None]] = []
+        """FILL's and TAKE's slot writes, done after their request's reply has left: the
+        gateware replies at once and fills the slot while the segmenter waits for it, so a
+        4 MiB fill here must not hold the reply back (its host would take it for lost)."""
         self.stamp_start = self.stamp_next = 0
         """The cycles of the stamp source's restart (its word 0), and of its next offer not
         yet taken or refused."""
@@ -239,6 +244,7 @@ class Engine:
         at = 4 * word_address
         if at + len(data) > len(self.tx_memory):
             return False
+        self._write_slots()
         self.tx_memory[at:at + len(data)] = data
         return True
 
@@ -282,7 +288,7 @@ class Engine:
             self.stamp_next = first + words * every
             at = index * g.slot_bytes
             number = (first - self.stamp_start) // every
-            self.tx_memory[at:at + length] = stamps(number, 1, words * beat, beat)[:length]
+            self.writes.append(lambda: self._write_tx(at, stamps(number, 1, words * beat, beat)[:length]))
         if not flag:
             self._event(Event.TAKEN, index, 0)
         return True
@@ -321,8 +327,8 @@ class Engine:
         length = self.value("ARG1")
         if not self.geometry.fill or index >= self.geometry.tx_slots or length > self.geometry.slot_bytes:
             return False
-        at = index * self.geometry.slot_bytes
-        self.tx_memory[at:at + length] = pattern(self.value("ARG0"), length)
+        at, key = index * self.geometry.slot_bytes, self.value("ARG0")
+        self.writes.append(lambda: fill_pattern(memoryview(self.tx_memory)[at:at + length], key))
         if not flag:
             self._event(Event.FILLED, index, 0)
         return True
@@ -352,6 +358,7 @@ class Engine:
     def outgoing(self, now: float) -> list[tuple[bytes, Destination]]:
         """The datagrams due by ``now``: control packets at once, DATA as pacing and the
         wire allow."""
+        self._write_slots()
         out, self.control_out = self.control_out, []
         size = self.value("PACKET_SIZE")
         buffer = bytearray(HEADER_SIZE + size + 3)
@@ -364,6 +371,14 @@ class Engine:
             if last_new:
                 self._event(Event.SENT, index, 0)
         return out
+
+    def _write_tx(self, at: int, data: bytearray) -> None:
+        self.tx_memory[at:at + len(data)] = data
+
+    def _write_slots(self) -> None:
+        writes, self.writes = self.writes, []
+        for write in writes:
+            write()
 
     def next_due(self) -> float | None:
         return self.next_at if self.resends or self.queue else None
