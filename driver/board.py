@@ -55,6 +55,13 @@ before within a few datagrams (a timer of 32, the window, waited 4 s a loss thro
 simulated board, and a lossy host link outlived the peer's death timer)."""
 HEARTBEAT = 1.0
 """Seconds of host-link silence after which a waiting host says it is still there."""
+LEAVE_AT_MOST = 0.05
+"""Seconds a sending host leaves its board alone while the board's transmitter has work
+queued (interrupt moderation, as a NIC's): the pushes, replies and peer's messages of that
+while are taken in one wake instead of one each. A RESEND waits up to this long, hidden
+behind the buffers queued, which last at least twice as long."""
+LEAVE_AT_LEAST = 0.002
+"""Shorter than this, a sleep saves no wake."""
 HOLD = 5.0
 """Seconds without a word from this host after which another may take the board: a
 host that ends its session lets the next one in at once; one that died, after this."""
@@ -188,6 +195,8 @@ class BoardDataPath:
         """Per receive slot, the missing-packet queries not yet answered: (buffer, packets so far)."""
         self.resent = 0
         self.tx_busy = False
+        self.pace = 0.0
+        """Bytes a host second the board sends at, at most: its burst rate or its wire."""
         self.destination: Address | None = None
         self.control_queued = 0
         """Control packets given to the board since the counters were cleared."""
@@ -203,10 +212,12 @@ class BoardDataPath:
         self.clock = BoardClock(self.geometry.clock_hz)
         self._measure_clock(values["CYCLES"])
         self.link.client.retry, self.link.client.give_up = self._link_timers()
-        # A push unacknowledged for as long as a request unanswered is sent again: the
-        # board's default millisecond pushed each one twice to a host that shared its cores.
+        # A push unacknowledged for as long as a request unanswered is sent again (the
+        # board's default millisecond pushed each one twice to a host that shared its
+        # cores), and as a host that leaves its board alone (twice that: a sleep overruns).
+        push_timeout = self.link.client.retry + 2 * LEAVE_AT_MOST
         self._set(TAKEOVER_AFTER=max(1, round(HOLD * 1000 * self.clock.scale)),
-                  PUSH_TIMEOUT=self.clock.cycles(self.link.client.retry))
+                  PUSH_TIMEOUT=self.clock.cycles(push_timeout))
         self._ready_dram()
         self._reset_board()
         if peer is not None:
@@ -336,6 +347,8 @@ class BoardDataPath:
             del self.tx[index]
 
     def set_rate(self, burst_size: int, burst_interval_ms: int) -> None:
+        bursts = burst_size * self.params.packet_size / (burst_interval_ms / 1000)
+        self.pace = min(bursts, WIRE_BPS / 8 * self.clock.scale)
         self._set(PACING_MODE=PacingMode.BURSTS, BURST_SIZE=burst_size,
                   BURST_INTERVAL=self.clock.cycles(burst_interval_ms / 1000))
 
@@ -374,9 +387,20 @@ class BoardDataPath:
                 break
             if time.monotonic() - self.link.sent_at > HEARTBEAT:
                 self.link.client.heartbeat()
+            self._leave_board(end)
             self.link.step(min(end, self.link.sent_at + HEARTBEAT))
-        self.link.flush()  # acknowledge what was pushed
+        # What was pushed is acknowledged by the next flush, on the request its events
+        # bring (one datagram instead of two), or alone.
         return self.take_events()
+
+    def _leave_board(self, end: float) -> None:
+        """Sleep while the board's transmitter has enough queued not to need this host, but
+        not past ``end``."""
+        left = min(unattended([slot.size for slot in self.tx.values() if not slot.sent], self.pace),
+                   end - time.monotonic())
+        if left >= LEAVE_AT_LEAST:
+            self.link.flush()  # the requests and acknowledgements due go first
+            time.sleep(left)
 
     def flush(self) -> list[ev.Event]:
         """Before a timer fires: what the board's slots saw lately (the engine's data and
@@ -765,6 +789,15 @@ def leave(link: BoardLink) -> None:
         link.many([(F.Type.REGISTERS, F.encode_operations([_write("TAKEOVER_AFTER", 0)]), 0)])
     finally:
         link.close()
+
+
+def unattended(queued: list[int], pace: float) -> float:
+    """Seconds a board can be left with buffers of ``queued`` bytes given to it and not yet
+    sent, at ``pace`` bytes a second: half what they take, less the one it may be finishing
+    (0 with no pace known), at most :data:`LEAVE_AT_MOST`."""
+    if len(queued) < 2 or not pace:
+        return 0.0
+    return min((sum(queued) - max(queued)) / pace / 2, LEAVE_AT_MOST)
 
 
 def _whole(state: int) -> bool:

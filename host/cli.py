@@ -25,8 +25,8 @@ from .auth import Secret, SecretError
 from .check import check
 from .files import FileError
 from .sim_commands import add_netem_arguments, add_sim_board_arguments, run_netem, run_sim_board
-from .transfer import (STAMP_RATE, Gate, Interrupted, Options, Outgoing, Output, TransferReport, TransferError, UsageError, plan,
-                       plan_born, send, serve)
+from .transfer import (IDLE_TICK, PROGRESS_TICK, STAMP_RATE, Gate, Interrupted, Options, Outgoing, Output,
+                       TransferReport, TransferError, UsageError, plan, plan_born, send, serve)
 from .units import parse_port, parse_rate, parse_size, positive
 
 # What a sender proposes by default: a modern gigabit LAN, not 1987's.
@@ -202,6 +202,7 @@ class Terminal:
         self.bar: Progress | None = None
         self.task = None
         self.show_bar = err.is_terminal and not args.quiet and not args.json
+        self.tick = PROGRESS_TICK if self.show_bar else IDLE_TICK
 
     def status(self, text: str) -> None:
         if not self.args.quiet:

@@ -39,6 +39,11 @@ STAMP_RATE = 100e6
 """What the board's stamp source offers unless told: bits a second."""
 SILENCE_WARNING = 5.0
 """Seconds of silence from the peer before the user hears about it."""
+PROGRESS_TICK = 0.1
+"""Seconds between a progress bar's updates."""
+IDLE_TICK = 1.0
+"""Seconds between the run loop's looks round when it draws nothing: at most a second
+late for the silence warning, and a board's host wakes no more than its events need."""
 RECENT_UIDS = 64
 """Finished connections remembered, so a late copy of their OPEN starts nothing."""
 
@@ -60,7 +65,11 @@ class Interrupted(Exception):
 
 
 class Feedback(Protocol):
-    """What the user sees while transfers run (the CLI prints it; tests may ignore it)."""
+    """What the user sees while transfers run (the CLI prints it; tests may ignore it).
+    ``tick``: the seconds between progress updates it wants; the run loop wakes that often
+    even when nothing happens, so a feedback that draws nothing asks for few."""
+
+    tick: float
 
     def status(self, text: str) -> None: ...
     def progress(self, done: int, total: int | None) -> None: ...
@@ -68,6 +77,8 @@ class Feedback(Protocol):
 
 
 class Quiet:
+    tick = IDLE_TICK
+
     def status(self, text: str) -> None:
         pass
 
@@ -203,8 +214,11 @@ def run(endpoint: Endpoint, dp: RealTimeDataPath, feedback: Feedback, total: Cal
             if listen_until is not None and conn.state is State.LISTEN and time.monotonic() > listen_until:
                 break
             now = time.monotonic()
-            deadline = conn.deadline
-            wait = 0.1 if deadline is None else min(0.1, max(0.0, deadline - now))
+            heard = conn.heard_at
+            warn_at = heard + SILENCE_WARNING if heard is not None and warned != heard else None
+            listening = listen_until if conn.state is State.LISTEN else None
+            wakes = [now + feedback.tick, conn.deadline, listening, warn_at]
+            wait = max(0.0, min(at for at in wakes if at is not None) - now)
             for event in dp.wait_events(wait):
                 endpoint.handle(event, time.monotonic())
             now = time.monotonic()
@@ -217,11 +231,11 @@ def run(endpoint: Endpoint, dp: RealTimeDataPath, feedback: Feedback, total: Cal
                 feedback.status(f"{opening}: {conn.held_by or 'no answer yet'}, try {tries} "
                                 f"(giving up in {conn.open_until - now:.0f} s)")
             heard = conn.heard_at
-            if heard is not None and now - heard > SILENCE_WARNING and warned != heard and not conn.finished:
+            if heard is not None and now - heard >= SILENCE_WARNING and warned != heard and not conn.finished:
                 warned = heard
                 left = heard + conn.params.death_timer - now
                 feedback.status(f"no packets from the peer for {now - heard:.0f} s; giving up in {left:.0f} s")
-            if now - last_tick > 0.1:
+            if now - last_tick >= feedback.tick:
                 last_tick = now
                 feedback.progress(endpoint.progress.bytes_done + endpoint.progress.resumed_bytes, total())
     except DataPathError as exc:

@@ -15,13 +15,16 @@ from link_board import ServedBoard
 from hypothesis import given, settings, strategies as st
 
 from netblt.driver import core
-from netblt.formats.boards import SIMULATION
+from netblt.driver import board as board_driver
+from netblt.formats.boards import BUILDS, SIMULATION
+from netblt.formats.registers import ADDRESS, COMMAND_WORD, Command
 from netblt.formats.born import PatternBuffer
 from netblt.driver.pattern import fastpath, first_difference, pattern
 from netblt.formats.pattern import pattern_bytes
 from netblt.host.announce import Announcement, read
 from netblt.host.check import check
 from netblt.host.cli import main
+from netblt.sim.model.engine import Engine as ModelEngine
 from netblt.host.files import Expectation, FileSink, PatternCheck, PatternData, StampCheck
 
 
@@ -252,6 +255,50 @@ def test_a_board_without_a_pattern_source_port_or_checker_says_so(args, message,
         board.close()
     err = capsys.readouterr().err
     assert code == 1 and f"board {board.address} {message}: its bitstream was built without one" in err, err
+
+
+def test_the_models_fill_runs_after_its_reply_and_before_anything_after_it():
+    """The gateware replies to a FILL at once and fills as the segmenter waits: the
+    model's 4 MiB fill held its reply back so long that the host took it for lost."""
+    engine = ModelEngine(SIMULATION)
+    for name, value in (("ARG0", 7), ("ARG1", 64), ("COMMAND", COMMAND_WORD.pack(op=Command.FILL, slot=0, flag=1))):
+        engine.write(ADDRESS[name], value, 0.0)
+    assert engine.tx_memory[:64] == bytes(64)  # not while the request runs
+    engine.upload(0, b"upload!!")
+    assert engine.tx_memory[:64] == b"upload!!" + pattern(7, 64)[8:]
+
+
+def test_a_board_is_left_alone_for_half_of_what_it_has_queued_less_the_buffer_it_may_be_finishing():
+    mib = 1 << 20
+    assert board_driver.unattended([], 100 * mib) == board_driver.unattended([4 * mib], 100 * mib) == 0
+    assert board_driver.unattended([4 * mib, 4 * mib], 0.0) == 0  # no pace known yet
+    assert board_driver.unattended([4 * mib, 2 * mib, 4 * mib], 100 * mib) == pytest.approx(0.03)
+    assert board_driver.unattended([4 * mib] * 16, 100 * mib) == board_driver.LEAVE_AT_MOST
+
+
+def test_a_sending_host_leaves_a_board_with_buffers_queued_and_hears_each_push_once(tmp_path, monkeypatch):
+    """The Versa's sixteen 4 MiB slots: while the board has buffers queued, its host
+    sleeps and takes the pushes, replies and peer's messages of the while in one wake,
+    fewer than two a buffer (four when it woke for each); the board, told to wait for
+    its acknowledgements that long, never pushes twice."""
+    board = ServedBoard(BUILDS["versa_ecp5"]["dram"])
+    seen = []  # "step" for each wake, "buffer" for each buffer given to the board
+    step, send_buffer = board_driver.BoardLink.step, board_driver.BoardDataPath.send_buffer
+    monkeypatch.setattr(board_driver.BoardLink, "step", lambda *a: seen.append("step") or step(*a))
+    monkeypatch.setattr(board_driver.BoardDataPath, "send_buffer", lambda *a: seen.append("buffer") or send_buffer(*a))
+    size = 128 << 20
+    try:
+        recv, port = start_recv(tmp_path)
+        code = main(["send", "--source", "pattern", "--size", str(size), "--buffer-size", "4M", "--link-mtu", "9000",
+                     "--board", board.address, "--local-port", str(board.netblt_port), "-q", f"127.0.0.1:{port}"])
+        (receiver,), _ = finish(recv)
+        retries = board.link.counts["LINK_PUSH_RETRIES"]
+    finally:
+        board.close()
+    assert code == 0 and receiver["ok"] and receiver["bytes"] == size
+    assert retries == 0
+    flowing = seen[seen.index("buffer"):len(seen) - seen[::-1].index("buffer")]
+    assert flowing.count("step") < 2 * flowing.count("buffer"), (flowing.count("step"), flowing.count("buffer"))
 
 
 def checking(board: SimBoard) -> subprocess.Popen:
