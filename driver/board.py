@@ -60,6 +60,8 @@ LEAVE_AT_MOST = 0.05
 queued (interrupt moderation, as a NIC's): the pushes, replies and peer's messages of that
 while are taken in one wake instead of one each. A RESEND waits up to this long, hidden
 behind the buffers queued, which last at least twice as long."""
+SOURCE_SILENCE = 5.0
+"""Seconds a TAKE may wait on the source port with no word taken before the user hears."""
 LEAVE_AT_LEAST = 0.002
 """Shorter than this, a sleep saves no wake."""
 HOLD = 5.0
@@ -148,6 +150,8 @@ class Slot:
     size: int = 0
     capacity: int = 0
     sent: bool = False
+    taking: bool = False
+    """A transmit slot filled by a TAKE: its SEND waits for the source port's words."""
     data: bytes | CheckedBuffer | None = None
     checking: bool = False
     """Being checked on the board (CHECK); ``first_pass`` is reported once it is."""
@@ -195,6 +199,9 @@ class BoardDataPath:
         """Per receive slot, the missing-packet queries not yet answered: (buffer, packets so far)."""
         self.resent = 0
         self.tx_busy = False
+        self.source_seen = (time.monotonic(), 0)
+        """When SOURCE_TAKEN was last read (or no TAKE waited), and what it said."""
+        self.source_silent = False
         self.pace = 0.0
         """Bytes a host second the board sends at, at most: its burst rate or its wire."""
         self.destination: Address | None = None
@@ -319,7 +326,7 @@ class BoardDataPath:
         upload, so it goes as urgent and joins the high-ack stamp that the GO's OK
         brought: one request a buffer."""
         index = self._free(self.tx, self.geometry.tx_slots, "transmit")
-        self.tx[index] = Slot(number, len(data))
+        self.tx[index] = Slot(number, len(data), taking=isinstance(data, TakenBuffer))
         operations = _command(Command.SEND, index, number, len(data), flag=int(last))
         if isinstance(data, PatternBuffer):
             operations = _command(Command.FILL, index, data.key, data.length, flag=1) + operations
@@ -381,6 +388,7 @@ class BoardDataPath:
     def wait_events(self, timeout: float) -> list[ev.Event]:
         """Events from the board, waiting up to ``timeout`` seconds for the first."""
         end = time.monotonic() + timeout
+        self._watch_source()
         while True:
             self._pushed(self.link.client.take_pushed())
             if self.events or time.monotonic() >= end:
@@ -401,6 +409,23 @@ class BoardDataPath:
         if left >= LEAVE_AT_LEAST:
             self.link.flush()  # the requests and acknowledgements due go first
             time.sleep(left)
+
+    def _watch_source(self) -> None:
+        """A TAKE waits as long as its source offers nothing (none connected, or one
+        stopped): the user hears of it once the port has taken no word for
+        :data:`SOURCE_SILENCE` seconds, and again after words came and stopped."""
+        now = time.monotonic()
+        if not any(slot.taking and not slot.sent for slot in self.tx.values()):
+            self.source_seen = (now, self.source_seen[1])  # a silence counts from a take
+            return
+        if now < self.source_seen[0] + SOURCE_SILENCE:
+            return
+        taken = self._get("SOURCE_TAKEN")["SOURCE_TAKEN"]
+        silent = taken == self.source_seen[1]
+        if silent and not self.source_silent:
+            self.notice(f"the board's source port has taken no word for {SOURCE_SILENCE:g} s: its TAKE "
+                        "waits for a source to offer some (--source stamps runs the built-in one)")
+        self.source_silent, self.source_seen = silent, (now, taken)
 
     def flush(self) -> list[ev.Event]:
         """Before a timer fires: what the board's slots saw lately (the engine's data and

@@ -31,10 +31,12 @@ from test_scapy_vectors import TYPES, read
 
 from netblt.bench import wire_pacing
 from netblt.driver.framing import HEADER_SIZE, parse_header
+from netblt.driver import board as board_driver
 from netblt.driver.board import BoardDataPath, leave
 from netblt.driver.link import BoardInUse, BoardLink, LinkError
 from netblt.formats import host_link as F
 from netblt.formats.boards import IP_ADDRESS, MAC_ADDRESS, SIMULATION
+from netblt.formats.born import TakenBuffer
 from netblt.formats.pattern import pattern_bytes
 from netblt.formats.registers import ADDRESS
 from netblt.host.files import trailer_size
@@ -435,6 +437,37 @@ def test_a_resend_goes_out_ahead_of_the_buffers_queued(board):
             dp.close()
     assert sorted(order) == sorted([(b, p) for b in (1, 2) for p in range(20)] + [(1, 0)])
     assert order.index((1, 0), 1) <= 3, order  # not behind the 39 new packets still queued
+
+
+def test_a_take_waits_for_its_source_and_the_host_says_so(board, monkeypatch):
+    """``--source port`` with no source offering: the TAKE waits, and its SEND behind it
+    (nothing made up is sent; the model once sent the slot's old bytes), the host says
+    the port takes nothing, and the buffer goes once the stamp source starts."""
+    monkeypatch.setattr(board_driver, "SOURCE_SILENCE", 0.5)
+    notices = []
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as peer:
+        peer.bind((board.host, 0))
+        dp = BoardDataPath.open((board.link_host, board.link), local_port=board.netblt, peer=peer.getsockname(),
+                                notice=notices.append)
+        try:
+            dp.configure(Params(buffer_size=20 * 64, packet_size=64, burst_size=1, burst_interval=1, max_buffers=1,
+                                data_checksum=False, death_timer=30), peer.getsockname(), 20 * 64)
+            dp.send_buffer(1, TakenBuffer(20 * 64), True)
+            until = time.monotonic() + 1.5
+            while time.monotonic() < until:
+                dp.wait_events(0.1)
+            peer.settimeout(0.2)
+            with pytest.raises(TimeoutError):
+                peer.recv(65536)
+            peer.settimeout(60)
+            dp.start_stamps(100e6)
+            dp.flush()
+            order = [arrival(peer) for _ in range(20)]
+        finally:
+            dp.close()
+    assert notices == ["the board's source port has taken no word for 0.5 s: its TAKE waits for a source to "
+                       "offer some (--source stamps runs the built-in one)"]
+    assert sorted(order) == [(1, p) for p in range(20)]
 
 
 def arrival(peer: socket.socket) -> tuple[int, int]:

@@ -14,6 +14,7 @@ import ipaddress
 from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 from ...driver import receive_buffers
 from ...driver.framing import HEADER_SIZE, pack
@@ -110,6 +111,10 @@ class Engine:
         self.control_out: list[tuple[bytes, Destination]] = []
         self.peer: Destination | None = None
         """The peer, once worked out (:meth:`_destination`)."""
+        self.takes: dict[int, tuple[int, int]] = {}
+        """TAKEs waiting for the source to offer words: slot -> (bytes, flag)."""
+        self.held: dict[int, list[tuple[int, int, bool]]] = {}
+        """The packets of a slot whose TAKE waits."""
         self.writes: list[Callable[[], None]] = []
         """FILL's and TAKE's slot writes, done after their request's reply has left: the
         gateware replies at once and fills the slot while the segmenter waits for it, so a
@@ -213,6 +218,7 @@ class Engine:
         it offers 0, 1, 2 ... one every ``value`` cycles from now, or none."""
         self.values[ADDRESS["STAMP_EVERY"]] = value & 0xFFFF
         self.stamp_start = self.stamp_next = int(now * self.geometry.clock_hz)
+        self._run_takes(now)
 
     def _next_offer(self, now: float) -> int:
         """The cycle of the stamp source's first offer at or after ``now`` not yet counted."""
@@ -261,7 +267,11 @@ class Engine:
             return False
         packets = max(1, -(-length // size))
         self.tx[index] = TransmitSlot(self.value("ARG0"), length, bool(last), packets)
-        self.queue.extend((index, p, p == packets - 1) for p in range(packets))
+        sends = [(index, p, p == packets - 1) for p in range(packets)]
+        if index in self.takes:
+            self.held[index] = sends  # behind its TAKE, as the segmenter's fetches
+        else:
+            self.queue.extend(sends)
         return True
 
     def _resend(self, index: int, flag: int, now: float) -> bool:
@@ -274,24 +284,31 @@ class Engine:
     def _take(self, index: int, flag: int, now: float) -> bool:
         """The source port takes ARG1 bytes from the stamp source into the slot: the words
         it offers from now on, one a STAMP_EVERY cycles, numbered from its restart; those
-        it offered since the last take are refused. Done at once, as every command here (the gateware takes a word
-        an offer, and with STAMP_EVERY 0 waits for ever: here it takes nothing)."""
-        g, length, every = self.geometry, self.value("ARG1"), self.value("STAMP_EVERY")
+        it offered since the last take are refused. Done at once, as every command here
+        (the gateware takes a word an offer); with STAMP_EVERY 0 the take, and the slot's
+        SEND, wait for the source to start."""
+        g, length = self.geometry, self.value("ARG1")
         if not g.take or index >= g.tx_slots or length > g.slot_bytes:
             return False
-        if every:
-            beat = g.data_width // 8
+        self.takes[index] = (length, flag)
+        self._run_takes(now)
+        return True
+
+    def _run_takes(self, now: float) -> None:
+        every, beat = self.value("STAMP_EVERY"), self.geometry.data_width // 8
+        while self.takes and every:
+            index = next(iter(self.takes))  # in the order given
+            length, flag = self.takes.pop(index)
             words = -(-length // beat)
             first = self._next_offer(now)
             self.counts["SOURCE_REFUSED"] += (first - self.stamp_next) // every
             self.counts["SOURCE_TAKEN"] += words
             self.stamp_next = first + words * every
-            at = index * g.slot_bytes
-            number = (first - self.stamp_start) // every
-            self.writes.append(lambda: self._write_tx(at, stamps(number, 1, words * beat, beat)[:length]))
-        if not flag:
-            self._event(Event.TAKEN, index, 0)
-        return True
+            at, number = index * self.geometry.slot_bytes, (first - self.stamp_start) // every
+            self.writes.append(partial(self._write_stamps, at, number, length))
+            self.queue.extend(self.held.pop(index, ()))
+            if not flag:
+                self._event(Event.TAKEN, index, 0)
 
     def _post(self, index: int, flag: int, now: float) -> bool:
         if index >= self.geometry.rx_slots or not self.value("PACKET_SIZE"):
@@ -372,8 +389,10 @@ class Engine:
                 self._event(Event.SENT, index, 0)
         return out
 
-    def _write_tx(self, at: int, data: bytearray) -> None:
-        self.tx_memory[at:at + len(data)] = data
+    def _write_stamps(self, at: int, first: int, length: int) -> None:
+        """Stamps ``first``, ``first + 1`` ... one a beat, over ``length`` bytes of slot memory."""
+        beat = self.geometry.data_width // 8
+        self.tx_memory[at:at + length] = stamps(first, 1, -(-length // beat) * beat, beat)[:length]
 
     def _write_slots(self) -> None:
         writes, self.writes = self.writes, []
