@@ -44,13 +44,14 @@ from ..driver.board import DATA_SHARE, WIRE_BPS
 from ..formats import host_link as F
 from ..host.units import parse_duration, parse_probability, parse_rate, parse_size, positive
 from ..hw.boards import BOARDS
-from ..formats.boards import MAC_ADDRESS
 from ..protocol import codec, packets
 from .board_bench import NETBLT, free_port, report
 from .wire import FCS, PREAMBLE_AND_GAP
 
 FRAME_OVERHEAD = PREAMBLE_AND_GAP + FCS
 """Bytes on the wire around each frame the pcap holds."""
+ETHERNET_HEADER = 14
+LINKTYPE_ETHERNET = 1
 MOST_BPS = DATA_SHARE * WIRE_BPS
 """The most a board paces DATA at."""
 PROGRESS_EVERY = 60.0
@@ -96,29 +97,32 @@ class WireTimes:
         return self.data_bytes / len(self.data_starts) * 8 / gap if gap else 0.0
 
 
-def udp(frame: bytes) -> tuple[int, int, bytes] | None:
-    """(source port, destination port, payload) of an IPv4 UDP frame."""
-    if len(frame) < 42 or frame[12:14] != b"\x08\x00" or frame[23] != 17:
+def udp(packet: bytes) -> tuple[int, int, bytes] | None:
+    """(source port, destination port, payload) of an IPv4 UDP packet."""
+    if len(packet) < 28 or packet[0] >> 4 != 4 or packet[9] != 17:
         return None
-    ihl = (frame[14] & 0xF) * 4
-    sport, dport, length = struct.unpack_from("!HHH", frame, 14 + ihl)
-    return sport, dport, frame[14 + ihl + 8:14 + ihl + length]
+    ihl = (packet[0] & 0xF) * 4
+    sport, dport, length = struct.unpack_from("!HHH", packet, ihl)
+    return sport, dport, packet[ihl + 8:ihl + length]
 
 
-def read_wire(pcap: Path, board_port: int, board_mac: str = MAC_ADDRESS) -> WireTimes:
-    """The transfer between the board's NETBLT port and its peer, from ``pcap``."""
-    mac = bytes.fromhex(board_mac.replace(":", ""))
+def read_wire(pcap: Path, board_port: int) -> WireTimes:
+    """The transfer between the board's NETBLT port and its peer, from ``pcap``: Ethernet
+    frames (the design under Verilator's wire) or IP packets (the model's, linktype 101)."""
     wire, sent, oked, buffer_bytes = WireTimes(), set(), set(), Counter()
     outstanding = 0
     reader = RawPcapReader(str(pcap))
     scale = 1e-9 if reader.nano else 1e-6
+    ethernet = ETHERNET_HEADER if reader.linktype == LINKTYPE_ETHERNET else 0
     for frame, meta in reader:
         at = meta.sec + meta.usec * scale
-        from_board = frame[6:12] == mac
-        parts = udp(frame)
+        if ethernet and frame[12:14] != b"\x08\x00":
+            continue
+        parts = udp(frame[ethernet:])
         if parts is None:
             continue
         sport, dport, payload = parts
+        from_board = sport in (board_port, F.LINK_PORT)
         if dport == F.LINK_PORT and not from_board:
             if len(payload) > 1 and payload[1] == F.Type.UPLOAD:
                 wire.upload_bytes += len(payload) - F.HEADER.end
@@ -132,7 +136,7 @@ def read_wire(pcap: Path, board_port: int, board_mac: str = MAC_ADDRESS) -> Wire
             continue
         if from_board:
             if wire.first_data_at:
-                wire.wire_bytes_out += len(frame) + FRAME_OVERHEAD
+                wire.wire_bytes_out += len(frame) + ETHERNET_HEADER - ethernet + FRAME_OVERHEAD
             if isinstance(packet, packets.Open) and not wire.open_at:
                 wire.open_at = at
             elif isinstance(packet, packets.Data):
@@ -163,16 +167,18 @@ def read_wire(pcap: Path, board_port: int, board_mac: str = MAC_ADDRESS) -> Wire
 def start_board(args: argparse.Namespace, pcap: Path) -> tuple[subprocess.Popen, int, int, float]:
     """``netblt sim-board`` running: its process, host-link port, NETBLT port, and how
     many times slower than real time it said it runs."""
-    board = subprocess.Popen(NETBLT + ["sim-board", "--board", args.board, "--slots", "dram", "--pace", str(args.pace),
+    held = ["--model"] if args.model else ["--pace", str(args.pace)]
+    board = subprocess.Popen(NETBLT + ["sim-board", "--board", args.board, "--slots", "dram", *held,
                                        "--wan-delay", f"{args.rtt / 2}s", "--wan-loss", str(args.loss),
                                        "--wan-seed", str(args.seed), "--pcap", str(pcap)],
                              text=True, stdout=subprocess.PIPE)
     lines = [board.stdout.readline() for _ in range(4)]
-    if not lines[1].startswith("netblt ") or "slower than real time" not in lines[3]:
+    started = "in real time" in lines[3] if args.model else "slower than real time" in lines[3]
+    if not lines[1].startswith("netblt ") or not started:
         board.kill()
         raise SystemExit("netblt bench-long-path: netblt sim-board did not start (its error is above)")
     link, port = (int(line.split()[1].rsplit(":", 1)[1]) for line in lines[:2])
-    slower = float(lines[3].split()[2].replace(",", ""))
+    slower = 1.0 if args.model else float(lines[3].split()[2].replace(",", ""))
     return board, link, port, slower
 
 
@@ -257,9 +263,9 @@ def print_results(console: Console, args: argparse.Namespace, wire: WireTimes, s
     table.add_row("most outstanding (sent, not OKed)", f"{wire.most_outstanding / 2**20:.1f} MiB; "
                                                        f"rate x round trip at {MOST_BPS / 1e6:.0f} Mb/s: "
                                                        f"{MOST_BPS / 8 * args.rtt / 2**20:.1f} MiB")
-    held = next(line for line in summary.splitlines() if line.startswith("held at"))
+    held = next((line for line in summary.splitlines() if line.startswith("held at")), "held at 1:1 (the model)")
     table.add_row("simulated against real time", held.removeprefix("held at "))
-    agreed = sender["burst_size"] * sender["packet_size"] * 8 / (sender["burst_interval_ms"] / 1000) * args.pace
+    agreed = sender["burst_size"] * sender["packet_size"] * 8 / (sender["burst_interval_ms"] / 1000) * slower
     table.add_row("sender's report", f"{sender['buffer_size']} B buffers, {sender['packets_retransmitted']} resent, "
                                      f"rate at the end {share(agreed)} in the board's time")
     console.print(table)
@@ -285,6 +291,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--source", choices=("file", "pattern"), default="file",
                         help="what the board sends: a file from its host (default), or the test pattern its "
                              "pattern source makes (data born on the board: no uploads)")
+    parser.add_argument("--model", action="store_true",
+                        help="the board's functional model in real time, with its WAN (the figure the design's "
+                             "is held to), instead of the design under Verilator")
     parser.add_argument("--pcap", type=Path, metavar="FILE", help="keep the board's wire here (default: a temporary file)")
     parser.add_argument("--json", action="store_true", help="also print the figures as one JSON line")
     return parser.parse_args(argv)

@@ -125,13 +125,15 @@ class Served:
             self._to_host(reply, self.link.owner, now)
 
     def _to_host(self, datagram: bytes, to: tuple[str, int], now: float) -> None:
-        self._at(now + self.link_delay, lambda: self._out(self.link_socket, datagram, to, F.LINK_PORT))
+        self._record(datagram, (self.link_address, F.LINK_PORT), to, now)
+        self._at(now + self.link_delay, lambda: self._out(self.link_socket, datagram, to))
 
     def _to_peer(self, datagram: bytes, to: tuple[str, int], now: float) -> None:
         if not to[1]:
             self.counts["NETBLT natively on IP, which the model does not carry (dropped)"] += 1
             return
-        self._wan("to the peer", datagram, now, lambda: self._out(self.netblt_socket, datagram, to, self.netblt_port))
+        self._record(datagram, ("127.0.0.1", self.netblt_port), to, now)  # on the board's wire: before the WAN
+        self._wan("to the peer", datagram, now, lambda: self._out(self.netblt_socket, datagram, to))
 
     def _wan(self, way: str, datagram: bytes, now: float, deliver: Send) -> None:
         for at, _copy in self.wan[way].send(datagram, now):
@@ -143,11 +145,10 @@ class Served:
         else:
             heapq.heappush(self.later, (when, next(self.order), action))
 
-    def _out(self, sock: socket.socket, datagram: bytes, to: tuple[str, int], port: int) -> None:
+    def _out(self, sock: socket.socket, datagram: bytes, to: tuple[str, int]) -> None:
         if sock is self.netblt_socket and not _loopback(to[0]):  # the host link answers only who asked it
             self.counts[f"from the board to {to[0]}, not loopback (dropped)"] += 1
             return
-        self._record(datagram, (sock.getsockname()[0], port), to, time.monotonic())
         try:
             sock.sendto(datagram, to)
             self.counts["datagrams out"] += 1
@@ -201,7 +202,7 @@ class Pcap:
         ip = struct.pack(">BBHHHBBH4s4s", 0x45, 0, IP_UDP + len(datagram), 0, 0, 64, 17, 0,
                          socket.inet_aton(source[0]), socket.inet_aton(to[0]))
         packet = ip + udp + datagram
-        stamp = time.time()
+        stamp = time.time() - (time.monotonic() - now)
         self.file.write(struct.pack("<IIII", int(stamp), int(stamp % 1 * 1e9), len(packet), len(packet)) + packet)
 
     def close(self) -> None:
