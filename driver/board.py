@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 from ..formats import host_link as F
 from ..formats.dram_csr import DramPhy
 from ..formats.drops import Drop
-from ..formats.born import BornBuffer, CheckedBuffer, PatternBuffer, TakenBuffer
+from ..formats.born import BornBuffer, DrainedBuffer, PatternBuffer, TakenBuffer
 from ..formats.registers import (
     ADDRESS, COMMAND_WORD, CONNECTION_FLAGS, DRAM_LEVELS_WORD, ENGINE_STATE, EVENT_WORD, GEOMETRY_WORD,
     RECEIVED_FLAGS, Command, Event, PacingMode,
@@ -152,9 +152,12 @@ class Slot:
     sent: bool = False
     taking: bool = False
     """A transmit slot filled by a TAKE: its SEND waits for the source port's words."""
-    data: bytes | CheckedBuffer | None = None
-    checking: bool = False
-    """Being checked on the board (CHECK); ``first_pass`` is reported once it is."""
+    data: bytes | DrainedBuffer | None = None
+    whole: bool = False
+    """Received whole, and to be drained on the board in its turn; ``first_pass`` is
+    reported once it is."""
+    draining: bool = False
+    """Its DRAIN is queued."""
     first_pass: ev.FirstPass | None = None
     queried: bool = False
     """Its missing packets were asked for: resends came, so its arrivals are no first pass."""
@@ -180,11 +183,12 @@ class BoardDataPath:
     name = "board"
 
     def __init__(self, link: BoardLink, *, local_port: int, kind: Kind = "udp", peer: Address | None = None,
-                 notice: Callable[[str], None] = lambda text: None, check_on_board: bool = False) -> None:
+                 notice: Callable[[str], None] = lambda text: None, drain_on_board: bool = False) -> None:
         self.link, self.kind, self.notice = link, kind, notice
-        self.check_on_board = check_on_board
-        """Receiving: the board checks each buffer against the test pattern (CHECK) and
-        hands on a :class:`CheckedBuffer`; the bytes never cross the host link."""
+        self.drain_on_board = drain_on_board
+        """Receiving: the board drains each whole buffer, in the transfer's order, to its
+        sink port (DRAIN; the pattern checker watching, where built) and hands on a
+        :class:`DrainedBuffer`; the bytes never cross the host link."""
         # The peer's NETBLT port is its UDP port, or natively on IP a header field only.
         address = (_checked_ipv4(peer[0]), peer[1] if kind == "udp" else 0) if peer else None
         self.control = ControlCodec(local_port, peer[1] if peer else 0, address)
@@ -196,6 +200,8 @@ class BoardDataPath:
         self.tx: dict[int, Slot] = {}
         self.rx: dict[int, Slot] = {}
         self.queries: dict[int, list[tuple[int, list[int]]]] = {}
+        self.next_drain = 1
+        """The buffer the board drains next (``drain_on_board``)."""
         """Per receive slot, the missing-packet queries not yet answered: (buffer, packets so far)."""
         self.resent = 0
         self.tx_busy = False
@@ -379,9 +385,9 @@ class BoardDataPath:
             self.queries.setdefault(index, []).append((number, []))
             self._receive_command(Command.QUERY_MISSING, index, self.rx[index].capacity)
 
-    def take(self, number: int) -> memoryview | CheckedBuffer:
+    def take(self, number: int) -> memoryview | DrainedBuffer:
         slot = self.rx[self._slot_of(self.rx, number)]
-        return slot.data if isinstance(slot.data, CheckedBuffer) else memoryview(slot.data)[:slot.size]
+        return slot.data if isinstance(slot.data, DrainedBuffer) else memoryview(slot.data)[:slot.size]
 
     # -- the run loop's calls ---------------------------------------------------------------------
 
@@ -467,6 +473,7 @@ class BoardDataPath:
         self.control = self.control.fresh()
         self.params = self.transfer_size = None
         self.tx, self.rx, self.queries = {}, {}, {}
+        self.next_drain = 1
         self.resent, self.tx_busy, self.destination, self.high_ack = 0, False, None, 0
         self.dropped = Counter()
         self._reset_board()
@@ -640,8 +647,8 @@ class BoardDataPath:
         if slot is None:
             self.dropped["board events for a released slot"] += 1
             return
-        if kind == Event.CHECKED:
-            self._checked(slot, event["value"])
+        if kind == Event.DRAINED:
+            self._drained(slot, event["value"])
             return
         if kind == Event.RECEIVED:
             flags = RECEIVED_FLAGS.unpack(event["flags"])
@@ -658,7 +665,7 @@ class BoardDataPath:
         RECEIVED event can come after a query's answer found the buffer whole, the engine
         took it and the slot went to the next buffer, which is not whole (its download
         delivered as that buffer failed a transfer's SHA-256 check in CI)."""
-        if slot.data is not None or slot.checking:
+        if slot.data is not None or slot.whole:
             self.dropped["board completions of a buffer already delivered"] += 1
             return
         size = self._buffer_bytes(slot.buffer, last, count)
@@ -667,7 +674,7 @@ class BoardDataPath:
         reads = [_write("STATUS_SLOT", index), _read("SLOT_STATE"), _read("RX_HIGH_ACK")]
         if not slot.queried:
             reads += [_read("SLOT_RECEIVED"), _read("SLOT_FIRST_AT"), _read("SLOT_LAST_AT")]
-        if self.check_on_board:
+        if self.drain_on_board:
             data, values = None, self._operations(reads, wait=True, urgent=True)
         else:
             first = Request(F.Type.REGISTERS, F.encode_operations(reads))
@@ -679,19 +686,29 @@ class BoardDataPath:
             self.dropped["board completions for a slot given to its next buffer since"] += 1
             return
         slot.size = size
-        if self.check_on_board:  # the engine hears of it once the board has checked it
-            slot.checking, slot.first_pass = True, self._first_pass(timing)
-            self._receive_command(Command.CHECK, index, slot.buffer - 1, size)
+        if self.drain_on_board:  # the engine hears of it once the board has drained it
+            slot.whole, slot.first_pass = True, self._first_pass(timing)
+            self._drain_in_order()
             return
         slot.data = data
         self.events.append(ev.BufferComplete(slot.buffer, size, self._first_pass(timing)))
 
-    def _checked(self, slot: Slot, mismatched_beats: int) -> None:
-        """The board's check of a buffer is done: the engine hears the buffer is in."""
-        if not slot.checking:
-            self.dropped["board pattern checks never asked for"] += 1
+    def _drain_in_order(self) -> None:
+        """DRAIN the whole buffers next in the transfer's order (its first is 1): the sink
+        port sees the data as it was sent, whatever order its buffers completed in."""
+        whole = {slot.buffer: (index, slot) for index, slot in self.rx.items() if slot.whole and not slot.draining}
+        while self.next_drain in whole:
+            index, slot = whole[self.next_drain]
+            slot.draining = True
+            self._receive_command(Command.DRAIN, index, slot.buffer - 1, slot.size)
+            self.next_drain += 1
+
+    def _drained(self, slot: Slot, mismatched_beats: int) -> None:
+        """The sink port took the buffer's last word: the engine hears the buffer is in."""
+        if not slot.draining or slot.data is not None:
+            self.dropped["board drains never asked for"] += 1
             return
-        slot.data, slot.checking = CheckedBuffer(slot.size, mismatched_beats), False
+        slot.data = DrainedBuffer(slot.size, mismatched_beats)
         self.events.append(ev.BufferComplete(slot.buffer, slot.size, slot.first_pass))
 
     def _missing(self, kind: Event, index: int, value: int) -> None:

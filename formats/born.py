@@ -4,7 +4,8 @@ A transfer's source hands the endpoint one of these instead of bytes, and no byt
 crosses the host: a board's pattern source makes a :class:`PatternBuffer` (FILL), its
 source port takes a :class:`TakenBuffer` from whatever feeds it (TAKE); the software
 data path makes the pattern in C and has no source port. At the far end a receiving
-board may check the pattern itself and hand on a :class:`CheckedBuffer` (CHECK).
+board may drain each buffer to its sink port (DRAIN; its pattern checker watching, where
+built) and hand on a :class:`DrainedBuffer`.
 """
 
 from __future__ import annotations
@@ -38,10 +39,11 @@ BornBuffer = PatternBuffer | TakenBuffer
 
 
 @dataclass(frozen=True, slots=True)
-class CheckedBuffer:
-    """What a receiving board hands on in place of a buffer's bytes when it checks them
-    against the test pattern itself (CHECK): how many of the ``length`` bytes' beats
-    differed (saturated at 65,535). The bytes never cross the host."""
+class DrainedBuffer:
+    """What a receiving board hands on in place of a buffer's bytes once its sink port took
+    them (DRAIN): their length, and how many of their beats the pattern checker found not
+    to be the test pattern (saturated at 65,535; 0 without a checker). The bytes never
+    cross the host."""
 
     length: int
     mismatched_beats: int

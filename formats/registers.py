@@ -27,12 +27,13 @@ EVENT_WORD = Word("EVENT", (("value", 16), ("flags", 7), ("slot", 4), ("kind", 4
 """An EVENT word; ``valid`` is 0 in the word read when no event waits."""
 GEOMETRY_WORD = Word("GEOMETRY", (("data_width", 8), ("tx_slots", 5), ("rx_slots", 5),
                                    ("log2_max_packets", 5), ("fill", 1), ("check", 1), ("take", 1)))
-"""What GEOMETRY reads: the engine's build-time sizes, and whether FILL, CHECK and TAKE have a
-pattern source, a pattern checker and a source port to run on (slot counts up to 16, which the
-4-bit slot fields of COMMAND and EVENT number 0 to 15)."""
-ENGINE_STATE = Word("STATE", (("tx_idle", 1), ("checking", 1), ("slots_ready", 1)))
-"""What STATE reads: the transmit side has sent everything; a pattern check runs; the
-slots' memory is ready (DRAM once its init sequence has run; block RAM always)."""
+"""What GEOMETRY reads: the engine's build-time sizes, whether FILL and TAKE have a pattern
+source and a source port to run on, and whether a pattern checker watches the sink port
+that DRAIN feeds (slot counts up to 16, which the 4-bit slot fields of COMMAND and EVENT
+number 0 to 15)."""
+ENGINE_STATE = Word("STATE", (("tx_idle", 1), ("draining", 1), ("slots_ready", 1)))
+"""What STATE reads: the transmit side has sent everything; a DRAIN runs; the slots'
+memory is ready (DRAM once its init sequence has run; block RAM always)."""
 CONNECTION_FLAGS = Word("FLAGS", (("udp", 1), ("data_checksum", 1)))
 """The FLAGS register: NETBLT inside UDP (else IP protocol 30), data-area checksums negotiated."""
 RECEIVED_FLAGS = Word("RECEIVED flags", (("first", 1), ("ldata", 1), ("complete", 1), ("last_buffer", 1)))
@@ -138,12 +139,14 @@ GROUPS = (
         "Engine",
         Register("CYCLES", "r", 32, "free-running clock-cycle counter"),
         Register("STATE", "r", 3, f"{ENGINE_STATE.describe()} (slots_ready: the slots' memory is ready, "
-                                   "block RAM at once, DRAM when its init sequence has run; checking: the pattern checker is "
-                                   "busy; tx_idle: the transmit side has sent everything)"),
-        Register("CHECK_MISMATCHES", "r", 32, "beats that differed in the last CHECK"),
+                                   "block RAM at once, DRAM when its init sequence has run; draining: a DRAIN has the "
+                                   "receive store's reader; tx_idle: the transmit side has sent everything)"),
+        Register("CHECK_MISMATCHES", "r", 32, "beats of the last DRAIN that were not its buffer's test pattern "
+                                              "(the pattern checker's count; 0 without one)"),
         Register("GEOMETRY", "r", 32, f"{GEOMETRY_WORD.describe()} (log2_max_packets: log2 of the packets "
-                                      "a slot's bitmap tracks; fill, check, take: FILL, CHECK, TAKE "
-                                      "run, else COMMANDS_REJECTED counts them)"),
+                                      "a slot's bitmap tracks; fill, take: FILL, TAKE run, else "
+                                      "COMMANDS_REJECTED counts them; check: the pattern checker "
+                                      "watches the sink port)"),
         Register("SLOT_BYTES", "r", 32, "bytes per buffer slot"),
         Register("CLOCK_HZ", "r", 32, "system clock frequency the pacer counts"),
         Register("STAMP_EVERY", "rw", 16, "the built-in stamp source offers the words 0, 1, 2 ... from this "
@@ -254,7 +257,7 @@ class Command(enum.IntEnum):
     RELEASE = 4
     QUERY_MISSING = 5
     FILL = 6
-    CHECK = 7
+    DRAIN = 7
     TAKE = 8
 
 
@@ -269,7 +272,8 @@ COMMAND_DOCS = {
     Command.FILL: "fill ARG1 bytes of transmit slot with buffer ARG0's test pattern, after the uploads "
                   "before it; the slot's SEND may follow at once (flag: no FILLED event, as the SEND's "
                   "SENT says it all)",
-    Command.CHECK: "compare ARG1 bytes of receive slot with buffer ARG0's test pattern",
+    Command.DRAIN: "offer ARG1 bytes of receive slot, as buffer ARG0, on the sink port, in order; the "
+                   "pattern checker, where built, compares them with buffer ARG0's test pattern",
     Command.TAKE: "fill ARG1 bytes of transmit slot from the source port, after the uploads before it, "
                   "as its words come; the slot's SEND may follow at once (flag: no TAKEN event)",
 }
@@ -283,7 +287,7 @@ class Event(enum.IntEnum):
     MISSING_END = 3
     SENT = 4
     FILLED = 5
-    CHECKED = 6
+    DRAINED = 6
     TAKEN = 7
 
 
@@ -294,7 +298,8 @@ EVENT_DOCS = {
     Event.MISSING_END: "value: how many MISSING events the query listed",
     Event.SENT: "the slot's last new packet has left",
     Event.FILLED: "the pattern fill of the slot is done",
-    Event.CHECKED: "the pattern check is done; value: mismatching beats (saturated)",
+    Event.DRAINED: "the sink port took the slot's last word; value: beats the pattern checker found "
+                   "wrong (saturated; 0 without one)",
     Event.TAKEN: "the slot's take from the source port is done",
 }
 

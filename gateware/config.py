@@ -67,7 +67,8 @@ class EngineConfig:
     """The FILL command: a pattern source that writes transmit slots, so data born on the
     board goes out with the host doing control only."""
     check: bool = True
-    """The CHECK command: a pattern checker that reads receive slots."""
+    """A pattern checker watching the sink port: DRAINED says how many words were not their
+    buffer's test pattern (``recv --sink check``)."""
     take: bool = True
     """The TAKE command: the source port (gateware/source_port.py), a stream that fills
     transmit slots as its words come. Without FILL, CHECK or TAKE (the crowded builds

@@ -1,8 +1,8 @@
 """The control and status block: registers, the command FIFO and the event FIFO.
 
 Built from the tables in registers.py. Commands queue in order and are handed to the
-block they name (segmenter, reassembly, missing-list scanner, pattern source or
-checker, source port) when it is ready; everything the blocks report becomes a 32-bit event word.
+block they name (segmenter, reassembly, missing-list scanner, pattern source, source
+port, sink port) when it is ready; everything the blocks report becomes a 32-bit event word.
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ class ControlStatus(wiring.Component):
             "take": Out(stream.Signature(PATTERN_COMMAND)),
             "rx_command": Out(stream.Signature(RX_COMMAND)),
             "query": Out(stream.Signature(MISSING_QUERY)),
-            "check": Out(stream.Signature(PATTERN_COMMAND)),
+            "drain": Out(stream.Signature(PATTERN_COMMAND)),
             "upload": In(memory.WritePort.Signature(addr_width=config.tx_address_width, shape=config.data_width)),
             "upload_room": In(range(UPLOAD_ROOM + 1)),
             # The receive store's reader (receiver.py): seek, then words in order.
@@ -87,7 +87,7 @@ class ControlStatus(wiring.Component):
             "sent_slot": In(4),
             "filled": In(1),
             "took": In(1),
-            "checked": In(1),
+            "drained": In(1),
             "mismatches": In(32),
             # Counter strobes.
             "tx_packet": In(1),
@@ -185,11 +185,11 @@ class ControlStatus(wiring.Component):
 
     def _download_seek(self) -> None:
         """A download reads from where DOWNLOAD_ADDRESS was last written, and from there
-        again once a pattern check (which had the store's reader) ends."""
+        again once a drain (which had the store's reader) ends."""
         m, bus = self.m, self.bus
         resume, early = Signal(), Signal()
         self.early = early
-        m.d.sync += resume.eq(self.checked)
+        m.d.sync += resume.eq(self.drained)
         written = bus.w_en & (bus.addr == ADDRESS["DOWNLOAD_ADDRESS"])
         m.d.comb += [self.download_seek.valid.eq(written | resume),
                      self.download_seek.payload.eq(Mux(written, bus.w_data, self.rw["DOWNLOAD_ADDRESS"]))]
@@ -200,7 +200,7 @@ class ControlStatus(wiring.Component):
         value = Signal(32)
         r_data = Signal(32)
         m.d.comb += bus.r_data.eq(r_data)
-        self.checking = Signal(name="checking")
+        self.draining = Signal(name="draining")
         table = [0] * len(ENGINE_REGISTERS)
         for name, v in self._readable().items():
             table[ADDRESS[name]] = v
@@ -248,7 +248,7 @@ class ControlStatus(wiring.Component):
         if self.dram_port:
             readable |= {"DRAM_PHY": cfg.dram.phy, "DRAM_CSR_DATA": self.dram_csr.read_data,
                          "DRAM_CSR_BUSY": self.dram_csr.busy}
-        readable["STATE"] = word_value(ENGINE_STATE, tx_idle=self.tx_idle, checking=self.checking,
+        readable["STATE"] = word_value(ENGINE_STATE, tx_idle=self.tx_idle, draining=self.draining,
                                        slots_ready=self.slots_ready)
         return readable
 
@@ -256,7 +256,7 @@ class ControlStatus(wiring.Component):
         """The oldest command to the block it names; one naming no block or slot is rejected."""
         m, commands = self.m, self.commands
         head = data.View(QUEUED_COMMAND, commands.r_data).word
-        self.fill_slot, self.check_slot, self.take_slot = Signal(4), Signal(4), Signal(4)
+        self.fill_slot, self.drain_slot, self.take_slot = Signal(4), Signal(4), Signal(4)
         self.fill_quiet, self.take_quiet = Signal(), Signal()
         with m.If(commands.r_rdy):
             with m.Switch(head.op):
@@ -270,14 +270,14 @@ class ControlStatus(wiring.Component):
                                 m.d.sync += [self.fill_slot.eq(head.slot), self.fill_quiet.eq(head.flag)]
                             with m.If(target.ready & (op == Command.TAKE)):
                                 m.d.sync += [self.take_slot.eq(head.slot), self.take_quiet.eq(head.flag)]
-                            with m.If(target.ready & (op == Command.CHECK)):
-                                m.d.sync += [self.check_slot.eq(head.slot), self.checking.eq(1)]
+                            with m.If(target.ready & (op == Command.DRAIN)):
+                                m.d.sync += [self.drain_slot.eq(head.slot), self.draining.eq(1)]
                         with m.Else():
                             m.d.comb += [commands.r_en.eq(1), self.command_rejected.eq(1)]
                 with m.Default():
                     m.d.comb += [commands.r_en.eq(1), self.command_rejected.eq(1)]
-        with m.If(self.checked):
-            m.d.sync += self.checking.eq(0)
+        with m.If(self.drained):
+            m.d.sync += self.draining.eq(0)
 
     def _targets(self) -> dict:
         """Each command's block, whether its slot is one the block has, and its fields."""
@@ -294,15 +294,13 @@ class ControlStatus(wiring.Component):
             Command.POST: (self.rx_command, rx_ok, {"post": 1, "slot": head.slot, "buffer": queued.arg0}),
             Command.RELEASE: (self.rx_command, rx_ok, {"slot": head.slot}),
             Command.QUERY_MISSING: (self.query, rx_ok, {"slot": head.slot, "limit": queued.arg0}),
+            Command.DRAIN: (self.drain, rx_ok, {"slot": head.slot, "buffer": queued.arg0, "length": queued.arg1}),
         }
         if cfg.fill:
             targets[Command.FILL] = (self.fill, tx_ok, {"slot": head.slot, "buffer": queued.arg0,
                                                         "length": queued.arg1})
         if cfg.take:
             targets[Command.TAKE] = (self.take, tx_ok, {"slot": head.slot, "length": queued.arg1})
-        if cfg.check:
-            targets[Command.CHECK] = (self.check, rx_ok, {"slot": head.slot, "buffer": queued.arg0,
-                                                          "length": queued.arg1})
         return targets
 
     def _events(self) -> None:
@@ -313,8 +311,7 @@ class ControlStatus(wiring.Component):
             Event.SENT: (self.sent, self.sent_slot, 0),
             Event.FILLED: (self.filled & ~self.fill_quiet, self.fill_slot, 0),
             Event.TAKEN: (self.took & ~self.take_quiet, self.take_slot, 0),
-            Event.CHECKED: (self.checked, self.check_slot,
-                            Mux(self.mismatches > 0xFFFF, 0xFFFF, self.mismatches)),
+            Event.DRAINED: (self.drained, self.drain_slot, Mux(self.mismatches > 0xFFFF, 0xFFFF, self.mismatches)),
         }
         flags = {kind: Signal(name=f"pending_{kind.name.lower()}") for kind in pending}
         slots = {kind: Signal(4, name=f"pending_{kind.name.lower()}_slot") for kind in pending}

@@ -1,8 +1,10 @@
 """The NETBLT engine: registers on the host's side, IP payloads on the network's.
 
 Board-independent: hw/node.py puts LiteEth's IPv4 layer under ``net_tx``
-and ``net_rx`` and the host link on ``bus``, and connects ``stamps`` (the built-in
-source) to ``source``, the source port, where no user source is (docs/source-port.md).
+and ``net_rx`` and the host link on ``bus``, connects ``stamps`` (the built-in
+source) to ``source``, the source port, where no user source is (docs/source-port.md),
+and takes every word from ``sink``, the sink port, where no user sink is
+(docs/sink-port.md).
 docs/architecture.md draws it.
 """
 
@@ -21,6 +23,7 @@ from .outbound import Outbound
 from .receive_path import Receiver
 from .receive_store import READ_AHEAD
 from .register_bus import DramCsrBus, RegisterBus
+from .sink_port import sink_word
 from .source_port import StampSource, source_word
 from .streams import ip_stream
 from .transmit_path import UPLOAD_ROOM, Transmitter
@@ -40,6 +43,8 @@ class Engine(wiring.Component):
             # The source port (TAKE), and the built-in stamp source a top may feed it from.
             **({"source": In(stream.Signature(source_word(self.config.data_width))),
                 "stamps": Out(stream.Signature(source_word(self.config.data_width)))} if self.config.take else {}),
+            # The sink port (DRAIN): received buffers out, to a top's gateware.
+            "sink": Out(stream.Signature(sink_word(self.config.data_width))),
             # With slots in DRAM, the stores' native ports, for a LiteDRAM core's two, and
             # the core's ready, which STATE shows.
             **dram_members(self.config, "tx_dram", "rx_dram"),
@@ -63,7 +68,8 @@ class Engine(wiring.Component):
         connect(ctl.upload, tx.upload)
         connect(ctl.rx_command, rx.command)
         connect(ctl.query, rx.query)
-        connect(ctl.check, rx.check)
+        connect(ctl.drain, rx.drain)
+        connect(rx.sink, wiring.flipped(self.sink))
         connect(ctl.download_seek, rx.download_seek)
         connect(rx.download, ctl.download)
         connect(rx.missing, ctl.missing)
@@ -97,7 +103,7 @@ class Engine(wiring.Component):
             ctl.sent.eq(tx.sent), ctl.sent_slot.eq(tx.sent_slot), ctl.filled.eq(tx.filled), ctl.took.eq(tx.took),
             ctl.source_taken.eq(tx.taken), ctl.source_refused.eq(tx.refused),
             ctl.source_early_end.eq(tx.early_end),
-            ctl.checked.eq(rx.checked), ctl.mismatches.eq(rx.mismatches),
+            ctl.drained.eq(rx.drained), ctl.mismatches.eq(rx.mismatches),
             ctl.tx_packet.eq(data_sent), ctl.tx_control.eq(out.sent),
             ctl.rx_accepted.eq(rx.accepted), ctl.rx_duplicate.eq(rx.duplicate),
             ctl.rx_control.eq(rx.control_queued),

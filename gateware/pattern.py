@@ -1,7 +1,8 @@
 """A deterministic test pattern keyed by buffer number: line-rate runs need no upload.
 
 The pattern is formats/pattern.py's. A generator makes one beat per cycle; the same
-function in Python (``pattern_bytes``) is what tests compare with.
+function in Python (``pattern_bytes``) is what tests compare with. Its checker watches
+the sink port (gateware/sink_port.py).
 """
 
 from __future__ import annotations
@@ -20,13 +21,23 @@ def _xorshift(x: Value) -> Value:
     return x ^ (x << 5)[:32]
 
 
+def pattern_beat(state: Value, beat_bytes: int) -> tuple[Value, Value]:
+    """The beat of the pattern that follows ``state``, and the state after it."""
+    words, x = [], state
+    for _ in range(beat_bytes // 4):
+        x = _xorshift(x)
+        words.append(x)
+    return Cat(*words), words[-1]
+
+
 def _seed(buffer: Value) -> Value:
     mixed = buffer ^ SEED_MIX
     return Mux(mixed == 0, SEED_MIX, mixed)
 
 
 PATTERN_COMMAND = data.StructLayout({"slot": 4, "buffer": 32, "length": 32})
-"""Fill (or check) the first ``length`` bytes of ``slot`` with buffer ``buffer``'s pattern."""
+"""A slot command's fields: fill (FILL), take into (TAKE) or drain (DRAIN) the first
+``length`` bytes of ``slot``, as buffer ``buffer``."""
 
 
 class _Walker(wiring.Component):
@@ -50,12 +61,7 @@ class _Walker(wiring.Component):
         address = Signal(range(self._slots * cfg.slot_words))
         remaining = Signal(32)
         step = Signal()
-        words = []
-        x = state
-        for _ in range(W // 4):
-            x = _xorshift(x)
-            words.append(x)
-        beat = Cat(*words)
+        beat, next_state = pattern_beat(state, W)
 
         cmd = self.command.payload
         m.d.comb += self.command.ready.eq(~self.busy)
@@ -65,7 +71,7 @@ class _Walker(wiring.Component):
                          address.eq(cmd.slot * cfg.slot_words)]
             m.d.sync += self.busy.eq(1)
         with m.If(self.busy & step):
-            m.d.sync += [state.eq(words[-1]), address.eq(address + 1),
+            m.d.sync += [state.eq(next_state), address.eq(address + 1),
                          remaining.eq(Mux(remaining > W, remaining - W, 0))]
         return address, beat, remaining, step
 
@@ -83,40 +89,6 @@ class PatternSource(_Walker):
                      self.write.payload.address.eq(address), self.write.payload.data.eq(beat),
                      step.eq(self.write.valid & self.write.ready)]
         with m.If(self.busy & (remaining == 0)):
-            m.d.sync += self.busy.eq(0)
-            m.d.comb += self.done.eq(1)
-        return m
-
-
-class PatternChecker(_Walker):
-    """Reads a slot back from the receive store (a seek, then its words in order) and
-    counts the beats that differ from buffer n's pattern."""
-
-    def __init__(self, config: EngineConfig) -> None:
-        super().__init__(config, config.rx_slots, {
-            "seek": Out(stream.Signature(config.rx_address_width)),
-            "words": In(stream.Signature(config.data_width)),
-            "mismatches": Out(32),
-        })
-
-    def elaborate(self, platform) -> Module:
-        m = Module()
-        W = self.config.beat_bytes
-        address, beat, remaining, step = self.walk(m)
-        seeking = Signal()
-        with m.If(self.command.valid & ~self.busy):
-            m.d.sync += [seeking.eq(1), self.mismatches.eq(0)]
-        m.d.comb += [self.seek.valid.eq(self.busy & seeking), self.seek.payload.eq(address)]
-        with m.If(self.seek.valid):  # always taken
-            m.d.sync += seeking.eq(0)
-        checking = self.busy & ~seeking & (remaining != 0)
-        m.d.comb += [self.words.ready.eq(checking), step.eq(checking & self.words.valid)]
-        got = self.words.payload
-        differs = Cat(*((got[8 * i:8 * i + 8] != beat[8 * i:8 * i + 8]) & (i < remaining)
-                        for i in range(W))).any()
-        with m.If(step & differs):
-            m.d.sync += self.mismatches.eq(self.mismatches + 1)
-        with m.If(self.busy & ~seeking & (remaining == 0)):
             m.d.sync += self.busy.eq(0)
             m.d.comb += self.done.eq(1)
         return m

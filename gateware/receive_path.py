@@ -1,4 +1,4 @@
-"""The receive side assembled: parser, reassembly, receive store, control FIFO, checker."""
+"""The receive side assembled: parser, reassembly, receive store, control FIFO, sink port."""
 
 from __future__ import annotations
 
@@ -11,9 +11,10 @@ from .config import EngineConfig
 from .dram_slots import dram_members
 from .packet_fifo import CONTROL_META, PacketFifo
 from .parser import RX_SETTINGS, Parser, control_beat
-from .pattern import PATTERN_COMMAND, PatternChecker
+from .pattern import PATTERN_COMMAND
 from .reassembly import MISSING, MISSING_QUERY, RX_COMMAND, RX_EVENT, SLOT_STATUS, Reassembly
 from .receive_store import READ_AHEAD, receive_store
+from .sink_port import PatternChecker, SinkDrain, sink_word
 from .streams import ip_stream
 
 
@@ -21,9 +22,10 @@ class Receiver(wiring.Component):
     """IP payloads in; buffers in the receive store, control packets and events out.
 
     The store is where the configuration puts the slots: block RAM, or DRAM through
-    ``dram``, the caller's to connect. Its one reader serves the pattern checker while
-    it runs (where the configuration has one) and the host's downloads otherwise; when a
-    check ends, the downloads' own seek is the caller's to repeat (control.py does).
+    ``dram``, the caller's to connect. Its one reader serves a DRAIN to the sink port
+    while it runs (the pattern checker watching, where the configuration has one) and the
+    host's downloads otherwise; when a drain ends, the downloads' own seek is the
+    caller's to repeat (control_status.py does).
     """
 
     def __init__(self, config: EngineConfig) -> None:
@@ -37,8 +39,9 @@ class Receiver(wiring.Component):
             "query": In(stream.Signature(MISSING_QUERY)),
             "missing": Out(stream.Signature(MISSING)),
             "event": Out(stream.Signature(RX_EVENT)),
-            "check": In(stream.Signature(PATTERN_COMMAND)),
-            "checked": Out(1),
+            "drain": In(stream.Signature(PATTERN_COMMAND)),
+            "drained": Out(1),
+            "sink": Out(stream.Signature(sink_word(config.data_width))),
             "mismatches": Out(32),
             "control": Out(stream.Signature(config.data_width)),
             "control_meta": Out(stream.Signature(CONTROL_META)),
@@ -94,18 +97,21 @@ class Receiver(wiring.Component):
         return m
 
     def _reader(self, m: Module, store: wiring.Component) -> None:
-        """The store's reader to the checker while it runs, to the downloads otherwise."""
-        readers = [(1, self.download_seek, self.download)]
+        """The store's reader to a drain while it runs, to the downloads otherwise."""
+        m.submodules.drainer = drainer = SinkDrain(self.config)
+        wiring.connect(m, wiring.flipped(self.drain), drainer.command)
+        wiring.connect(m, drainer.sink, wiring.flipped(self.sink))
+        m.d.comb += self.drained.eq(drainer.done)
         if self.config.check:
             m.submodules.checker = checker = PatternChecker(self.config)
-            wiring.connect(m, wiring.flipped(self.check), checker.command)
-            m.d.comb += [self.checked.eq(checker.done), self.mismatches.eq(checker.mismatches)]
-            readers = [(checker.busy, checker.seek, checker.words), (~checker.busy, self.download_seek,
-                                                                     self.download)]
+            m.d.comb += [checker.start.eq(self.drain.valid & self.drain.ready), checker.buffer.eq(self.drain.payload.buffer),
+                         checker.word.eq(self.sink.payload), checker.taken.eq(self.sink.valid & self.sink.ready),
+                         self.mismatches.eq(checker.mismatches)]
+        readers = [(drainer.busy, drainer.seek, drainer.words), (~drainer.busy, self.download_seek, self.download)]
         for owns, seek, words in readers:
             with m.If(owns):
                 m.d.comb += [store.seek.valid.eq(seek.valid), store.seek.payload.eq(seek.payload),
                              seek.ready.eq(store.seek.ready),
                              words.valid.eq(store.read.valid), words.payload.eq(store.read.payload),
                              store.read.ready.eq(words.ready)]
-        m.d.comb += self.download_level.eq(Mux(readers[-1][0], store.level, 0))
+        m.d.comb += self.download_level.eq(Mux(~drainer.busy, store.level, 0))

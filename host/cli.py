@@ -131,9 +131,10 @@ def build_parser() -> argparse.ArgumentParser:
     recv.add_argument("--out", metavar="PATH", help="output directory (default: here; a trailing / "
                       "insists on a directory), one file, or - for standard output")
     recv.add_argument("--force", action="store_true", help="replace files that exist (never by default)")
-    recv.add_argument("--sink", choices=("check",), help="with --board, instead of --out: check, the board checks "
-                      "that the data is the test pattern (send --source pattern) and nothing crosses to this host "
-                      "or is kept")
+    recv.add_argument("--sink", choices=("check", "port"), help="with --board, instead of --out: the board drains "
+                      "each buffer, in order, to gateware and nothing crosses to this host or is kept: check, to "
+                      "its pattern checker (send --source pattern); port, to the gateware on its sink port "
+                      "(docs/sink-port.md; data born on a board)")
     recv.add_argument("--keep-serving", action="store_true", help="serve transfer after transfer "
                       "until interrupted (a busy receiver refuses a second sender)")
     recv.add_argument("--allow", type=_network, action="append", default=[], metavar="ADDR[/PREFIX]",
@@ -337,15 +338,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         sink = getattr(args, "sink", None)
         if sink and (args.board is None or args.out is not None):
-            raise UsageError("--sink check needs --board (the board checks the data) and keeps nothing: no --out")
+            raise UsageError(f"--sink {sink} needs --board (the board takes the data) and keeps nothing: no --out")
         options = Options(params_from(args, limits=args.command == "recv"), kind=args.transport,
                           timing=Timing(), secret=Secret.load(args.secret_file), board=args.board,
                           local_port=getattr(args, "local_port", 0), link_mtu=args.link_mtu,
-                          stamp_rate=getattr(args, "stamp_rate", None) or STAMP_RATE, check_on_board=bool(sink))
+                          stamp_rate=getattr(args, "stamp_rate", None) or STAMP_RATE, board_sink=sink or "")
         if args.command == "send":
             items, notes = _outgoing(args)
         else:
-            output = Output(board_check=True) if sink else Output.parse(args.out, args.force)
+            output = Output(board_sink=sink) if sink else Output.parse(args.out, args.force)
     except (ParamError, SecretError) as exc:
         err.print(f"netblt: error: {exc}", highlight=False, soft_wrap=True)
         return 2

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..driver.pattern import first_difference, pattern, stamps
-from ..formats.born import CheckedBuffer, PatternBuffer, TakenBuffer
+from ..formats.born import DrainedBuffer, PatternBuffer, TakenBuffer
 from .announce import PATTERN, STAMPS, Announcement
 
 CHUNK = 1 << 20
@@ -628,22 +628,23 @@ class FileSink:
 
 
 class BoardVerdict:
-    """A receiving board's checks of the test pattern, buffer by buffer (CHECK), in place of
-    a verifier of bytes: the bytes never reach this host."""
+    """A receiving board's drains, buffer by buffer (DRAIN), in place of a verifier of
+    bytes: the bytes never reach this host. Where ``checks``, its pattern checker's counts
+    are the verdict; else only the size is."""
 
     born = None
 
-    def __init__(self, expect: Expectation, buffer_size: int) -> None:
-        self.expect, self.buffer_size = expect, buffer_size
+    def __init__(self, expect: Expectation, buffer_size: int, checks: bool) -> None:
+        self.expect, self.buffer_size, self.checks = expect, buffer_size, checks
         self.length = 0
         self.mismatched_beats = 0
         self.first_wrong: int | None = None
         """The index of the first buffer with a beat that was not the pattern."""
 
-    def add(self, offset: int, checked: CheckedBuffer) -> None:
+    def add(self, offset: int, checked: DrainedBuffer) -> None:
         self.length += checked.length
         self.mismatched_beats += checked.mismatched_beats
-        if checked.mismatched_beats and (self.first_wrong is None or offset // self.buffer_size < self.first_wrong):
+        if self.checks and checked.mismatched_beats and (self.first_wrong is None or offset // self.buffer_size < self.first_wrong):
             self.first_wrong = offset // self.buffer_size
 
     def problem(self) -> str | None:
@@ -655,19 +656,19 @@ class BoardVerdict:
         return None
 
 
-class BoardCheckSink:
-    """The test pattern, checked where it arrived, by the receiving board: nothing is
-    written here (docs/source-port.md)."""
+class BoardSink:
+    """Data drained where it arrived, by the receiving board: to its pattern checker
+    (``checks``) or to the gateware on its sink port; nothing is written here
+    (docs/sink-port.md)."""
 
-    shown = "(checked on the board)"
-
-    def __init__(self, expect: Expectation, buffer_size: int) -> None:
+    def __init__(self, expect: Expectation, buffer_size: int, checks: bool) -> None:
         self.expect = expect
-        self.verifier = BoardVerdict(expect, buffer_size)
+        self.shown = "(checked on the board)" if checks else "(drained to the board's sink port)"
+        self.verifier = BoardVerdict(expect, buffer_size, checks)
         self.resumed_bytes, self.held, self.total_buffers = 0, frozenset(), None
         self.verdict: str | None = None
 
-    def write(self, offset: int, data: CheckedBuffer) -> None:
+    def write(self, offset: int, data: DrainedBuffer) -> None:
         self.verifier.add(offset, data)
 
     def problem(self) -> str | None:

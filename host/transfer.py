@@ -32,11 +32,13 @@ from ..protocol.endpoint import Admission, DataPathError, Endpoint
 from ..protocol.params import Params, Timing
 from . import announce
 from .auth import Secret
-from .files import (BoardCheckSink, Expectation, FileError, FileSink, FileSource, PatternData, PortData, StampCheck,
+from .files import (BoardSink, Expectation, FileError, FileSink, FileSource, PatternData, PortData, StampCheck,
                     StdoutSink, StreamSource, name_problem)
 
 STAMP_RATE = 100e6
 """What the board's stamp source offers unless told: bits a second."""
+BOARD_SINKS = {"check": "pattern checker", "port": "sink port"}
+"""``recv --sink``'s choices: where a receiving board drains each buffer."""
 SILENCE_WARNING = 5.0
 """Seconds of silence from the peer before the user hears about it."""
 PROGRESS_TICK = 0.1
@@ -104,8 +106,9 @@ class Options:
     """The largest IP datagram between this host and its board."""
     stamp_rate: float = STAMP_RATE
     """Bits a second the board's stamp source offers (``--source stamps``)."""
-    check_on_board: bool = False
-    """Receiving on a board: it checks the test pattern itself and nothing is kept (``--sink check``)."""
+    board_sink: str = ""
+    """Receiving on a board: where it drains each buffer instead of this host (``--sink``):
+    "check", its pattern checker; "port", its sink port's gateware. Nothing is kept."""
 
 
 @dataclass
@@ -181,9 +184,9 @@ def data_path(options: Options, feedback: Feedback, *, peer: Address | None = No
     if options.board is not None:
         port = listen[1] if listen else options.local_port or DEFAULT_PORT
         dp = BoardDataPath.open(options.board, mtu=options.link_mtu, local_port=port, kind=options.kind, peer=peer,
-                                notice=feedback.status, check_on_board=options.check_on_board)
+                                notice=feedback.status, drain_on_board=bool(options.board_sink))
         try:
-            if options.check_on_board and not dp.geometry.check:
+            if options.board_sink == "check" and not dp.geometry.check:
                 raise TransferError(f"board {show(options.board)} has no pattern checker: its bitstream was built "
                                     f"without one")
             if listen and listen[0] and not host_address(listen).is_unspecified and \
@@ -455,8 +458,8 @@ class Output:
     directory: Path | None = None
     file: Path | None = None
     stdout: bool = False
-    board_check: bool = False
-    """Nothing kept: the receiving board checks the test pattern (``--sink check``)."""
+    board_sink: str = ""
+    """Nothing kept: the receiving board drains the data to its checker or its sink port (``--sink``)."""
 
     @classmethod
     def parse(cls, text: str | None, force: bool = False) -> Output:
@@ -484,8 +487,8 @@ class Output:
         return self
 
     def __str__(self) -> str:
-        if self.board_check:
-            return "nowhere: the board checks the test pattern"
+        if self.board_sink:
+            return f"nowhere: the board drains it to its {BOARD_SINKS[self.board_sink]}"
         return "standard output" if self.stdout else str(self.file or self.directory)
 
 
@@ -512,7 +515,7 @@ class Reception:
                  session: str | None, finished: deque[tuple[Address, int]]) -> None:
         self.output, self.gate, self.feedback, self.force = output, gate, feedback, force
         self.session, self.finished = session, finished
-        self.sink: FileSink | StdoutSink | BoardCheckSink | None = None
+        self.sink: FileSink | StdoutSink | BoardSink | None = None
         self.announced: announce.Announcement | None = None
 
     def admit(self, request: ev.Admit) -> Admission:
@@ -549,11 +552,14 @@ class Reception:
         secret = self.gate.secret
         seal = (lambda digest: secret.seal(request.uid, digest)) if secret else None
         expect = Expectation(announced, seal)
-        if self.output.board_check and not announced.pattern:
+        if self.output.board_sink == "check" and not announced.pattern:
             return "this receiver's board checks the test pattern and keeps nothing: send --source pattern"
+        if self.output.board_sink == "port" and not announced.data:
+            return ("this receiver's board drains what comes to its sink port and keeps nothing: send data born "
+                    "on a board (--source)")
         try:
-            if self.output.board_check:
-                self.sink = BoardCheckSink(expect, request.params.buffer_size)
+            if self.output.board_sink:
+                self.sink = BoardSink(expect, request.params.buffer_size, checks=self.output.board_sink == "check")
             elif self.output.stdout:
                 self.sink = StdoutSink(1, expect, request.params.buffer_size)
             else:

@@ -137,13 +137,16 @@ class BoardTop(Elaboratable):
     core with the board's PHY, hw/litedram_core.py) its slots are in the board's DRAM.
     ``source``, if given, makes the source port's feed from the module and the platform
     (a user's digitizer on the board's pins; docs/source-port.md); else the built-in
-    stamp source feeds it."""
+    stamp source feeds it. ``sink``, if given, takes the sink port's stream with the
+    module and the platform (a user's gateware; docs/sink-port.md); else every word
+    drained is dropped, the pattern checker watching where built."""
 
     def __init__(self, board: Board, ip_address: str = IP_ADDRESS, link_port: int = LINK_PORT,
                  mac_address: str = MAC_ADDRESS, netmask: str = NETMASK, gateway: str = GATEWAY,
-                 dram: dict | None = None, source: Callable[[Module, object], stream.Interface] | None = None) -> None:
+                 dram: dict | None = None, source: Callable[[Module, object], stream.Interface] | None = None,
+                 sink: Callable[[Module, object, stream.Interface], None] | None = None) -> None:
         self.board, self.ip_address, self.link_port, self.mac_address = board, ip_address, link_port, mac_address
-        self.netmask, self.gateway, self.dram, self.source = netmask, gateway, dram, source
+        self.netmask, self.gateway, self.dram, self.source, self.sink = netmask, gateway, dram, source, sink
 
     def elaborate(self, platform) -> Module:
         board = self.board.built("block" if self.dram is None else "dram")
@@ -159,11 +162,14 @@ class BoardTop(Elaboratable):
         rgmii = platform.request("eth_rgmii", 0, dir={name: "-" for name in RGMII_DATA_PINS})
         m.submodules.node = node = NetbltNode(config, "rgmii", rgmii, self.ip_address, self.link_port,
                                               self.mac_address, board.number, self.netmask, self.gateway,
-                                              board.link_intake_words, board_dram, self.source is not None)
+                                              board.link_intake_words, board_dram, self.source is not None,
+                                              self.sink is not None)
         if self.source is not None:
             if not config.take:
                 raise ValueError(f"{board.name}'s build has no source port (formats/boards.py: take=False)")
             wiring.connect(m, self.source(m, platform), node.source)
+        if self.sink is not None:
+            self.sink(m, platform, node.sink)
         m.submodules.mdio = mdio = MdioLinkMonitor(board.phy_address, reset_cycles=config.clock_hz // 100)
         m.d.comb += node.link_up.eq(mdio.link)
         m.d.comb += [rgmii.rst.o.eq(mdio.phy_reset), rgmii.mdc.o.eq(mdio.mdc),

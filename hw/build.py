@@ -50,9 +50,10 @@ The block-RAM builds keep the default router, with which their seeds were chosen
 
 
 def build(board: Board, mac: str, ip: str, link_port: int, build_dir: Path, netmask: str = NETMASK,
-          gateway: str = GATEWAY, slots: str = "block", source=None) -> tuple[NextpnrReport, int]:
+          gateway: str = GATEWAY, slots: str = "block", source=None, sink=None) -> tuple[NextpnrReport, int]:
     """The bitstream, its report and the placement seed that made it; ``source`` feeds the
-    source port in place of the built-in stamps (BoardTop's, hw/example_digitizer.py).
+    source port in place of the built-in stamps and ``sink`` takes the sink port's words
+    (BoardTop's; hw/example_digitizer.py, hw/example_sink.py).
 
     Synthesis runs once; place and route tries the board's seeds for ``slots`` in turn and
     keeps the first whose every clock meets its constraint (or the last). Every input is
@@ -73,7 +74,7 @@ def build(board: Board, mac: str, ip: str, link_port: int, build_dir: Path, netm
     os.environ.update(tools_environment())
     # No source locations in the netlist: they hold this checkout's path, and the
     # placement should not depend on where the project was checked out.
-    platform.build(BoardTop(board, ip, link_port, mac, netmask, gateway, dram, source), name=NAME, build_dir=str(build_dir), do_program=False,
+    platform.build(BoardTop(board, ip, link_port, mac, netmask, gateway, dram, source, sink), name=NAME, build_dir=str(build_dir), do_program=False,
                    emit_src=False, add_preferences=(CONSTRAINTS / f"{board.name}.lpf").read_text(),
                    nextpnr_opts=" ".join([f"--seed {seeds[0]} --report {NAME}-report.json --timing-allow-fail",
                                           *([ROUTER2] if dram else [])]))

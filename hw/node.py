@@ -19,6 +19,7 @@ from ..gateware.config import EngineConfig
 from ..gateware.engine import Engine
 from ..gateware.host_link import INTAKE_WORDS, HostLink
 from ..gateware.link_executor import DOWNLOAD_QUEUE, STAGED_DOWNLOAD_QUEUE, BoardIdentity
+from ..gateware.sink_port import sink_word
 from ..gateware.source_port import source_word
 from ..gateware.stream_buffer import StreamBuffer
 from ..gateware.streams import ip_payload
@@ -38,13 +39,15 @@ class NetbltNode(wiring.Component):
     sequence has run (the engine's STATE shows it too); ``board_dram`` is what a core
     with the board's PHY is wired to (hw/litedram.py). The engine's source port (TAKE) is
     fed by its built-in stamp source, or with ``external_source`` from ``source``, which
-    the caller drives (docs/source-port.md)."""
+    the caller drives (docs/source-port.md); its sink port (DRAIN) goes nowhere (the
+    pattern checker watching, where built), or with ``external_sink`` out of ``sink``, to
+    the caller's gateware (docs/sink-port.md)."""
 
     def __init__(self, config: EngineConfig | None = None, phy: str = "gmii", rgmii=None,
                  ip_address: str = IP_ADDRESS, link_port: int = LINK_PORT, mac_address: str = MAC_ADDRESS,
                  board: int = 0, netmask: str = NETMASK, gateway: str = GATEWAY,
                  intake_words: int = INTAKE_WORDS, board_dram: BoardDram | None = None,
-                 external_source: bool = False) -> None:
+                 external_source: bool = False, external_sink: bool = False) -> None:
         self.config, self.board_dram = config or EngineConfig(), board_dram
         self.ethernet = LiteEthCore(phy, rgmii)
         self.identity = BoardIdentity(int(ipaddress.IPv4Address(ip_address)), parse_mac(mac_address), board,
@@ -52,9 +55,12 @@ class NetbltNode(wiring.Component):
                                       self.config.clock_hz)
         self.link_port, self.intake_words = link_port, intake_words
         self.external_source = external_source and self.config.take
+        self.external_sink = external_sink
         members = {"activity": Out(1), "link_up": In(1, init=1)}
         if self.external_source:
             members["source"] = In(stream.Signature(source_word(self.config.data_width)))
+        if external_sink:
+            members["sink"] = Out(stream.Signature(sink_word(self.config.data_width)))
         if phy == "gmii":
             members["gmii"] = Out(wiring.Signature(GMII))
         if self.config.dram:
@@ -68,6 +74,10 @@ class NetbltNode(wiring.Component):
             wiring.connect(m, wiring.flipped(self.source), engine.source)
         elif self.config.take:
             wiring.connect(m, engine.stamps, engine.source)
+        if self.external_sink:
+            wiring.connect(m, engine.sink, wiring.flipped(self.sink))
+        else:
+            m.d.comb += engine.sink.ready.eq(1)
         queue = STAGED_DOWNLOAD_QUEUE if self.config.dram else DOWNLOAD_QUEUE
         m.submodules.link = link = HostLink(self.identity, self.link_port, self.intake_words, queue)
         m.submodules.ethernet = ethernet = self.ethernet

@@ -3,8 +3,12 @@ pattern made at memory speed, the receiver's check of every byte, ``netblt check
 transfers through the software data path and the board's functional model. The same
 transfer through the board's design under Verilator is in tests/test_board_conformance.py."""
 
+import contextlib
+import io
 import json
 import math
+import threading
+import time
 from dataclasses import replace
 import os
 import subprocess
@@ -323,6 +327,37 @@ def test_a_receiving_board_finds_a_wrong_byte_in_the_pattern(model, monkeypatch,
     why = "the board found 1 beats that are not the test pattern, the first in buffer 2"
     assert code == 1 and not receiver["ok"] and receiver["reason"] == why
     assert why in capsys.readouterr().err
+
+
+def test_a_receiving_board_drains_to_its_sink_port_in_the_order_sent(tmp_path, monkeypatch):
+    """``recv --sink port`` through loss and reordering: buffers complete out of order in
+    the board's two slots, and the board drains them to its sink port in the order sent,
+    each once; the receiver keeps nothing and reports what the port took."""
+    board = ServedBoard()
+    completed, drained = [], []
+    complete, command = board_driver.BoardDataPath._completed, board_driver.BoardDataPath._receive_command
+    monkeypatch.setattr(board_driver.BoardDataPath, "_completed",
+                        lambda dp, index, slot, *a: completed.append(slot.buffer) or complete(dp, index, slot, *a))
+    monkeypatch.setattr(board_driver.BoardDataPath, "_receive_command", lambda dp, op, index, *a: (
+        drained.append(a[0] + 1) if op == Command.DRAIN else None) or command(dp, op, index, *a))
+    size, out = 600_000, io.StringIO()
+    result = {}
+    receiving = threading.Thread(target=lambda: result.update(code=main(
+        ["recv", "--board", board.address, "--listen", f":{board.netblt_port}", "--sink", "port", "--json"])))
+    try:
+        with contextlib.redirect_stdout(out):
+            receiving.start()
+            time.sleep(1.0)
+            done = send("--source", "pattern", "--size", str(size), "--buffer-size", "16K",
+                        f"127.0.0.1:{relay(board.netblt_port, 4)}", "--json", "--rate", "100M", timeout=120)
+            receiving.join(120)
+    finally:
+        board.close()
+    (receiver,) = reports(out.getvalue())
+    assert done.returncode == 0 and result["code"] == 0, done.stderr
+    assert receiver["ok"] and receiver["bytes"] == size and receiver["path"] == "(drained to the board's sink port)"
+    assert drained == list(range(1, math.ceil(size / 16384) + 1))
+    assert completed != sorted(completed)  # the loss made the order worth keeping
 
 
 def test_a_checking_board_refuses_a_file(model, tmp_path):

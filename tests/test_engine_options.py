@@ -1,7 +1,8 @@
 """Build options of the engine, in Amaranth's simulator: an engine built without the
-pattern source or checker (the Colorlight's; the Versa's DRAM build has the source
-alone) rejects FILL or CHECK and counts them, and one built with them runs them; GEOMETRY reports the slots and bitmaps built, up to
-the 16 slots each way that the commands' slot field numbers; counters whose strobes
+pattern source rejects FILL and counts it, one built with it runs it; every build drains
+(DRAIN), and one built with the pattern checker counts the words that are not the pattern
+(here every word: the slots hold zeros); GEOMETRY reports the slots and bitmaps built, up
+to the 16 slots each way that the commands' slot field numbers; counters whose strobes
 are registered twice count a cycle later, once."""
 
 import pytest
@@ -15,7 +16,7 @@ from netblt.formats.registers import ADDRESS, COMMAND_WORD, EVENT_WORD, GEOMETRY
 
 def run_commands(config: EngineConfig, commands: list[Command], slot: int = 0,
                  flag: int = 0) -> tuple[int, list[int], dict]:
-    """COMMANDS_REJECTED, the events' kinds and GEOMETRY's fields after ``commands`` on
+    """COMMANDS_REJECTED, the event words and GEOMETRY's fields after ``commands`` on
     ``slot`` with ``flag``, each with an argument of buffer 1 and 64 bytes."""
     dut = Engine(config)
     result = {}
@@ -26,29 +27,34 @@ def run_commands(config: EngineConfig, commands: list[Command], slot: int = 0,
 
         for op in commands:
             await write("ARG0", 1)
-            await write("ARG1", 64)
+            await write("ARG1", 64)  # 16 words
             await write("COMMAND", COMMAND_WORD.pack(op=op, slot=slot, flag=flag))
             await ctx.tick().repeat(200)
         result["rejected"] = await read("COMMANDS_REJECTED")
         kinds = []
         while word := await read("EVENT"):
-            kinds.append(EVENT_WORD.unpack(word)["kind"])
+            kinds.append(word)
         result["events"] = kinds
         result["geometry"] = GEOMETRY_WORD.unpack(await read("GEOMETRY"))
+
+    async def sink(ctx):
+        ctx.set(dut.sink.ready, 1)
 
     sim = Simulator(dut)
     sim.add_clock(1 / config.clock_hz)
     sim.add_testbench(bench)
+    sim.add_testbench(sink)
     sim.run()
     return result["rejected"], result["events"], result["geometry"]
 
 
 @pytest.mark.parametrize("fill, check", [(False, False), (True, False), (True, True)])
-def test_fill_and_check_exist_only_where_the_build_has_their_blocks(fill, check):
+def test_fill_exists_only_where_the_build_has_it_and_every_build_drains(fill, check):
     config = EngineConfig(slot_bytes=1024, max_packets=32, fifo_depth=16, fill=fill, check=check)
-    rejected, events, geometry = run_commands(config, [Command.FILL, Command.CHECK])
-    assert rejected == (not fill) + (not check)
-    assert events == [Event.FILLED] * fill + [Event.CHECKED] * check
+    rejected, events, geometry = run_commands(config, [Command.FILL, Command.DRAIN])
+    assert rejected == (not fill)
+    assert [EVENT_WORD.unpack(e)["kind"] for e in events] == [Event.FILLED] * fill + [Event.DRAINED]
+    assert EVENT_WORD.unpack(events[-1])["value"] == (16 if check else 0)  # buffer 1's pattern is not zeros
     assert (geometry["fill"], geometry["check"]) == (fill, check)
 
 
@@ -56,16 +62,17 @@ def test_a_fill_with_its_flag_raises_no_event():
     """The host queues a FILL with its slot's SEND: the SENT event is the one it needs."""
     config = EngineConfig(slot_bytes=1024, max_packets=32, fifo_depth=16)
     assert run_commands(config, [Command.FILL], flag=1)[:2] == (0, [])
-    assert run_commands(config, [Command.FILL], flag=0)[:2] == (0, [Event.FILLED])
+    rejected, events, _ = run_commands(config, [Command.FILL], flag=0)
+    assert rejected == 0 and [EVENT_WORD.unpack(e)["kind"] for e in events] == [Event.FILLED]
 
 
 @pytest.mark.parametrize("slots, max_packets", [(2, 32), (MAX_SLOTS, 4096)])
 def test_geometry_reports_the_slots_and_bitmaps_built(slots, max_packets):
-    """The last slot takes commands: with 16 slots, slot 15 is FILLed and CHECKed."""
+    """The last slot takes commands: with 16 slots, slot 15 is FILLed and DRAINed."""
     config = EngineConfig(tx_slots=slots, rx_slots=slots, slot_bytes=1024, max_packets=max_packets,
                           fifo_depth=16)
-    rejected, events, geometry = run_commands(config, [Command.FILL, Command.CHECK], slot=slots - 1)
-    assert rejected == 0 and events == [Event.FILLED, Event.CHECKED]
+    rejected, events, geometry = run_commands(config, [Command.FILL, Command.DRAIN], slot=slots - 1)
+    assert rejected == 0 and [EVENT_WORD.unpack(e)["kind"] for e in events] == [Event.FILLED, Event.DRAINED]
     assert geometry == {"data_width": 32, "tx_slots": slots, "rx_slots": slots,
                         "log2_max_packets": max_packets.bit_length() - 1, "fill": 1, "check": 1,
                         "take": 1}

@@ -87,7 +87,7 @@ class Engine:
         self.events: deque[int] = deque()
         self.backlog: deque[int] = deque()
         """Events waiting for room in the FIFO: the gateware holds its missing-list scanner
-        and its SENT, FILLED and CHECKED flags until there is room; only RECEIVED events,
+        and its SENT, FILLED, TAKEN and DRAINED flags until there is room; only RECEIVED events,
         which the packet path cannot wait for, are lost when it is full."""
         self.control_in: deque[ControlPacket] = deque()
         self.counts: Counter[str] = Counter()
@@ -350,15 +350,21 @@ class Engine:
             self._event(Event.FILLED, index, 0)
         return True
 
-    def _check(self, index: int, flag: int, now: float) -> bool:
+    def _drain(self, index: int, flag: int, now: float) -> bool:
+        """The slot's bytes to the sink port, which here takes them at once and drops them;
+        the pattern checker, where the geometry has one, counts the beats that are not
+        buffer ARG0's pattern."""
         length = self.value("ARG1")
-        if not self.geometry.check or index >= self.geometry.rx_slots or length > self.geometry.slot_bytes:
+        if index >= self.geometry.rx_slots or length > self.geometry.slot_bytes:
             return False
-        at, beat = index * self.geometry.slot_bytes, self.geometry.data_width // 8
-        got, expected = self.rx_memory[at:at + length], pattern(self.value("ARG0"), length)
-        wrong = 0 if got == expected else sum(got[b:b + beat] != expected[b:b + beat] for b in range(0, length, beat))
+        wrong = 0
+        if self.geometry.check:
+            at, beat = index * self.geometry.slot_bytes, self.geometry.data_width // 8
+            got, expected = self.rx_memory[at:at + length], pattern(self.value("ARG0"), length)
+            wrong = 0 if got == expected else sum(got[b:b + beat] != expected[b:b + beat]
+                                                  for b in range(0, length, beat))
         self.counts["CHECK_MISMATCHES"] = wrong
-        self._event(Event.CHECKED, index, min(wrong, 0xFFFF))
+        self._event(Event.DRAINED, index, min(wrong, 0xFFFF))
         return True
 
     def _event(self, kind: Event, slot: int, value: int, flags: int = 0) -> None:

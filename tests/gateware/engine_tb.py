@@ -14,6 +14,7 @@ from cocotb.triggers import ClockCycles, RisingEdge
 
 from netblt.gateware.config import EngineConfig
 from netblt.formats.registers import CONNECTION_FLAGS, ENGINE_STATE, GEOMETRY_WORD, RECEIVED_FLAGS, Command, Event
+from netblt.gateware.sink_port import sink_word
 from netblt.gateware.streams import ip_payload
 from netblt.formats.pattern import pattern_bytes
 from netblt.protocol import codec, packets
@@ -83,6 +84,9 @@ async def connect(dut, *, udp: bool = False, data_checksum: bool = True, packet_
     host = RegisterHost(dut)
     path = Path(dut, random.Random(11))
     cocotb.start_soon(path.run())
+    # The sink port's gateware: it takes a word in five cycles out of six.
+    path.drained = BeatSink(dut, "sink", sink_word(CONFIG.data_width), stall=0.2, rng=random.Random(5))
+    cocotb.start_soon(path.drained.run())
     await host.configure(PACKET_SIZE=packet_size, LOCAL_PORT=PORT, PEER_PORT=PORT, PEER_ADDRESS=ADDRESS_SELF,
                          UDP_LOCAL_PORT=PORT, UDP_PEER_PORT=PORT,
                          FLAGS=CONNECTION_FLAGS.pack(udp=udp, data_checksum=data_checksum))
@@ -119,11 +123,11 @@ async def test_loop_through_a_lossy_path(dut):
     resent = [codec.decode(beat_bytes(beats, W), data_checksum=True).packet
               for _, beats in path.sink.packets()[before:]]
     assert [(p.buffer, p.packet) for p in resent] == [(buffer, n) for n in missing]
-    # A download begun before a CHECK goes on where it was after it (the check borrows
+    # A download begun before a DRAIN goes on where it was after it (the drain borrows
     # the store's reader).
     words = await host.download(0, 3)
-    await host.command(Command.CHECK, 0, buffer, length)
-    _, slot, _, mismatches = await host.wait_for(Event.CHECKED)
+    await host.command(Command.DRAIN, 0, buffer, length)
+    _, slot, _, mismatches = await host.wait_for(Event.DRAINED)
     assert (slot, mismatches) == (0, 0)
     words += await host.download_more(-(-length // 4) - 3)
     assert b"".join(w.to_bytes(4, "little") for w in words)[:length] == pattern_bytes(buffer, length)
@@ -151,9 +155,12 @@ async def test_each_slot_keeps_its_own_data(dut):
         while not RECEIVED_FLAGS.unpack((await host.wait_for(Event.RECEIVED))[2])["complete"]:
             pass
     for rx_slot, buffer in ((0, 8), (1, 7)):
-        await host.command(Command.CHECK, rx_slot, buffer, length)
-        _, slot, _, mismatches = await host.wait_for(Event.CHECKED)
+        before = len(path.drained.beats)
+        await host.command(Command.DRAIN, rx_slot, buffer, length)
+        _, slot, _, mismatches = await host.wait_for(Event.DRAINED)
         assert (slot, mismatches) == (rx_slot, 0)
+        words = [beat for _, beat in path.drained.beats[before:]]
+        assert beat_bytes(words, W) == pattern_bytes(buffer, length) and {w["buffer"] for w in words} == {buffer}
 
 
 @cocotb.test()

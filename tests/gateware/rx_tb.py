@@ -19,7 +19,8 @@ from netblt.gateware.packet_fifo import CONTROL_META
 from netblt.protocol import codec, packets
 from netblt.formats.checksum import internet_checksum
 from netblt.formats import rfc998 as L
-from netblt.sim.rtl.beats import BeatSink, BeatSource, take, to_beats, unpack
+from netblt.gateware.sink_port import sink_word
+from netblt.sim.rtl.beats import BeatSink, BeatSource, beat_bytes, take, to_beats, unpack
 from netblt.sim.rtl.testbench import CONFIG, DRAM, apply, start
 
 W = CONFIG.beat_bytes
@@ -37,7 +38,8 @@ class Rx:
         self.input = BeatSource(dut, "input", ip_payload(CONFIG.data_width))
         self.commands = BeatSource(dut, "command", RX_COMMAND)
         self.queries = BeatSource(dut, "query", MISSING_QUERY)
-        self.checks = BeatSource(dut, "check", PATTERN_COMMAND)
+        self.drains = BeatSource(dut, "drain", PATTERN_COMMAND)
+        self.sink = BeatSink(dut, "sink", sink_word(CONFIG.data_width), stall=0.3)
         self.events = BeatSink(dut, "event", RX_EVENT)
         self.missing = BeatSink(dut, "missing", MISSING)
         self.control = BeatSink(dut, "control", None)
@@ -56,7 +58,7 @@ class Rx:
     async def create(cls, dut, **settings) -> Rx:
         await start(dut)
         rx = cls(dut, **settings)
-        for sink in (rx.events, rx.missing, rx.control, rx.meta):
+        for sink in (rx.events, rx.missing, rx.control, rx.meta, rx.sink):
             cocotb.start_soon(sink.run())
         cocotb.start_soon(rx.count())
         return rx
@@ -103,12 +105,25 @@ class Rx:
         assert listed[-1]["packet"] == len(listed) - 1
         return [b["packet"] for b in listed[:-1]]
 
-    async def check(self, slot: int, buffer: int, length: int) -> int:
-        await self.checks.send([{"slot": slot, "buffer": buffer, "length": length}])
+    async def drain(self, slot: int, buffer: int, length: int) -> tuple[int, bytes]:
+        """DRAIN the slot through a sink that holds ready low a cycle in three: the pattern
+        checker's count, and the bytes the sink took, each word marked with the buffer and
+        the last one as the last."""
+        before = len(self.sink.beats)
+        await self.drains.send([{"slot": slot, "buffer": buffer, "length": length}])
         while True:
             await RisingEdge(self.dut.clk)
-            if self.dut.checked.value:
-                return int(self.dut.mismatches.value)
+            if self.dut.drained.value:
+                break
+        words = [beat for _, beat in self.sink.beats[before:]]
+        assert all(w["buffer"] == buffer for w in words) and [w["last"] for w in words] == [0] * (len(words) - 1) + [1]
+        return int(self.dut.mismatches.value), beat_bytes(words, W)
+
+    async def check(self, slot: int, buffer: int, length: int) -> int:
+        """The checker's count of a DRAIN, whose bytes must be the slot's (as a download reads them)."""
+        mismatches, drained = await self.drain(slot, buffer, length)
+        assert drained == await self.download(slot, length)
+        return mismatches
 
     async def status(self, slot: int) -> dict:
         self.dut.status_slot.value = slot

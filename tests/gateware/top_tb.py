@@ -154,8 +154,8 @@ async def test_frames_are_reassembled_into_their_slot(dut):
                             / IP(src=HOST_IP, dst=IP_ADDRESS, proto=17 if udp else 30) / carried)
         while not RECEIVED_FLAGS.unpack((await host.wait_for(Event.RECEIVED))[2])["complete"]:
             pass
-        await host.command(Command.CHECK, slot, buffer, length)
-        assert (await host.wait_for(Event.CHECKED))[1:4:2] == (slot, 0)
+        await host.command(Command.DRAIN, slot, buffer, length)
+        assert (await host.wait_for(Event.DRAINED))[1:4:2] == (slot, 0)
         await host.write("STATUS_SLOT", slot)
         assert await host.read("SLOT_RECEIVED") == 4
         assert await host.read("RX_ACCEPTED") == 4
