@@ -555,11 +555,14 @@ def test_a_board_sends_data_born_on_it_through_loss_reordering_and_duplication(b
         pattern_bytes(k, min(16384, size - 16384 * k)) for k in range(math.ceil(size / 16384)))
 
 
-def test_a_receiving_board_checks_the_pattern_itself_through_loss(board, tmp_path):
-    """``recv --board --sink check``: the board CHECKs each buffer where it arrived, and
-    only the verdict (beats that differ) reaches its host, which keeps nothing."""
+@pytest.mark.parametrize("sink, shown", [("check", "(checked on the board)"),
+                                         ("port", "(drained to the board's sink port)")])
+def test_a_receiving_board_drains_to_its_sink_port_through_loss(board, tmp_path, sink, shown):
+    """``recv --board --sink port`` (or ``check``): the board DRAINs each buffer where it
+    arrived to its sink port (its pattern checker watching), and only the DRAINED events
+    reach its host, which keeps nothing."""
     size = SIZE if board.backend == "rtl" else 25 * SIZE
-    recv = spawn(["recv", "--board", board.link_address, "--listen", f":{board.netblt}", "--sink", "check",
+    recv = spawn(["recv", "--board", board.link_address, "--listen", f":{board.netblt}", "--sink", sink,
                   "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
     waiting_for_a_sender(recv, board, board.link_address)
     peer = f"{board.host}:{relay(board.netblt_address, '5%', 3, host=board.host)}"
@@ -568,7 +571,7 @@ def test_a_receiving_board_checks_the_pattern_itself_through_loss(board, tmp_pat
     assert done.returncode == 0, f"sender: {done.stderr}\nreceiving board's host: {err}{stdout}"
     receiver = reports(stdout)[0]
     assert receiver["ok"] and receiver["data"] == "pattern" and receiver["bytes"] == size
-    assert receiver["path"] == "(checked on the board)" and receiver["packets_lost"] > 0
+    assert receiver["path"] == shown and receiver["packets_lost"] > 0
     assert receiver["host_link_bytes"] < size / (1 if board.backend == "rtl" else 10)  # no download
     assert list(tmp_path.iterdir()) == []
 

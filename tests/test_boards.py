@@ -15,6 +15,7 @@ from netblt.hw import alone, build, litedram_core, liteeth_core, load
 from netblt.hw.boards import BOARDS, BoardTop
 from netblt.hw.clocking import PllSettings
 from netblt.hw.example_digitizer import ramp_source
+from netblt.hw.example_sink import paced_sink
 from netblt.hw.litedram import BOARD_PIN_NAMES, BoardDram
 from netblt.hw.litedram_core import CHIPS
 from netblt.hw.litedram_ports import BOARD_PHYS, DDR3_PADS, SDR_PADS
@@ -98,6 +99,16 @@ def test_a_users_source_feeds_the_source_port_in_place_of_the_stamps(name):
     netlist = {source: board.platform().prepare(BoardTop(board, source=source), name="top").files["top.il"]
                for source in (ramp_source, None)}
     assert "digitizer" in netlist[ramp_source] and "digitizer" not in netlist[None]
+
+
+@pytest.mark.parametrize("name", sorted(BOARDS))
+def test_a_users_sink_takes_the_sink_port(name):
+    """hw/example_sink.py's paced consumer, as docs/sink-port.md builds a board with it, is
+    in the top's netlist beside the node; without it the port takes every word itself."""
+    board = BOARDS[name]
+    netlist = {sink: board.platform().prepare(BoardTop(board, sink=sink), name="top").files["top.il"]
+               for sink in (paced_sink, None)}
+    assert "consumer" in netlist[paced_sink] and "consumer" not in netlist[None]
 
 
 def test_a_versa_with_slots_in_dram_puts_its_ddr3_core_on_the_ddr3_pins(tmp_path):

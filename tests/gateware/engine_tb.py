@@ -143,8 +143,8 @@ async def test_loop_through_a_lossy_path(dut):
 async def test_each_slot_keeps_its_own_data(dut):
     """Transmit slot 0 holds one buffer while receive slot 0 takes another, then is sent
     into receive slot 1: the two sides' slots never share memory (in DRAM, each side
-    has a half of the chip)."""
-    host, _ = await connect(dut)
+    has a half of the chip); each is drained to the sink port as it was sent."""
+    host, path = await connect(dut)
     length = 6000
     for slot, buffer in ((0, 7), (1, 8)):
         await host.command(Command.FILL, slot, buffer, length)
