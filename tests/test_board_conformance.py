@@ -195,8 +195,8 @@ def test_board_status_names_the_board_without_a_session(board):
     assert registers["LINK_SESSION"] == 0 and registers["LINK_EXECUTED"] == 0
     assert shown.stdout.startswith(f"{board.link_address}: simulation, {board.ip_address} ({MAC_ADDRESS}), "
                                    f"netmask 255.255.255.0, gateway none, link up, engine at 50 MHz with "
-                                   f"2 transmit and 2 receive slots of 16 KiB (1024-packet bitmaps), a pattern source and "
-                                   f"checker; ")
+                                   f"2 transmit and 2 receive slots of 16 KiB (1024-packet bitmaps), a pattern source, "
+                                   f"a source port and a sink port with the pattern checker; ")
     assert "no session" in shown.stdout.splitlines()[0]
     board_json = subprocess.run(NETBLT + ["board", "status", board.link_address, "--json"], capture_output=True,
                                 text=True, timeout=60)

@@ -45,7 +45,8 @@ def test_the_board_shows_its_slots_in_dram(board):
     assert ENGINE_STATE.unpack(registers["STATE"])["slots_ready"] == 1  # LiteDRAM's init has run
     shown = subprocess.run(NETBLT + ["board", "status", f"127.0.0.1:{board.link}"], capture_output=True,
                            text=True, timeout=60)
-    assert "16 transmit and 16 receive slots of 4 MiB (4096-packet bitmaps), a pattern source; " in shown.stdout.splitlines()[0]
+    assert "16 transmit and 16 receive slots of 4 MiB (4096-packet bitmaps), a pattern source, a source port and " \
+           "a sink port; " in shown.stdout.splitlines()[0]
     assert "not ready" not in shown.stdout
 
 

@@ -109,6 +109,12 @@ def test_a_drain_offers_the_slot_in_order_however_the_sink_and_the_store_hold_ba
     assert result["mismatches"] == 0 and "done_at" in result  # DRAINED, once the last word is taken
 
 
+def test_a_drain_longer_than_a_slot_offers_nothing_and_ends():
+    """ARG1 past the slot's end (a host's mistake or a hostile one) reads no other slot."""
+    result = drain(slots(bytes(1024), pattern_bytes(9, CONFIG.slot_bytes)), 0, 9, CONFIG.slot_bytes + W, 0.0)
+    assert result["words"] == [] and "done_at" in result
+
+
 def test_the_checker_counts_the_words_that_are_not_the_pattern():
     """One byte wrong counts its word; the wrong buffer's pattern counts every word; a
     drain starts the count over."""
