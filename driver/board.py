@@ -126,8 +126,10 @@ class Geometry:
     """FILL runs: the board makes the test pattern itself."""
     take: bool = False
     """TAKE runs: the board's source port fills slots from its source."""
+    sink: bool = False
+    """DRAIN runs: the board hands received buffers to gateware on its sink port."""
     check: bool = False
-    """CHECK runs: the board checks a receive slot against the test pattern."""
+    """A pattern checker watches the sink port."""
 
     @classmethod
     def read(cls, values: dict[str, int]) -> Geometry:
@@ -141,7 +143,7 @@ class Geometry:
         return cls(tx_slots=g["tx_slots"], rx_slots=g["rx_slots"], slot_bytes=values["SLOT_BYTES"],
                    max_packets=1 << g["log2_max_packets"], beat_bytes=g["data_width"] // 8,
                    clock_hz=values["CLOCK_HZ"], address=str(ipaddress.IPv4Address(values["IP_ADDRESS"])),
-                   fill=bool(g["fill"]), take=bool(g["take"]), check=bool(g["check"]))
+                   fill=bool(g["fill"]), take=bool(g["take"]), sink=bool(g["sink"]), check=bool(g["check"]))
 
 
 @dataclass

@@ -26,11 +26,12 @@ COMMAND_WORD = Word("COMMAND", (("op", 4), ("slot", 4), ("flag", 1)))
 EVENT_WORD = Word("EVENT", (("value", 16), ("flags", 7), ("slot", 4), ("kind", 4), ("valid", 1)))
 """An EVENT word; ``valid`` is 0 in the word read when no event waits."""
 GEOMETRY_WORD = Word("GEOMETRY", (("data_width", 8), ("tx_slots", 5), ("rx_slots", 5),
-                                   ("log2_max_packets", 5), ("fill", 1), ("check", 1), ("take", 1)))
-"""What GEOMETRY reads: the engine's build-time sizes, whether FILL and TAKE have a pattern
-source and a source port to run on, and whether a pattern checker watches the sink port
-that DRAIN feeds (slot counts up to 16, which the 4-bit slot fields of COMMAND and EVENT
-number 0 to 15)."""
+                                   ("log2_max_packets", 5), ("fill", 1), ("check", 1), ("take", 1),
+                                   ("sink", 1)))
+"""What GEOMETRY reads: the engine's build-time sizes, whether FILL, TAKE and DRAIN have a
+pattern source, a source port and a sink port to run on, and whether a pattern checker
+watches the sink port (slot counts up to 16, which the 4-bit slot fields of COMMAND and
+EVENT number 0 to 15)."""
 ENGINE_STATE = Word("STATE", (("tx_idle", 1), ("draining", 1), ("slots_ready", 1)))
 """What STATE reads: the transmit side has sent everything; a DRAIN runs; the slots'
 memory is ready (DRAM once its init sequence has run; block RAM always)."""
@@ -144,8 +145,8 @@ GROUPS = (
         Register("CHECK_MISMATCHES", "r", 32, "beats of the last DRAIN that were not its buffer's test pattern "
                                               "(the pattern checker's count; 0 without one)"),
         Register("GEOMETRY", "r", 32, f"{GEOMETRY_WORD.describe()} (log2_max_packets: log2 of the packets "
-                                      "a slot's bitmap tracks; fill, take: FILL, TAKE run, else "
-                                      "COMMANDS_REJECTED counts them; check: the pattern checker "
+                                      "a slot's bitmap tracks; fill, take, sink: FILL, TAKE, DRAIN run, "
+                                      "else COMMANDS_REJECTED counts them; check: the pattern checker "
                                       "watches the sink port)"),
         Register("SLOT_BYTES", "r", 32, "bytes per buffer slot"),
         Register("CLOCK_HZ", "r", 32, "system clock frequency the pacer counts"),

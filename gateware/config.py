@@ -71,8 +71,11 @@ class EngineConfig:
     buffer's test pattern (``recv --sink check``)."""
     take: bool = True
     """The TAKE command: the source port (gateware/source_port.py), a stream that fills
-    transmit slots as its words come. Without FILL, CHECK or TAKE (the crowded builds
-    leave some out) the command is rejected and counted."""
+    transmit slots as its words come."""
+    sink: bool = True
+    """The DRAIN command: the sink port (gateware/sink_port.py), received buffers out to
+    gateware. Without FILL, TAKE or DRAIN (the crowded builds leave some out) the command
+    is rejected and counted; without the sink port there is no checker either."""
     dram: DramGeometry | None = None
     """Where the slots live: block RAM (None), or DRAM through the engine's ``tx_dram``
     and ``rx_dram`` ports, which the caller connects to a LiteDRAM core."""

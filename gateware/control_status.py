@@ -226,8 +226,8 @@ class ControlStatus(wiring.Component):
         """What each readable register reads, by name (the counters apart)."""
         cfg, status = self.config, self.status
         geometry = word_value(GEOMETRY_WORD, data_width=cfg.data_width, tx_slots=cfg.tx_slots, rx_slots=cfg.rx_slots,
-                              log2_max_packets=cfg.max_packets.bit_length() - 1, fill=int(cfg.fill), check=int(cfg.check),
-                              take=int(cfg.take))
+                              log2_max_packets=cfg.max_packets.bit_length() - 1, fill=int(cfg.fill),
+                              check=int(cfg.check and cfg.sink), take=int(cfg.take), sink=int(cfg.sink))
         readable = {
             **self.rw,
             "COMMAND_LEVEL": self.commands.level, "EVENT_LEVEL": self.events.level,
@@ -294,13 +294,15 @@ class ControlStatus(wiring.Component):
             Command.POST: (self.rx_command, rx_ok, {"post": 1, "slot": head.slot, "buffer": queued.arg0}),
             Command.RELEASE: (self.rx_command, rx_ok, {"slot": head.slot}),
             Command.QUERY_MISSING: (self.query, rx_ok, {"slot": head.slot, "limit": queued.arg0}),
-            Command.DRAIN: (self.drain, rx_ok, {"slot": head.slot, "buffer": queued.arg0, "length": queued.arg1}),
         }
         if cfg.fill:
             targets[Command.FILL] = (self.fill, tx_ok, {"slot": head.slot, "buffer": queued.arg0,
                                                         "length": queued.arg1})
         if cfg.take:
             targets[Command.TAKE] = (self.take, tx_ok, {"slot": head.slot, "length": queued.arg1})
+        if cfg.sink:
+            targets[Command.DRAIN] = (self.drain, rx_ok, {"slot": head.slot, "buffer": queued.arg0,
+                                                          "length": queued.arg1})
         return targets
 
     def _events(self) -> None:

@@ -44,7 +44,7 @@ class Engine(wiring.Component):
             **({"source": In(stream.Signature(source_word(self.config.data_width))),
                 "stamps": Out(stream.Signature(source_word(self.config.data_width)))} if self.config.take else {}),
             # The sink port (DRAIN): received buffers out, to a top's gateware.
-            "sink": Out(stream.Signature(sink_word(self.config.data_width))),
+            **({"sink": Out(stream.Signature(sink_word(self.config.data_width)))} if self.config.sink else {}),
             # With slots in DRAM, the stores' native ports, for a LiteDRAM core's two, and
             # the core's ready, which STATE shows.
             **dram_members(self.config, "tx_dram", "rx_dram"),
@@ -68,8 +68,10 @@ class Engine(wiring.Component):
         connect(ctl.upload, tx.upload)
         connect(ctl.rx_command, rx.command)
         connect(ctl.query, rx.query)
-        connect(ctl.drain, rx.drain)
-        connect(rx.sink, wiring.flipped(self.sink))
+        if cfg.sink:
+            connect(ctl.drain, rx.drain)
+            connect(rx.sink, wiring.flipped(self.sink))
+            m.d.comb += [ctl.drained.eq(rx.drained), ctl.mismatches.eq(rx.mismatches)]
         connect(ctl.download_seek, rx.download_seek)
         connect(rx.download, ctl.download)
         connect(rx.missing, ctl.missing)
@@ -103,7 +105,6 @@ class Engine(wiring.Component):
             ctl.sent.eq(tx.sent), ctl.sent_slot.eq(tx.sent_slot), ctl.filled.eq(tx.filled), ctl.took.eq(tx.took),
             ctl.source_taken.eq(tx.taken), ctl.source_refused.eq(tx.refused),
             ctl.source_early_end.eq(tx.early_end),
-            ctl.drained.eq(rx.drained), ctl.mismatches.eq(rx.mismatches),
             ctl.tx_packet.eq(data_sent), ctl.tx_control.eq(out.sent),
             ctl.rx_accepted.eq(rx.accepted), ctl.rx_duplicate.eq(rx.duplicate),
             ctl.rx_control.eq(rx.control_queued),

@@ -39,10 +39,9 @@ class Receiver(wiring.Component):
             "query": In(stream.Signature(MISSING_QUERY)),
             "missing": Out(stream.Signature(MISSING)),
             "event": Out(stream.Signature(RX_EVENT)),
-            "drain": In(stream.Signature(PATTERN_COMMAND)),
-            "drained": Out(1),
-            "sink": Out(stream.Signature(sink_word(config.data_width))),
-            "mismatches": Out(32),
+            **({"drain": In(stream.Signature(PATTERN_COMMAND)), "drained": Out(1),
+                "sink": Out(stream.Signature(sink_word(config.data_width))), "mismatches": Out(32)}
+               if config.sink else {}),
             "control": Out(stream.Signature(config.data_width)),
             "control_meta": Out(stream.Signature(CONTROL_META)),
             # The store's reader: words in order from a seek, ``download_level`` of them ready.
@@ -98,6 +97,10 @@ class Receiver(wiring.Component):
 
     def _reader(self, m: Module, store: wiring.Component) -> None:
         """The store's reader to a drain while it runs, to the downloads otherwise."""
+        if not self.config.sink:
+            self._read(m, store, self.download_seek, self.download)
+            m.d.comb += self.download_level.eq(store.level)
+            return
         m.submodules.drainer = drainer = SinkDrain(self.config)
         wiring.connect(m, wiring.flipped(self.drain), drainer.command)
         wiring.connect(m, drainer.sink, wiring.flipped(self.sink))
@@ -107,11 +110,15 @@ class Receiver(wiring.Component):
             m.d.comb += [checker.start.eq(self.drain.valid & self.drain.ready), checker.buffer.eq(self.drain.payload.buffer),
                          checker.word.eq(self.sink.payload), checker.taken.eq(self.sink.valid & self.sink.ready),
                          self.mismatches.eq(checker.mismatches)]
-        readers = [(drainer.busy, drainer.seek, drainer.words), (~drainer.busy, self.download_seek, self.download)]
-        for owns, seek, words in readers:
-            with m.If(owns):
-                m.d.comb += [store.seek.valid.eq(seek.valid), store.seek.payload.eq(seek.payload),
-                             seek.ready.eq(store.seek.ready),
-                             words.valid.eq(store.read.valid), words.payload.eq(store.read.payload),
-                             store.read.ready.eq(words.ready)]
+        with m.If(drainer.busy):
+            self._read(m, store, drainer.seek, drainer.words)
+        with m.Else():
+            self._read(m, store, self.download_seek, self.download)
         m.d.comb += self.download_level.eq(Mux(~drainer.busy, store.level, 0))
+
+    @staticmethod
+    def _read(m: Module, store: wiring.Component, seek: stream.Interface, words: stream.Interface) -> None:
+        m.d.comb += [store.seek.valid.eq(seek.valid), store.seek.payload.eq(seek.payload),
+                     seek.ready.eq(store.seek.ready),
+                     words.valid.eq(store.read.valid), words.payload.eq(store.read.payload),
+                     store.read.ready.eq(words.ready)]

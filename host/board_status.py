@@ -270,7 +270,8 @@ def decoded(where: str, r: dict[str, int]) -> dict:
         "engine": {"clock_hz": r["CLOCK_HZ"], "state": {k: bool(v) for k, v in ENGINE_STATE.unpack(r["STATE"]).items()}},
         "slots": {"transmit": g["tx_slots"], "receive": g["rx_slots"], "bytes": r["SLOT_BYTES"],
                   "bitmap_packets": 1 << g["log2_max_packets"], "pattern_source": bool(g["fill"]),
-                  "pattern_checker": bool(g["check"]), "source_port": bool(g["take"]), "text": slots(r)},
+                  "pattern_checker": bool(g["check"]), "source_port": bool(g["take"]),
+                  "sink_port": bool(g["sink"]), "text": slots(r)},
         "counters": {reg.name: r[reg.name] for title, group in GROUPS + LINK_GROUPS if "counters" in title.lower()
                      for reg in group if reg.name in r and reg.access == "r"},
         "registers": r,
@@ -302,8 +303,9 @@ def slots(r: dict[str, int]) -> str:
     text = (f"{g['tx_slots']} transmit and {g['rx_slots']} receive slots of {size_text} "
             f"({1 << g['log2_max_packets']}-packet bitmaps)")
     ports = ["a pattern source"] * g["fill"] + ["a source port"] * g["take"] + \
-        ["a sink port" + " with the pattern checker" * g["check"]]
-    text += ", " + (", ".join(ports[:-1]) + " and " if len(ports) > 1 else "") + ports[-1]
+        ["a sink port" + " with the pattern checker" * g["check"]] * g["sink"]
+    if ports:
+        text += ", " + (", ".join(ports[:-1]) + " and " if len(ports) > 1 else "") + ports[-1]
     phy = DramPhy.read(r["DRAM_PHY"])
     ready = ENGINE_STATE.unpack(r["STATE"])["slots_ready"]
     if not ready and phy.levelling:

@@ -186,9 +186,10 @@ def data_path(options: Options, feedback: Feedback, *, peer: Address | None = No
         dp = BoardDataPath.open(options.board, mtu=options.link_mtu, local_port=port, kind=options.kind, peer=peer,
                                 notice=feedback.status, drain_on_board=bool(options.board_sink))
         try:
-            if options.board_sink == "check" and not dp.geometry.check:
-                raise TransferError(f"board {show(options.board)} has no pattern checker: its bitstream was built "
-                                    f"without one")
+            lacks = ("sink port" if options.board_sink and not dp.geometry.sink else
+                     "pattern checker" if options.board_sink == "check" and not dp.geometry.check else None)
+            if lacks:
+                raise TransferError(f"board {show(options.board)} has no {lacks}: its bitstream was built without one")
             if listen and listen[0] and not host_address(listen).is_unspecified and \
                     host_address(listen) != host_address((dp.geometry.address, 0)):
                 raise TransferError(f"the board's address is {dp.geometry.address}, not {listen[0]}")

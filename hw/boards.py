@@ -169,6 +169,8 @@ class BoardTop(Elaboratable):
                 raise ValueError(f"{board.name}'s build has no source port (formats/boards.py: take=False)")
             wiring.connect(m, self.source(m, platform), node.source)
         if self.sink is not None:
+            if not config.sink:
+                raise ValueError(f"{board.name}'s build has no sink port (formats/boards.py: sink=False)")
             self.sink(m, platform, node.sink)
         m.submodules.mdio = mdio = MdioLinkMonitor(board.phy_address, reset_cycles=config.clock_hz // 100)
         m.d.comb += node.link_up.eq(mdio.link)

@@ -55,11 +55,11 @@ class NetbltNode(wiring.Component):
                                       self.config.clock_hz)
         self.link_port, self.intake_words = link_port, intake_words
         self.external_source = external_source and self.config.take
-        self.external_sink = external_sink
+        self.external_sink = external_sink and self.config.sink
         members = {"activity": Out(1), "link_up": In(1, init=1)}
         if self.external_source:
             members["source"] = In(stream.Signature(source_word(self.config.data_width)))
-        if external_sink:
+        if self.external_sink:
             members["sink"] = Out(stream.Signature(sink_word(self.config.data_width)))
         if phy == "gmii":
             members["gmii"] = Out(wiring.Signature(GMII))
@@ -76,7 +76,7 @@ class NetbltNode(wiring.Component):
             wiring.connect(m, engine.stamps, engine.source)
         if self.external_sink:
             wiring.connect(m, engine.sink, wiring.flipped(self.sink))
-        else:
+        elif self.config.sink:
             m.d.comb += engine.sink.ready.eq(1)
         queue = STAGED_DOWNLOAD_QUEUE if self.config.dram else DOWNLOAD_QUEUE
         m.submodules.link = link = HostLink(self.identity, self.link_port, self.intake_words, queue)

@@ -245,14 +245,19 @@ def test_a_board_sends_its_stamp_source_through_its_source_port_and_every_word_i
     assert numbers[-1] + 1 - len(numbers) == receiver["stamps_missing"]
 
 
-@pytest.mark.parametrize("args, message", [
-    (["send", "--source", "pattern", "--size", "1M", "127.0.0.1:9"], "has no pattern source"),
-    (["send", "--source", "stamps", "--size", "1M", "127.0.0.1:9"], "has no source port"),
-    (["recv", "--sink", "check", "--listen", ":0"], "has no pattern checker"),
+NOTHING_BORN = {"fill": False, "check": False, "take": False, "sink": False}
+
+
+@pytest.mark.parametrize("args, lacking, message", [
+    (["send", "--source", "pattern", "--size", "1M", "127.0.0.1:9"], NOTHING_BORN, "has no pattern source"),
+    (["send", "--source", "stamps", "--size", "1M", "127.0.0.1:9"], NOTHING_BORN, "has no source port"),
+    (["recv", "--sink", "port", "--listen", ":0"], NOTHING_BORN, "has no sink port"),
+    (["recv", "--sink", "check", "--listen", ":0"], NOTHING_BORN, "has no sink port"),
+    (["recv", "--sink", "check", "--listen", ":0"], {"check": False}, "has no pattern checker"),
 ])
-def test_a_board_without_a_pattern_source_port_or_checker_says_so(args, message, capsys):
+def test_a_board_without_a_pattern_source_a_port_or_a_checker_says_so(args, lacking, message, capsys):
     """A build without them (GEOMETRY says so): one line, before any peer is reached."""
-    board = ServedBoard(replace(SIMULATION, fill=False, check=False, take=False))
+    board = ServedBoard(replace(SIMULATION, **lacking))
     try:
         code = main([*args, "--board", board.address])
     finally:

@@ -1,7 +1,7 @@
 """Build options of the engine, in Amaranth's simulator: an engine built without the
-pattern source rejects FILL and counts it, one built with it runs it; every build drains
-(DRAIN), and one built with the pattern checker counts the words that are not the pattern
-(here every word: the slots hold zeros); GEOMETRY reports the slots and bitmaps built, up
+pattern source or the sink port rejects FILL or DRAIN and counts it, one built with them
+runs them, and one built with the pattern checker counts the words drained that are not
+the pattern (here every word: the slots hold zeros); GEOMETRY reports the slots and bitmaps built, up
 to the 16 slots each way that the commands' slot field numbers; counters whose strobes
 are registered twice count a cycle later, once."""
 
@@ -38,7 +38,8 @@ def run_commands(config: EngineConfig, commands: list[Command], slot: int = 0,
         result["geometry"] = GEOMETRY_WORD.unpack(await read("GEOMETRY"))
 
     async def sink(ctx):
-        ctx.set(dut.sink.ready, 1)
+        if config.sink:
+            ctx.set(dut.sink.ready, 1)
 
     sim = Simulator(dut)
     sim.add_clock(1 / config.clock_hz)
@@ -48,14 +49,15 @@ def run_commands(config: EngineConfig, commands: list[Command], slot: int = 0,
     return result["rejected"], result["events"], result["geometry"]
 
 
-@pytest.mark.parametrize("fill, check", [(False, False), (True, False), (True, True)])
-def test_fill_exists_only_where_the_build_has_it_and_every_build_drains(fill, check):
-    config = EngineConfig(slot_bytes=1024, max_packets=32, fifo_depth=16, fill=fill, check=check)
+@pytest.mark.parametrize("fill, sink, check", [(False, False, False), (True, True, False), (True, True, True)])
+def test_fill_and_drain_exist_only_where_the_build_has_their_blocks(fill, sink, check):
+    config = EngineConfig(slot_bytes=1024, max_packets=32, fifo_depth=16, fill=fill, sink=sink, check=check)
     rejected, events, geometry = run_commands(config, [Command.FILL, Command.DRAIN])
-    assert rejected == (not fill)
-    assert [EVENT_WORD.unpack(e)["kind"] for e in events] == [Event.FILLED] * fill + [Event.DRAINED]
-    assert EVENT_WORD.unpack(events[-1])["value"] == (16 if check else 0)  # buffer 1's pattern is not zeros
-    assert (geometry["fill"], geometry["check"]) == (fill, check)
+    assert rejected == (not fill) + (not sink)
+    assert [EVENT_WORD.unpack(e)["kind"] for e in events] == [Event.FILLED] * fill + [Event.DRAINED] * sink
+    if sink:  # buffer 1's pattern is not the zeros the slot holds: every word differs
+        assert EVENT_WORD.unpack(events[-1])["value"] == (16 if check else 0)
+    assert (geometry["fill"], geometry["sink"], geometry["check"]) == (fill, sink, check)
 
 
 def test_a_fill_with_its_flag_raises_no_event():
@@ -75,7 +77,7 @@ def test_geometry_reports_the_slots_and_bitmaps_built(slots, max_packets):
     assert rejected == 0 and [EVENT_WORD.unpack(e)["kind"] for e in events] == [Event.FILLED, Event.DRAINED]
     assert geometry == {"data_width": 32, "tx_slots": slots, "rx_slots": slots,
                         "log2_max_packets": max_packets.bit_length() - 1, "fill": 1, "check": 1,
-                        "take": 1}
+                        "take": 1, "sink": 1}
 
 
 def cycles_until_counted(config: EngineConfig) -> tuple[int, int]:

@@ -160,7 +160,8 @@ class Engine:
             "CYCLES": self.cycles(now), "CLOCK_HZ": g.clock_hz, "SLOT_BYTES": g.slot_bytes,
             "GEOMETRY": GEOMETRY_WORD.pack(data_width=g.data_width, tx_slots=g.tx_slots, rx_slots=g.rx_slots,
                                            log2_max_packets=max(0, g.max_packets.bit_length() - 1),
-                                           fill=int(g.fill), check=int(g.check), take=int(g.take)),
+                                           fill=int(g.fill), check=int(g.check and g.sink), take=int(g.take),
+                                           sink=int(g.sink)),
             "STATE": ENGINE_STATE.pack(tx_idle=int(not (self.queue or self.resends)), slots_ready=1),
             "EVENT_LEVEL": len(self.events), "UPLOAD_ROOM": 16, "DOWNLOAD_LEVEL": 4, "RX_HIGH_ACK": self.rx_high_ack,
             "SLOT_BUFFER": slot.buffer or 0, "SLOT_RECEIVED": slot.received, "SLOT_COUNT": slot.count,
@@ -355,7 +356,7 @@ class Engine:
         the pattern checker, where the geometry has one, counts the beats that are not
         buffer ARG0's pattern."""
         length = self.value("ARG1")
-        if index >= self.geometry.rx_slots or length > self.geometry.slot_bytes:
+        if not self.geometry.sink or index >= self.geometry.rx_slots or length > self.geometry.slot_bytes:
             return False
         wrong = 0
         if self.geometry.check:
