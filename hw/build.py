@@ -122,6 +122,19 @@ def summary(board: Board, report: NextpnrReport, seed: int) -> str:
     return "\n".join(lines)
 
 
+def build_example(argv: list[str] | None, doc: str, output: str, **ports) -> int:
+    """An example top's command line (hw/example_*.py): build a board with ``ports``
+    (``source``, ``sink``) and say whether it meets timing."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    parser.add_argument("--board", choices=sorted(BOARDS), required=True)
+    parser.add_argument("--output", type=Path, default=Path(output))
+    args = parser.parse_args(argv)
+    board = BOARDS[args.board]
+    report, seed = build(board, MAC_ADDRESS, IP_ADDRESS, LINK_PORT, args.output, **ports)
+    print(summary(board, report, seed))
+    return 0 if all(clock.met for clock in report.clocks) else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--board", choices=sorted(BOARDS), required=True)

@@ -14,19 +14,14 @@ word is refused. docs/source-port.md is the port's contract.
 
 from __future__ import annotations
 
-import argparse
 import sys
-from pathlib import Path
 
 from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import Out
 
-from ..formats.boards import IP_ADDRESS, MAC_ADDRESS
-from ..formats.host_link import LINK_PORT
 from ..gateware.source_port import source_word
-from .boards import BOARDS
-from .build import build, summary
+from .build import build_example
 
 
 class FramedRamp(wiring.Component):
@@ -58,14 +53,7 @@ def ramp_source(m: Module, platform) -> stream.Interface:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="example_digitizer", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--board", choices=sorted(BOARDS), required=True)
-    parser.add_argument("--output", type=Path, default=Path("build/digitizer"))
-    args = parser.parse_args(argv)
-    board = BOARDS[args.board]
-    report, seed = build(board, MAC_ADDRESS, IP_ADDRESS, LINK_PORT, args.output, source=ramp_source)
-    print(summary(board, report, seed))
-    return 0 if all(clock.met for clock in report.clocks) else 1
+    return build_example(argv, __doc__, "build/digitizer", source=ramp_source)
 
 
 if __name__ == "__main__":

@@ -13,19 +13,14 @@ order. docs/sink-port.md is the port's contract.
 
 from __future__ import annotations
 
-import argparse
 import sys
-from pathlib import Path
 
 from amaranth.hdl import Module, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ..formats.boards import IP_ADDRESS, MAC_ADDRESS
-from ..formats.host_link import LINK_PORT
 from ..gateware.sink_port import sink_word
-from .boards import BOARDS
-from .build import build, summary
+from .build import build_example
 
 
 class PacedSink(wiring.Component):
@@ -54,14 +49,7 @@ def paced_sink(m: Module, platform, sink: stream.Interface) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="example_sink", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--board", choices=sorted(BOARDS), required=True)
-    parser.add_argument("--output", type=Path, default=Path("build/sink"))
-    args = parser.parse_args(argv)
-    board = BOARDS[args.board]
-    report, seed = build(board, MAC_ADDRESS, IP_ADDRESS, LINK_PORT, args.output, sink=paced_sink)
-    print(summary(board, report, seed))
-    return 0 if all(clock.met for clock in report.clocks) else 1
+    return build_example(argv, __doc__, "build/sink", sink=paced_sink)
 
 
 if __name__ == "__main__":
