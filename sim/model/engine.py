@@ -379,19 +379,22 @@ class Engine:
 
     # -- the transmit side ---------------------------------------------------------------------------
 
-    def outgoing(self, now: float) -> list[tuple[bytes, Destination]]:
-        """The datagrams due by ``now``: control packets at once, DATA as pacing and the
-        wire allow."""
+    def outgoing(self, now: float) -> list[tuple[bytes, Destination, float]]:
+        """The datagrams due by ``now``, each with when it starts on the wire: control
+        packets at once, DATA as pacing and the wire allow (a packet the loop comes to
+        late starts when it comes, at most a millisecond behind its pace)."""
         self._write_slots()
-        out, self.control_out = self.control_out, []
+        out = [(packet, to, now) for packet, to in self.control_out]
+        self.control_out = []
         size = self.value("PACKET_SIZE")
         buffer = bytearray(HEADER_SIZE + size + 3)
         while (self.resends or self.queue) and self.next_at <= now and len(out) < 256:
             index, packet, last_new = (self.resends or self.queue).popleft()
             datagram = self._data(index, packet, size, buffer)
-            out.append((datagram, self._destination()))
+            starts = max(self.next_at, now - 0.001)
+            out.append((datagram, self._destination(), starts))
             self.counts["TX_PACKETS"] += 1
-            self._paced(max(self.next_at, now - 0.001), len(datagram))
+            self._paced(starts, len(datagram))
             if last_new:
                 self._event(Event.SENT, index, 0)
         return out

@@ -89,8 +89,8 @@ class Served:
     def _due(self, now: float) -> None:
         while self.later and self.later[0][0] <= now:
             heapq.heappop(self.later)[2]()
-        for datagram, to in self.engine.outgoing(now):
-            self._to_peer(datagram, to, now)
+        for datagram, to, starts in self.engine.outgoing(now):
+            self._to_peer(datagram, to, starts)
         for reply in self.link.pushes(now):
             self._to_host(reply, self.link.owner, now)
 
