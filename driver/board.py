@@ -403,8 +403,15 @@ class BoardDataPath:
                 break
             if time.monotonic() - self.link.sent_at > HEARTBEAT:
                 self.link.client.heartbeat()
-            self._leave_board(end)
-            self.link.step(min(end, self.link.sent_at + HEARTBEAT))
+            until = min(end, self.link.sent_at + HEARTBEAT)
+            if self.link.client.ack_owed:
+                # The board has one push out at a time and sends the next when this ACK
+                # reaches it: wait that long for it before leaving the board alone (a
+                # host that slept here took one OK a sleep, 20 buffers a second).
+                until = min(until, time.monotonic() + self.link.client.retry)
+            else:
+                self._leave_board(end)
+            self.link.step(until)
         # What was pushed is acknowledged by the next flush, on the request its events
         # bring (one datagram instead of two), or alone.
         return self.take_events()
