@@ -40,7 +40,7 @@ def test_the_board_shows_its_slots_in_dram(board):
     registers = board.status()
     assert GEOMETRY_WORD.unpack(registers["GEOMETRY"]) == {"data_width": 32, "tx_slots": 16, "rx_slots": 16,
                                                            "log2_max_packets": 12, "fill": 1,
-                                                           "check": 0, "take": 1}
+                                                           "check": 0, "take": 1, "sink": 1}
     assert registers["SLOT_BYTES"] == 4 << 20
     assert ENGINE_STATE.unpack(registers["STATE"])["slots_ready"] == 1  # LiteDRAM's init has run
     shown = subprocess.run(NETBLT + ["board", "status", f"127.0.0.1:{board.link}"], capture_output=True,

@@ -207,7 +207,7 @@ async def test_bad_commands_are_rejected(dut):
     geometry = GEOMETRY_WORD.unpack(await host.read("GEOMETRY"))
     assert geometry == {"data_width": CONFIG.data_width, "tx_slots": CONFIG.tx_slots, "rx_slots": CONFIG.rx_slots,
                         "log2_max_packets": CONFIG.max_packets.bit_length() - 1, "fill": CONFIG.fill,
-                        "check": CONFIG.check, "take": CONFIG.take}
+                        "check": CONFIG.check and CONFIG.sink, "take": CONFIG.take, "sink": CONFIG.sink}
     assert ENGINE_STATE.unpack(await host.read("STATE"))["slots_ready"] == 1  # in DRAM, start waited for it
 
 
