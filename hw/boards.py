@@ -98,9 +98,9 @@ BOARDS = {board.name: board for board in (
           # the board (1.2 Gb/s of reads and writes together).
           dram_slots=EngineConfig(**BUILDS["colorlight_5a75b"]["dram"].fields(), counter_delay=2),
           dram_ping=False, link_intake_words=2048,
-          seeds=(4, 1),  # 4 meets both clocks (engine 52.1 MHz, Ethernet 153.4, with the pattern source
-                         # and the source port) and routed in 140 s without them, 1 (51.5, 143.9) in
-                         # 460 s; make test builds this one
+          seeds=(5, 4),  # 5 meets both clocks (engine 54.5 MHz, Ethernet 155.1) and routes in 167 s;
+                         # 4 met too (50.8, 154.6) but took 578 s to route once the receive path
+                         # had its reader; make test builds this one
           dram_seeds=(4, 5)),  # with the pattern source and the source port, 4 meets all three
                                # clocks (engine 47.2 MHz, Ethernet 132.7, SDRAM 72.0) and 5 did
                                # not; without them 5 met (48.8, 135.2, 76.9) and 4 missed the
