@@ -104,7 +104,7 @@ BOARDS = {board.name: board for board in (
           dram_seeds=(4, 5)),  # 4 met all three clocks with the source port (engine 47.2 MHz,
                                # Ethernet 132.7, SDRAM 72.0); since the receive path's reader
                                # none of seeds 4-7 meets: 5 misses the Ethernet clock alone
-                               # (119.1 MHz) (docs/benchmarks.md)
+                               # (119.1 MHz; docs/benchmarks.md)
     Board("versa_ecp5", VersaECP5Platform, "clk100", 100e6,
           EngineConfig(**BUILDS["versa_ecp5"]["block"].fields()), phy_address=0, leds=(0, 1),
           cable="ft2232", chip="versa",
