@@ -21,7 +21,7 @@ from netblt.formats.registers import (
 )
 from netblt.protocol import codec, packets
 from netblt.host.board_status import slots
-from netblt.sim.rtl import sim_board_tb
+from netblt.sim.rtl import bridge
 
 
 pytestmark = pytest.mark.xdist_group("sim_board")  # one worker: the module's boards are its fixtures'
@@ -166,13 +166,13 @@ def test_a_pace_waits_while_the_simulation_is_ahead_and_counts_how_far_it_fell_b
     """--pace N: simulated time held at N times slower than real time; where the
     simulation cannot keep up, the summary says by how much."""
     slept: list[float] = []
-    monkeypatch.setattr(sim_board_tb.time, "sleep", slept.append)
-    pace = sim_board_tb.Pace(10_000)
+    monkeypatch.setattr(bridge.time, "sleep", slept.append)
+    pace = bridge.Pace(10_000)
     pace.keep(wall=0.25, simulated=50e-6)  # 0.5 s of real time due: 0.25 s ahead
     pace.keep(wall=1.8, simulated=100e-6)  # 1 s due, 1.8 s gone: 0.8 s behind
     pace.keep(wall=1.9, simulated=150e-6)  # 1.5 s due: 0.4 s behind, catching up
     assert slept == [pytest.approx(0.25)] and pace.most_behind == pytest.approx(0.8)
-    free = sim_board_tb.Pace(0)
+    free = bridge.Pace(0)
     free.keep(wall=0.0, simulated=1.0)
     assert slept == [pytest.approx(0.25)] and free.most_behind == 0
     done = subprocess.run(NETBLT + ["sim-board", "--pace", "-3"], capture_output=True, text=True, timeout=60)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import fcntl
 import os
 import re
+import subprocess
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -68,12 +69,19 @@ def _exclusive(lock: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def _verilate(directory: Path, name: str, text: str, extra_sources: Sequence[Path], log: Path,
-              building: Callable[[], None]) -> Runner:
+def _written(directory: Path, name: str, text: str) -> Path:
+    """The module's Verilog in ``directory``, rewritten only where it changed (its mtime
+    says whether the build is up to date)."""
     directory.mkdir(parents=True, exist_ok=True)
-    source, program = directory / f"{name}.v", directory / name
+    source = directory / f"{name}.v"
     if not source.exists() or ports_sorted(source.read_text()) != ports_sorted(text):
         source.write_text(text)
+    return source
+
+
+def _verilate(directory: Path, name: str, text: str, extra_sources: Sequence[Path], log: Path,
+              building: Callable[[], None]) -> Runner:
+    source, program = _written(directory, name, text), directory / name
     if out_of_date(program, [source, *extra_sources, QUIET_FINISH]):
         building()
     runner = get_runner("verilator")
@@ -94,6 +102,46 @@ def _verilate(directory: Path, name: str, text: str, extra_sources: Sequence[Pat
     finally:
         os.environ["MAKEFLAGS"] = flags
     return runner
+
+
+def build_harness(component: wiring.Component, name: str, extra_sources: Sequence[Path], dram: bool,
+                  log: Path, building: Callable[[], None] | None = None) -> Path:
+    """Exports ``component`` (a node: hw/node.py's ports) as module ``name`` and Verilates
+    it into sim/rtl/harness.cpp's shared library, whose path is returned; ``dram``: it has
+    a DRAM core and its clock. Unchanged builds are reused; one process builds at a time."""
+    directory = BUILD / "harness" / name
+    text = verilog.convert(component, name=name, emit_src=False)
+    with _exclusive(directory.with_name(f"{name}.lock")):
+        source, library = _written(directory, name, text), directory / "obj" / HARNESS_LIBRARY
+        own = [HARNESS_TOP, HARNESS, QUIET_FINISH]
+        if out_of_date(library, [source, *extra_sources, *own]):
+            (building or (lambda: None))()
+            _compile_harness(directory, name, [source, *extra_sources, *own], dram, log)
+    return library
+
+
+HARNESS = Path(__file__).with_name("harness.cpp")
+HARNESS_TOP = Path(__file__).with_name("harness_top.v")
+HARNESS_LIBRARY = "board.so"
+
+
+def _compile_harness(directory: Path, name: str, sources: list[Path], dram: bool, log: Path) -> None:
+    """Verilator and the compiler: the model, harness.cpp and Verilator's runtime linked into
+    one shared library. The flags, each measured (docs/benchmarks.md): GCC at -O3 for the
+    model; X values resolved the fast way (the design initialises what it reads)."""
+    defines = [f"-DNODE={name}", *(["-DNETBLT_DRAM"] if dram else [])]
+    command = ["verilator", "--cc", "--exe", "--build", "-j", "2", "-O3", "-Wno-fatal", "--x-assign", "fast",
+               "--x-initial", "fast", "--top-module", "harness_top", "--prefix", "Vboard", *defines,
+               "-Mdir", str(directory / "obj"), "-CFLAGS", " ".join(["-fPIC", "-DVL_USER_FINISH", *defines]),
+               "-LDFLAGS", "-shared", "-o", HARNESS_LIBRARY, *map(str, sources)]
+    flags = f"VK_PCH_I_FAST= VK_PCH_I_SLOW= OPT_FAST=-O3 OPT_GLOBAL=-O2 OBJCACHE={CCACHE}"
+    env = {**os.environ, "MAKEFLAGS": f"{os.environ.get('MAKEFLAGS', '')} {flags}".strip()}
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "w") as out:
+        done = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, env=env)
+    if done.returncode:
+        raise RuntimeError(f"Verilator build of {name}'s harness failed (exit status {done.returncode}); "
+                           f"the end of {log}:\n{_tail(log)}")
 
 
 QUIET_FINISH = Path(__file__).with_name("quiet_finish.cpp")

@@ -1,18 +1,15 @@
 """``netblt sim-board``: a board that real programs reach over loopback, in simulation.
 
 The board's whole design (hw/node.py: engine, host link, LiteEth) runs under Verilator
-with its Ethernet port bridged to UDP sockets on 127.0.0.1 (sim/rtl/sim_board_tb.py), so
+in C++ (sim/rtl/harness.cpp), its Ethernet port bridged to UDP sockets on 127.0.0.1
+(sim/rtl/bridge.py), so
 ``netblt board status``, the host-link driver and NETBLT peers talk to it exactly as to
 a board on a cable, only much slower: simulated time is what the board's timers see.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import signal
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,10 +17,10 @@ from ...gateware.config import EngineConfig
 from ...hw import litedram_core, liteeth_core
 from ...hw.boards import BOARDS, Board
 from ...hw.node import NetbltNode
-from . import hdl
+from . import bridge, hdl
+from .bridge import BridgeError
 from .dram_tops import in_dram
-
-MODULE = "netblt.sim.rtl.sim_board_tb"
+from .harness import Harness, HarnessError
 
 
 @dataclass
@@ -67,35 +64,28 @@ def _ethernet(config: EngineConfig) -> Path:
 
 def serve(board: str | None, slots: str, settings: dict) -> int:
     """Build ``board``'s design (None: the tests' design) with its slots in ``slots`` ("block"
-    or "dram"), minutes the first time, and run it until SIGINT or SIGTERM, bridged to
-    loopback as ``settings`` (sim_board_tb.py's) say."""
+    or "dram"), a minute or two the first time, and run it until SIGINT or SIGTERM, bridged
+    to loopback as ``settings`` (sim/rtl/bridge.py's) say."""
     chosen = design(BOARDS[board] if board else None, slots)
-    config = chosen.config
-    log = hdl.BUILD / f"{chosen.name}-build.log"
-    log.parent.mkdir(parents=True, exist_ok=True)
+    log = hdl.BUILD / f"{chosen.name}-harness.log"
     try:
-        runner = hdl.build(chosen.node, chosen.name, chosen.sources, log, building=lambda: print(
-            f"netblt sim-board: building the {board or 'simulation'} design with Verilator (minutes; log in {log})",
-            file=sys.stderr, flush=True))
+        library = hdl.build_harness(chosen.node, chosen.name, chosen.sources, chosen.dram is not None, log,
+                                    building=lambda: print(
+            f"netblt sim-board: building the {board or 'simulation'} design with Verilator (a minute or two; "
+            f"log in {log})", file=sys.stderr, flush=True))
     except RuntimeError:
         print(f"netblt sim-board: error: the Verilator build failed; see {log}", file=sys.stderr)
         return 1
-    settings = settings | {"clock_hz": config.clock_hz, "parent": os.getpid()}
-    env = {"NETBLT_SIM_BOARD": json.dumps(settings), "NETBLT_TB_CLOCK_HZ": str(config.clock_hz),
-           "NETBLT_TB_SLOT_BYTES": str(config.slot_bytes), "COCOTB_LOG_LEVEL": "WARNING", "GPI_LOG_LEVEL": "WARNING",
-           "PYTHONWARNINGS": "ignore", "NETBLT_TB_DRAM_DESCRIPTION": json.dumps(chosen.dram)}
-    # SIGINT or SIGTERM here asks the simulation (through a file it watches) to stop and
-    # print its summary; this process waits for it.
-    with tempfile.TemporaryDirectory() as directory:
-        stop = Path(directory) / "stop"
-        env["NETBLT_SIM_BOARD_STOP"] = str(stop)
-        previous = {number: signal.signal(number, lambda *_: stop.touch()) for number in (signal.SIGINT,
-                                                                                           signal.SIGTERM)}
-        try:
-            hdl.run(runner, chosen.name, MODULE, Path(__file__).parent, testcase="serve", env=env)
-        except RuntimeError:
-            return 1  # the simulation said why
-        finally:
-            for number, handler in previous.items():
-                signal.signal(number, handler)
+    try:
+        simulated = Harness(library, chosen.config.clock_hz, chosen.dram and chosen.dram["clock_hz"])
+    except HarnessError as error:
+        print(f"netblt sim-board: error: {error}", file=sys.stderr)
+        return 1
+    try:
+        bridge.serve(simulated, settings | {"clock_hz": chosen.config.clock_hz})
+    except BridgeError as error:
+        print(f"netblt sim-board: error: {error}", file=sys.stderr)
+        return 1
+    finally:
+        simulated.close()
     return 0

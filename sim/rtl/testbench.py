@@ -14,6 +14,7 @@ from cocotb.triggers import ClockCycles, RisingEdge, with_timeout
 from ...gateware.config import DramGeometry, EngineConfig
 from ...hw.litedram import COMMAND_COUNTS
 from .beats import pack, unpack
+from .harness import period_ps
 
 DRAM = json.loads(os.environ.get("NETBLT_TB_DRAM_DESCRIPTION") or "null")
 """The description of the LiteDRAM core in the top (hw/litedram_core.py), if it has one."""
@@ -25,12 +26,6 @@ CONFIG = EngineConfig(**{key: int(os.environ[f"NETBLT_TB_{key.upper()}"]) for ke
 """The configuration a testbench runs against: the default, or one whose data width,
 clock, slot size or slot counts the runner that built the component sets in the
 environment, with its slots in the top's DRAM if it has one."""
-
-def period_ps(hz: float) -> int:
-    """A clock's period in picoseconds, even (two equal halves): whole nanoseconds would
-    run a 45 MHz engine at 45.45."""
-    return 2 * round(1e12 / hz / 2)
-
 
 CLOCK_PS = period_ps(CONFIG.clock_hz)
 """The system clock's period: the pacer's cycles are these."""
