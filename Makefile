@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo demo-board demo-board-stream test test-board bench bench-rates bench-auto bench-tcp bench-board bench-offload bench-board-born bench-long-path bench-outstanding bench-gateware bench-ethernet bench-ethernet-dram bitstream load clean
+.PHONY: demo demo-board demo-board-stream test test-board bench bench-rates bench-auto bench-tcp bench-board bench-offload bench-board-born bench-long-path bench-sim bench-outstanding bench-gateware bench-ethernet bench-ethernet-dram bitstream load clean
 
 $(STAMP): pyproject.toml driver/_fastpath.c driver/_linkpath.c
 	$(PYTHON) -m venv $(VENV)
@@ -56,6 +56,10 @@ test-board: $(STAMP)
 
 bench-board: $(STAMP)
 	$(BIN)/python -m netblt.bench.board_bench
+
+# How much slower than a board netblt sim-board runs, idle and with a 4 MiB transfer, block RAM and DRAM (about 5 minutes).
+bench-sim: $(STAMP)
+	$(BIN)/python -m netblt.bench.sim_speed_bench
 
 # Transfers through the board's functional model at host speed beside the software path, 1 GiB each: every
 # process's CPU per GB, the host link's uploads with a 200 us round trip (docs/benchmarks.md; about 5 minutes).
