@@ -8,12 +8,14 @@ a WAN of a given round trip and loss, measured at the board's wire.
 The board (the Versa's design, its slots in DRAM on LiteDRAM's model) and the WAN run
 in simulated time; the board's host and its software peer, the real ``netblt send
 --board`` and ``netblt recv``, run in real time. Free-running, the simulation is some
-4,500 times slower than real time idle and twice that with traffic, and the peer's rate
+270 times slower than real time idle and 310 with traffic (``make bench-sim``; 4,500
+and twice that when cocotb drove its cycles), and the peer's rate
 choice, which measures in real time, reads each slowdown as a bottleneck and lowers its
 offer; so the board is held at one pace (``sim-board --pace``, 10,000 by default),
 slower than it ever runs. The peer then sees the round trip and the rate scaled by the
 same steady factor, and rate x round trip, the data that must be outstanding, is the
-same in both (docs/architecture.md). A 64 MiB run at 100 ms takes some three hours.
+same in both (docs/architecture.md). A 64 MiB run at 100 ms took some three hours at
+10,000; ``--pace 1000`` is slower than the simulation runs now too.
 
 Every figure is read from the pcap of the board's wire, stamped in simulated
 nanoseconds: when the board's OPEN left and its peer's last OK came back, its DATA
