@@ -39,10 +39,8 @@ from ...formats.boards import IP_ADDRESS, MAC_ADDRESS
 from ...formats.rfc998 import IP_PROTOCOL
 from ..drops import DropReport
 from ..wan.netem import Path as WanPath, PathConfig, describe
-from .harness import Harness
+from .harness import HOST_MAC, Harness
 
-HOST_MAC = "02:00:00:00:00:02"
-"""The address the bridge's frames come from, and its ARP answers give."""
 POLL_CYCLES = 250
 """System-clock cycles between looks at the sockets (5 us at 50 MHz)."""
 PACE_CYCLES = 25

@@ -26,9 +26,9 @@ from ...driver.link import LinkClient
 from ...formats import host_link as F
 from ...formats.boards import IP_ADDRESS, MAC_ADDRESS
 from . import hdl
+from .harness import HOST_MAC
 from .testbench import start
 
-HOST_MAC = "02:00:00:00:00:02"
 HOST_IP = "192.168.1.2"
 HOST_LINK_PORT = 40990
 

@@ -8,6 +8,9 @@ import ctypes
 import zlib
 from pathlib import Path
 
+HOST_MAC = "02:00:00:00:00:02"
+"""The simulated board's neighbour on its wire: the frames the bridge and the cocotb
+testbenches send come from it, and their ARP answers give it."""
 MIN_FRAME = 60
 """An Ethernet frame's bytes before its FCS at least: shorter ones are padded."""
 FCS = 4
