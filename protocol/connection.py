@@ -210,9 +210,12 @@ class Connection:
 
     def _send_open(self, now: float) -> None:
         # Doubling up to the longest control interval, for as long as the death timer: a
-        # path whose round trip is longer than the first few intervals still opens.
+        # path whose round trip is longer than the first few intervals still opens. No gap
+        # is longer than a quarter of the death timer, so its end is tried too: a peer that
+        # holds its port for a host it still waits for lets us in part-way through.
         self.transmit(self.setup, now)
-        wait = min(self.timing.open_timeout * 2 ** self.open_tries, self.timing.control_max)
+        wait = min(self.timing.open_timeout * 2 ** self.open_tries, self.timing.control_max,
+                   self.local.death_timer / 4)
         self.timers.set("open", min(now + wait, self.open_until))
         self.open_tries += 1
 

@@ -154,7 +154,8 @@ class Timing:
 
     open_timeout: float = 0.5
     """First OPEN retransmission after this many seconds, doubling each try up to
-    ``control_max``; an active end gives up when its death timer has run since the first."""
+    ``control_max`` or a quarter of the death timer; an active end gives up when its death
+    timer has run since the first."""
     control_initial: float = 0.5
     control_min: float = 0.005
     control_max: float = 30.0

@@ -55,7 +55,7 @@ def test_a_path_that_goes_dead_fails_both_ends_with_the_death_timer():
     dead = PathConfig(loss=1.0)
     result = simulate(DATA, replace(PARAMS, death_timer=5), forward=dead, backward=dead)
     assert not result.ok
-    assert result.sender.progress.result.reason == "no answer to OPEN in 5 s (4 tries)"  # at 0, 0.5, 1.5, 3.5
+    assert result.sender.progress.result.reason == "no answer to OPEN in 5 s (5 tries)"  # at 0, 0.5, 1.5, 2.75, 4
 
 
 class CutPath(Path):
