@@ -5,7 +5,11 @@ import subprocess
 import sys
 
 import pytest
+from amaranth.hdl import Module
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
 
+from netblt.sim.rtl import hdl
 from netblt.sim.rtl.hdl import out_of_date, ports_sorted
 
 
@@ -72,3 +76,38 @@ def test_a_build_is_announced_only_when_there_is_something_to_build(tmp_path):
     os.utime(core, None)
     os.utime(program, (2000, 2000))
     assert out_of_date(program, [source, core])
+
+
+class Inverter(wiring.Component):
+    a: In(1)
+    b: Out(1)
+
+    def elaborate(self, platform):
+        m = Module()
+        m.d.comb += self.b.eq(~self.a)
+        return m
+
+
+def test_a_design_is_converted_again_only_when_its_python_changed(tmp_path, monkeypatch):
+    """sim-board converts its design to Verilog (some 7 s) only when the Python it is made
+    of changed since the last conversion, by the fingerprint it keeps beside the Verilog."""
+    conversions = []
+    convert = hdl.verilog.convert
+    monkeypatch.setattr(hdl.verilog, "convert", lambda *args, **kwargs: conversions.append(1) or convert(*args, **kwargs))
+    source = hdl.converted(Inverter(), tmp_path, "inverter")
+    assert "~" in source.read_text() and len(conversions) == 1
+    assert hdl.converted(Inverter(), tmp_path, "inverter") == source and len(conversions) == 1
+    monkeypatch.setattr(hdl, "design_fingerprint", lambda name: "the gateware changed")
+    hdl.converted(Inverter(), tmp_path, "inverter")
+    assert len(conversions) == 2
+
+
+def test_the_fingerprint_follows_the_gateware_sources(tmp_path, monkeypatch):
+    for folder in hdl.DESIGN_FOLDERS:
+        (tmp_path / folder).mkdir(parents=True)
+        (tmp_path / folder / "part.py").write_text(f"# {folder}\n")
+    monkeypatch.setattr(hdl, "ROOT", tmp_path)
+    before = hdl.design_fingerprint("node")
+    assert hdl.design_fingerprint("node_versa_ecp5_dram") != before
+    (tmp_path / "gateware" / "part.py").write_text("# changed\n")
+    assert hdl.design_fingerprint("node") != before

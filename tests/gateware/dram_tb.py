@@ -48,10 +48,14 @@ class Port:
         return [word for _, word in self.read_data.beats]
 
 
+REFRESH_GRANT = ("litedram_core", "sdram_bankmachine0_refresh_gnt")
+"""The signal inside LiteDRAM's core that count_refreshes reads (its build makes it visible)."""
+
+
 async def count_refreshes(dut, core, counter: list[int]) -> None:
     """LiteDRAM's refresher takes bank machine 0 for each refresh: its grants in the
     ``litedram_core`` instance ``core``, counted."""
-    grant = core.sdram_bankmachine0_refresh_gnt
+    grant = getattr(core, REFRESH_GRANT[1])
     previous = 0
     while True:
         await RisingEdge(dut.dram_clk)

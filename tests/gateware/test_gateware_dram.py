@@ -12,6 +12,7 @@ import pytest
 from launch import HERE, cases
 
 from dram_harness import DmaHarness, SlotsHarness, receive_store_harness, transmit_store_harness
+from dram_tb import REFRESH_GRANT
 
 from netblt.gateware.config import DramGeometry, EngineConfig
 from netblt.hw import litedram_core
@@ -33,7 +34,7 @@ def build(chip: str, top: str = "dram"):
             "transmitter": lambda d: dram_transmitter(EngineConfig(), d),
             "engine": lambda d: dram_engine(EngineConfig(), d)}
     component = tops[top](description)
-    return hdl.build(component, f"{top}_{chip}", [core]), description
+    return hdl.build(component, f"{top}_{chip}", [core], inner=[REFRESH_GRANT]), description
 
 
 def run(chip: str, top: str, module: str, case: str | None = None) -> None:
