@@ -43,7 +43,6 @@ struct Board {
     int gap = 0;        // gap bytes still to leave before the next frame
     std::deque<Frame> out;
     std::vector<uint8_t> sending;
-    bool was_sending = false;
 };
 
 void wire_in(Board *b)
@@ -72,12 +71,10 @@ void wire_out(Board *b)
     Vboard *t = b->top;
     if (t->tx_en) {
         b->sending.push_back(t->tx_data);
-        b->was_sending = true;
         return;
     }
-    if (!b->was_sending)
+    if (b->sending.empty())
         return;
-    b->was_sending = false;
     size_t start = 0;  // past the preamble and its delimiter
     while (start < b->sending.size() && b->sending[start] != 0xD5)
         start++;
