@@ -18,7 +18,7 @@ from __future__ import annotations
 import ipaddress
 import struct
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
@@ -201,6 +201,9 @@ class BoardDataPath:
         self.transfer_size: int | None = None
         self.tx: dict[int, Slot] = {}
         self.rx: dict[int, Slot] = {}
+        self.uploads: deque[tuple[int, bytes | memoryview, list[F.Operation]]] = deque()
+        """Transmit slots waiting for their upload (one a turn of the run loop), their
+        data and the SEND that follows it."""
         self.queries: dict[int, list[tuple[int, list[int]]]] = {}
         self.next_drain = 1
         """The buffer the board drains next (``drain_on_board``)."""
@@ -328,7 +331,10 @@ class BoardDataPath:
         self.control_queued += 1
 
     def send_buffer(self, number: int, data: bytes | memoryview | BornBuffer, last: bool) -> None:
-        """Upload the buffer and SEND it behind the upload; or have the board make it (its
+        """Queue the buffer's upload, and its SEND behind it, for the next turn of the run
+        loop (:meth:`wait_events`): one buffer a turn, so a RESEND or OK that came meanwhile
+        is acted on between uploads, not after all of them (the engine hands over every
+        buffer a GO allows at once: 64 MiB on the Versa). Or have the board make it (its
         pattern source: FILL; its source port: TAKE), with the SEND in one request (the
         board fetches the slot's packets once the slot is written). That follows no
         upload, so it goes as urgent and joins the high-ack stamp that the GO's OK
@@ -337,18 +343,23 @@ class BoardDataPath:
         self.tx[index] = Slot(number, len(data), taking=isinstance(data, TakenBuffer))
         operations = _command(Command.SEND, index, number, len(data), flag=int(last))
         if isinstance(data, PatternBuffer):
-            operations = _command(Command.FILL, index, data.key, data.length, flag=1) + operations
+            self._submit(_command(Command.FILL, index, data.key, data.length, flag=1) + operations, urgent=True)
         elif isinstance(data, TakenBuffer):
-            operations = _command(Command.TAKE, index, 0, data.length, flag=1) + operations
+            self._submit(_command(Command.TAKE, index, 0, data.length, flag=1) + operations, urgent=True)
         else:
-            self.link.upload(index * self.geometry.slot_bytes // 4, data)
-        self._submit(operations, urgent=isinstance(data, (PatternBuffer, TakenBuffer)))
+            self.uploads.append((index, data, operations))
         self.tx_busy = True
+
+    def _upload_next(self) -> None:
+        """The next buffer waiting for its upload, then its SEND (queued behind the upload)."""
+        index, data, operations = self.uploads.popleft()
+        self.link.upload(index * self.geometry.slot_bytes // 4, data)
+        self._submit(operations)
 
     def resend(self, number: int, packets: tuple[int, ...]) -> None:
         index = self._slot_of(self.tx, number)
-        if index is None:
-            return
+        if index is None or any(index == waiting for waiting, _, _ in self.uploads):
+            return  # not the board's, or not sent yet: its first pass carries every packet
         self.resent += len(packets)
         self.tx_busy = True
         operations = []
@@ -360,6 +371,7 @@ class BoardDataPath:
         index = self._slot_of(self.tx, number)
         if index is not None:
             del self.tx[index]
+            self.uploads = deque(upload for upload in self.uploads if upload[0] != index)
 
     def set_rate(self, burst_size: int, burst_interval_ms: int) -> None:
         bursts = burst_size * self.params.packet_size / (burst_interval_ms / 1000)
@@ -397,6 +409,9 @@ class BoardDataPath:
         """Events from the board, waiting up to ``timeout`` seconds for the first."""
         end = time.monotonic() + timeout
         self._watch_source()
+        if self.uploads:
+            self._upload_next()
+            end = time.monotonic()  # the next upload waits for what came meanwhile, not for the timeout
         while True:
             self._pushed(self.link.client.take_pushed())
             if self.events or time.monotonic() >= end:
@@ -481,7 +496,7 @@ class BoardDataPath:
         """Forget the finished connection; keep the session and the board's port."""
         self.control = self.control.fresh()
         self.params = self.transfer_size = None
-        self.tx, self.rx, self.queries = {}, {}, {}
+        self.tx, self.rx, self.queries, self.uploads = {}, {}, {}, deque()
         self.next_drain = 1
         self.resent, self.tx_busy, self.destination, self.high_ack = 0, False, None, 0
         self.dropped = Counter()

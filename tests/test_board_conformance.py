@@ -430,6 +430,8 @@ def test_a_resend_goes_out_ahead_of_the_buffers_queued(board):
             before = dp.link.status()["TX_PACKETS"]
             dp.send_buffer(1, bytes(20 * 64), False)
             dp.send_buffer(2, bytes(20 * 64), True)
+            dp.wait_events(0)
+            dp.wait_events(0)  # a buffer's upload a turn
             dp.flush()
             order = [arrival(peer)]  # both SENDs ran; 39 new packets wait
             dp.resend(1, (0,))

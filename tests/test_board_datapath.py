@@ -248,3 +248,34 @@ def test_a_late_completion_event_does_not_deliver_the_next_buffer_of_its_slot():
         events = dp.wait_events(1.0) + dp.wait_events(0.2)
         assert not [e for e in events if isinstance(e, ev.BufferComplete)], events
         assert dp.dropped["board completions for a slot given to its next buffer since"] == 1
+
+
+def test_buffers_are_uploaded_one_a_turn_of_the_run_loop():
+    """The engine hands over every buffer a GO allows at once (16 of 4 MiB on the Versa).
+    The host uploads one a turn of its run loop (wait_events), so what came meanwhile (a
+    RESEND, an OK) is acted on after one upload, not after all of them: through the Versa's
+    design, a RESEND waited 450 ms of a 100 ms path. A buffer whose upload still waits is
+    not resent (its first pass carries every packet), and one released leaves the queue."""
+    board = ServedBoard()
+    dp = BoardDataPath.open(("127.0.0.1", board.port), local_port=2998)
+    try:
+        params = Params(buffer_size=16384, packet_size=1448, burst_size=1, burst_interval=1000, max_buffers=2,
+                        data_checksum=False, death_timer=30)
+        dp.configure(params, ("127.0.0.1", 5000), transfer_size=2 * 16384)
+        buffers = [bytes([n]) * 16384 for n in (1, 2)]
+        for n, data in enumerate(buffers, 1):
+            dp.send_buffer(n, data, n == 2)
+        memory, slot = board.engine.tx_memory, dp.geometry.slot_bytes
+        assert not any(memory[:2 * slot])
+        dp.wait_events(0)
+        assert memory[:16384] == buffers[0] and not any(memory[slot:2 * slot])
+        dp.resend(2, (0,))
+        dp.release(2)
+        assert dp.resent == 0
+        dp.wait_events(0)
+        assert not any(memory[slot:2 * slot])
+        dp.resend(1, (0,))
+        assert dp.resent == 1
+    finally:
+        dp.close()
+        board.close()
