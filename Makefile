@@ -71,7 +71,7 @@ bench-board-born: $(STAMP)
 	$(BIN)/python -m netblt.bench.board_born_bench
 
 # 64 MiB sent from the Versa's DRAM through netblt sim-board and a 100 ms, 0.1%-loss WAN, measured in simulated
-# time at the board's wire, the simulation held at 1:10,000 of real time (about three hours; --rtt, --loss, --size:
+# time at the board's wire, the simulation held at 1:1,000 of real time (about 18 minutes; --rtt, --loss, --size:
 # python -m netblt.bench.long_path_bench -h).
 bench-long-path: $(STAMP)
 	$(BIN)/python -m netblt.bench.long_path_bench

@@ -11,11 +11,11 @@ in simulated time; the board's host and its software peer, the real ``netblt sen
 270 times slower than real time idle and 310 with traffic (``make bench-sim``; 4,500
 and twice that when cocotb drove its cycles), and the peer's rate
 choice, which measures in real time, reads each slowdown as a bottleneck and lowers its
-offer; so the board is held at one pace (``sim-board --pace``, 10,000 by default),
+offer; so the board is held at one pace (``sim-board --pace``, 1,000 by default),
 slower than it ever runs. The peer then sees the round trip and the rate scaled by the
 same steady factor, and rate x round trip, the data that must be outstanding, is the
-same in both (docs/architecture.md). A 64 MiB run at 100 ms took some three hours at
-10,000; ``--pace 1000`` is slower than the simulation runs now too.
+same in both (docs/architecture.md). A 64 MiB run at 100 ms takes some 18 minutes
+(three hours at 10,000, the pace cocotb's simulation needed).
 
 Every figure is read from the pcap of the board's wire, stamped in simulated
 nanoseconds: when the board's OPEN left and its peer's last OK came back, its DATA
@@ -184,6 +184,16 @@ def start_board(args: argparse.Namespace, pcap: Path) -> tuple[subprocess.Popen,
     return board, link, port, slower
 
 
+def size_of(*paths: Path) -> int:
+    """The size of the first of ``paths`` that exists (0 if none does)."""
+    for path in paths:
+        try:
+            return path.stat().st_size
+        except FileNotFoundError:
+            continue
+    return 0
+
+
 def transfer(args: argparse.Namespace, tmp: Path, link: int, port: int, death: int, slower: float) -> dict:
     """The board sends ``args.size`` random bytes (or, ``--source pattern``, the test
     pattern its pattern source makes) to ``netblt recv``: the sender's report, once the
@@ -212,10 +222,10 @@ def transfer(args: argparse.Namespace, tmp: Path, link: int, port: int, death: i
                                       "--rate", f"{args.rate:.0f}", *options],
                             text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     name = "pattern" if born else "data.bin"
-    started, partial = time.monotonic(), out / f"{name}.partial"
+    started, partial, whole = time.monotonic(), out / f"{name}.partial", out / name
     while send.poll() is None:
         time.sleep(PROGRESS_EVERY)
-        got = partial.stat().st_size if partial.exists() else 0
+        got = size_of(partial, whole)  # the receiver renames its copy when it is whole
         print(f"  {(time.monotonic() - started) / 60:.0f} min: the peer's copy reaches {got / 2**20:.1f} of "
               f"{args.size / 2**20:g} MiB", flush=True)
     sent_out, sent_err = send.communicate()
@@ -286,9 +296,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="NETBLT buffer (default: 4M, the Versa's DRAM slot)")
     parser.add_argument("--buffers", type=positive, default=16, metavar="N", help="outstanding (default: 16, every slot)")
     parser.add_argument("--rate", type=parse_rate, default=950e6, help="asked of the board (default: 950M; it allows 90%% of its wire)")
-    parser.add_argument("--pace", type=positive, default=10_000, metavar="N",
+    parser.add_argument("--pace", type=positive, default=1000, metavar="N",
                         help="the simulation held at N times slower than real time, slower than it runs "
-                             "with traffic (default: 10000)")
+                             "with traffic (default: 1000)")
     parser.add_argument("--seed", type=int, default=1, metavar="N", help="the WAN's loss (default: 1)")
     parser.add_argument("--source", choices=("file", "pattern"), default="file",
                         help="what the board sends: a file from its host (default), or the test pattern its "
