@@ -47,7 +47,8 @@ def build(component: wiring.Component, name: str, extra_sources: Sequence[Path] 
 
     A testbench sees the top module's signals, and of the instances below it only the
     ``inner`` ones, (module, signal) pairs: with every signal visible (cocotb's
-    default), the node's model compiled in three times the time and ran a fifth slower.
+    default), the node's model was twice the C++, took 1.75 times the GCC time and ran
+    a fifth slower (docs/benchmarks.md).
 
     One process at a time builds a folder (make test's workers, and sim-boards they
     start, may want the same build at once): the others wait, then find it up to date.
