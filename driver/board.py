@@ -154,6 +154,9 @@ class Slot:
     sent: bool = False
     taking: bool = False
     """A transmit slot filled by a TAKE: its SEND waits for the source port's words."""
+    ahead: bytes | memoryview | None = None
+    """Uploaded before the engine handed the buffer over (:meth:`BoardDataPath.load_ahead`):
+    these bytes, and no SEND yet."""
     data: bytes | DrainedBuffer | None = None
     whole: bool = False
     """Received whole, and to be drained on the board in its turn; ``first_pass`` is
@@ -166,6 +169,11 @@ class Slot:
     posted: list[Request | Part] = field(default_factory=list)
     """A receive slot's POST: until the board has run it, the slot's status registers
     are a previous buffer's."""
+
+    @property
+    def waiting(self) -> bool:
+        """A transmit slot the board is to send and has not yet sent."""
+        return not self.sent and self.ahead is None
 
     @property
     def ready(self) -> bool:
@@ -339,6 +347,9 @@ class BoardDataPath:
         board fetches the slot's packets once the slot is written). That follows no
         upload, so it goes as urgent and joins the high-ack stamp that the GO's OK
         brought: one request a buffer."""
+        ahead = self._slot_of(self.tx, number)
+        if ahead is not None and self._send_ahead(ahead, data, last):
+            return
         index = self._free(self.tx, self.geometry.tx_slots, "transmit")
         self.tx[index] = Slot(number, len(data), taking=isinstance(data, TakenBuffer))
         operations = _command(Command.SEND, index, number, len(data), flag=int(last))
@@ -349,6 +360,31 @@ class BoardDataPath:
         else:
             self.uploads.append((index, data, operations))
         self.tx_busy = True
+
+    def load_ahead(self, number: int, data: bytes | memoryview) -> None:
+        """Upload a buffer before the engine hands it over: the first, while the OPEN is out
+        (4 MiB take 43 ms, which a long path's transfer waited before its first DATA). Its
+        SEND waits for :meth:`send_buffer` with the same bytes; other bytes (the RESPONSE
+        shrank the buffers) are uploaded again, and a slot the engine needs is taken back."""
+        index = self._free(self.tx, self.geometry.tx_slots, "transmit")
+        self.tx[index] = Slot(number, len(data), ahead=data)
+        self.uploads.append((index, data, []))
+
+    def _send_ahead(self, index: int, data: bytes | memoryview | BornBuffer, last: bool) -> bool:
+        """Send the buffer loaded ahead into slot ``index`` if ``data`` is what it holds;
+        else forget it."""
+        slot = self.tx[index]
+        if slot.ahead is None or isinstance(data, BornBuffer) or slot.ahead != data:
+            self.release(slot.buffer)
+            return False
+        slot.ahead = None
+        operations = _command(Command.SEND, index, slot.buffer, len(data), flag=int(last))
+        if any(waiting == index for waiting, _, _ in self.uploads):
+            self.uploads = deque((i, d, operations if i == index else ops) for i, d, ops in self.uploads)
+        else:
+            self._submit(operations)
+        self.tx_busy = True
+        return True
 
     def _upload_next(self) -> None:
         """The next buffer waiting for its upload, then its SEND (queued behind the upload)."""
@@ -434,7 +470,7 @@ class BoardDataPath:
     def _leave_board(self, end: float) -> None:
         """Sleep while the board's transmitter has enough queued not to need this host, but
         not past ``end``."""
-        left = min(unattended([slot.size for slot in self.tx.values() if not slot.sent], self.pace),
+        left = min(unattended([slot.size for slot in self.tx.values() if slot.waiting], self.pace),
                    end - time.monotonic())
         if left >= LEAVE_AT_LEAST:
             self.link.flush()  # the requests and acknowledgements due go first
@@ -483,7 +519,7 @@ class BoardDataPath:
                     newest, gap = seen, self.clock.seconds(mean_gap)
         if newest is not None:
             self.events.append(ev.Arrivals(newest, gap, self.high_ack))
-        if self.tx_busy and ENGINE_STATE.unpack(state)["tx_idle"] and all(slot.sent for slot in self.tx.values()):
+        if self.tx_busy and ENGINE_STATE.unpack(state)["tx_idle"] and not any(s.waiting for s in self.tx.values()):
             self.tx_busy = False
             self.events.append(ev.TransmitIdle())
         return self.take_events()
@@ -660,7 +696,7 @@ class BoardDataPath:
         if kind == Event.SENT:
             if index in self.tx:
                 self.tx[index].sent = True
-                if not self.resent and all(slot.sent for slot in self.tx.values()):
+                if not self.resent and not any(slot.waiting for slot in self.tx.values()):
                     self.tx_busy = False
                     self.events.append(ev.TransmitIdle())
             return
@@ -785,6 +821,10 @@ class BoardDataPath:
         for index in range(count):
             if index not in slots:
                 return index
+        ahead = next((i for i, slot in slots.items() if slot.ahead is not None), None)
+        if ahead is not None:  # loaded ahead, never handed over (its buffer was held already)
+            self.release(slots[ahead].buffer)
+            return ahead
         raise LinkError(f"board {self.link.shown}: every {side} slot is in use")
 
     @staticmethod

@@ -70,6 +70,9 @@ class DataPathCore:
         self.tx.load(number, data, last)
         self._busy = True
 
+    def load_ahead(self, number: int, data: bytes | memoryview) -> None:
+        """Nothing to do: a buffer here is loaded by reference when it is sent."""
+
     def resend(self, number: int, packets: tuple[int, ...]) -> None:
         if self.tx.resend(number, packets):
             self._busy = True

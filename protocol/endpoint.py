@@ -33,6 +33,9 @@ class DataPath(Protocol):
     def configure(self, params: Params, peer: ev.Address, transfer_size: int | None = None) -> None: ...
     def transmit(self, packet: Packet, to: ev.Address) -> None: ...
     def send_buffer(self, number: int, data: bytes | memoryview | BornBuffer, last: bool) -> None: ...
+    def load_ahead(self, number: int, data: bytes | memoryview) -> None:
+        """``data`` is likely to be buffer ``number``'s: a data path that loads buffers
+        slowly may start now. The engine still hands the buffer over with :meth:`send_buffer`."""
     def resend(self, number: int, packets: tuple[int, ...]) -> None: ...
     def release(self, number: int) -> None: ...
     def set_rate(self, burst_size: int, burst_interval_ms: int) -> None: ...
@@ -45,7 +48,8 @@ class DataPath(Protocol):
 
 class Source(Protocol):
     size: int | None
-    """Bytes in all; None for a stream until reading it finds its end."""
+    """Bytes in all; None for a stream until reading it finds its end. A source whose size
+    is known gives any buffer, at any size, as often as asked."""
 
     def buffer(self, index: int, size: int) -> tuple[bytes | memoryview | BornBuffer, bool] | None:
         """The ``index``-th buffer of ``size`` bytes and whether it is the last; None past
@@ -169,6 +173,8 @@ class Endpoint:
         self.cpu_start = self.cpu_clock()
         if self.conn.active:
             self.run(self.conn.connect(now), now)
+            if self.conn.is_sender:
+                self._load_first()
 
     def handle(self, event: ev.Event, now: float) -> None:
         if isinstance(event, ev.FirstPacket) and event.last_buffer and self.progress.steady_end is None:
@@ -242,6 +248,19 @@ class Endpoint:
         """The data path failed: the connection ends here, since nothing can reach the peer."""
         self.conn.finish(False, reason)
         self.progress.result = self.conn.result
+
+    def _load_first(self) -> None:
+        """Let the data path load the first buffer while the OPEN is out (a board's upload
+        of 4 MiB is 43 ms). Only from a source that can give it again at the size the
+        RESPONSE settles on; an error reading it is reported when the buffer is due."""
+        if self.source.size is None:
+            return
+        try:
+            found = self.source.buffer(0, self.conn.params.buffer_size)
+        except OSError:
+            return
+        if found is not None and not isinstance(found[0], BornBuffer):
+            self.dp.load_ahead(1, found[0])
 
     def _send(self, n: int, index: int, last: bool, now: float) -> list[ev.Action]:
         """Load a buffer from the client; a stream's client says where its data ends."""

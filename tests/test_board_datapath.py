@@ -279,3 +279,50 @@ def test_buffers_are_uploaded_one_a_turn_of_the_run_loop():
     finally:
         dp.close()
         board.close()
+
+
+def test_the_first_buffer_is_uploaded_while_the_open_is_out():
+    """An active sender's first buffer is handed to the data path before any GO
+    (load_ahead; 43 ms of upload a 4 MiB buffer, which a long path's transfer waited
+    before its first DATA): it is uploaded on the next turn, and the GO's SEND follows
+    with no second upload. Other bytes for that buffer (the RESPONSE shrank the buffers)
+    are uploaded again; a slot loaded ahead and never handed over gives way to the engine's."""
+    board = ServedBoard()
+    dp = BoardDataPath.open(("127.0.0.1", board.port), local_port=2998)
+    uploads: list[int] = []
+    upload = dp.link.upload
+    dp.link.upload = lambda address, data: (uploads.append(len(data)), upload(address, data))
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as peer:
+            peer.bind(("127.0.0.1", 0))
+            peer.settimeout(2.0)
+            first = random.Random(7).randbytes(16384)
+            dp.load_ahead(1, first)
+            dp.wait_events(0)
+            memory = board.engine.tx_memory
+            assert uploads == [16384] and memory[:16384] == first
+            params = Params(buffer_size=16384, packet_size=1448, burst_size=12, burst_interval=1, max_buffers=2,
+                            data_checksum=False, death_timer=30)
+            dp.configure(params, peer.getsockname(), transfer_size=3 * 16384)
+            dp.set_rate(12, 1)
+            dp.send_buffer(1, memoryview(first), False)
+            dp.wait_events(0.2)
+            for _ in range(params.packets_per_buffer):
+                peer.recv(2000)  # buffer 1's DATA, sent from the slot loaded ahead
+            assert uploads == [16384] and not dp.uploads
+
+            dp.load_ahead(2, bytes(16384))
+            dp.send_buffer(2, first[:8192], False)  # not what was loaded: uploaded again
+            dp.wait_events(0)
+            slot = dp.geometry.slot_bytes
+            assert uploads == [16384, 8192] and memory[slot:slot + 8192] == first[:8192]
+
+            for n in (1, 2):
+                dp.release(n)
+            dp.load_ahead(3, bytes(16384))  # buffer 3 then found held by the peer, never sent
+            for n in (4, 5):  # two slots: the one loaded ahead gives way
+                dp.send_buffer(n, bytes(16384), False)
+            assert sorted(s.buffer for s in dp.tx.values()) == [4, 5]
+    finally:
+        dp.close()
+        board.close()

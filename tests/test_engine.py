@@ -7,6 +7,7 @@ import pytest
 from netblt.protocol import events as ev
 from netblt.protocol.connection import HELD, Connection, State
 from netblt.protocol.control_fifo import ControlFifo
+from netblt.protocol.endpoint import Endpoint, MemorySource
 from netblt.protocol.packets import (
     Abort, Control, Done, Go, KeepAlive, NullAck, Ok, Open, Quit, QuitAck, Refused, Resend, Response,
 )
@@ -612,3 +613,30 @@ def test_a_sender_choosing_its_rate_with_big_buffers_sends_the_first_in_a_fifth_
     assert sent(actions, NullAck) == [NullAck(0, 20, 1)]
     _, actions = sender(transfer_size=40_000_000, params=replace(params, buffer_size=10_000_000))
     assert of(actions, ev.SetRate) == [ev.SetRate(40, 1)] and sent(actions, NullAck) == []  # faster than the cap
+
+
+class Recorded:
+    """A data path that records each call it is given."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple] = []
+
+    def __getattr__(self, name: str):
+        return lambda *args: self.calls.append((name, *args))
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_sender_hands_its_first_buffer_over_while_the_open_is_out(stream):
+    """A board uploads it meanwhile (load_ahead). A stream is not read ahead: its buffers
+    are cut at the size the RESPONSE settles on, which may be smaller."""
+    data = bytes(range(256)) * 100
+    source = MemorySource(data)
+    if stream:
+        source.size = None
+    conn = Connection(active=True, sender=True, params=PARAMS, timing=TIMING, transfer_size=len(data),
+                      peer=("127.0.0.1", 5000))
+    dp = Recorded()
+    Endpoint(conn, dp, source=source).start(0.0)
+    assert [call[0] for call in dp.calls] == ["transmit"] + ([] if stream else ["load_ahead"])
+    if not stream:
+        assert dp.calls[1][1] == 1 and bytes(dp.calls[1][2]) == data[:PARAMS.buffer_size]
