@@ -93,6 +93,17 @@ DATA_HEADER_SIZE = DATA.end
 
 STRING_TYPES = frozenset({PacketType.QUIT, PacketType.ABORT, PacketType.REFUSED})
 BARE_TYPES = frozenset({PacketType.KEEPALIVE, PacketType.QUITACK, PacketType.DONE})
+EXACT_TYPES = BARE_TYPES | {PacketType.NULL_ACK}
+"""Types whose Length is always their minimum."""
+
+MIN_LENGTH = {
+    PacketType.OPEN: OPEN.end + 4, PacketType.RESPONSE: OPEN.end + 4,
+    **{kind: HEADER.end + 4 for kind in STRING_TYPES},
+    **{kind: HEADER.end for kind in BARE_TYPES},
+    PacketType.DATA: DATA.end, PacketType.LDATA: DATA.end,
+    PacketType.NULL_ACK: NULL_ACK.end, PacketType.CONTROL: HEADER.end,
+}
+"""The shortest Length of each type: a string is at least its NUL, padded to 4 bytes."""
 
 
 def aligned(n: int) -> int:

@@ -22,13 +22,6 @@ _BY_TYPE = {
     L.PacketType.KEEPALIVE: KeepAlive, L.PacketType.QUITACK: QuitAck, L.PacketType.DONE: Done,
     L.PacketType.QUIT: Quit, L.PacketType.ABORT: Abort, L.PacketType.REFUSED: Refused,
 }
-_MIN_LENGTH = {
-    L.PacketType.OPEN: L.OPEN.end + 4, L.PacketType.RESPONSE: L.OPEN.end + 4,
-    L.PacketType.QUIT: L.HEADER.end + 4, L.PacketType.ABORT: L.HEADER.end + 4,
-    L.PacketType.REFUSED: L.HEADER.end + 4,
-    L.PacketType.DATA: L.DATA.end, L.PacketType.LDATA: L.DATA.end,
-    L.PacketType.NULL_ACK: L.NULL_ACK.end, L.PacketType.CONTROL: L.HEADER.end,
-}
 
 
 class CodecError(ValueError):
@@ -140,7 +133,7 @@ def decode(datagram: bytes | bytearray | memoryview, *, data_checksum: bool = Fa
         raise CodecError(f"unknown packet type {header['type']}") from None
     length = header["length"]
     is_data = kind in (L.PacketType.DATA, L.PacketType.LDATA)
-    minimum = _MIN_LENGTH.get(kind, L.HEADER.end)
+    minimum = L.MIN_LENGTH[kind]
     if length < minimum:
         raise CodecError(f"length {length} is too short for {kind.name} (at least {minimum})")
     if length > len(buf):
@@ -170,13 +163,11 @@ def _decode_body(kind: L.PacketType, buf: memoryview, data_checksum: bool) -> Pa
     if kind in L.STRING_TYPES:
         reason = decode_string(buf[L.HEADER.end:end], "reason").decode("utf-8", "replace")
         return _BY_TYPE[kind](reason)
+    if kind in L.EXACT_TYPES and end != L.MIN_LENGTH[kind]:
+        raise CodecError(f"{kind.name} must be {L.MIN_LENGTH[kind]} bytes, length says {end}")
     if kind in L.BARE_TYPES:
-        if end != L.HEADER.end:
-            raise CodecError(f"{kind.name} must be {L.HEADER.end} bytes, length says {end}")
         return _BY_TYPE[kind]()
     if kind is L.PacketType.NULL_ACK:
-        if end != L.NULL_ACK.end:
-            raise CodecError(f"NULL_ACK must be {L.NULL_ACK.end} bytes, length says {end}")
         f = unpack(L.NULL_ACK, buf)
         return NullAck(f["high_ack"], f["burst_size"], f["burst_interval"])
     if kind is L.PacketType.CONTROL:
