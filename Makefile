@@ -26,7 +26,10 @@ demo-board-stream: $(STAMP)
 # --no-loadscope-reorder keeps tests/conftest.py's order (the bitstream first): by default
 # xdist runs the groups with the most tests first, and the one-test bitstream then started
 # ten minutes late.
+# tshark (Debian's, installed if missing) reads the tests' packets with the Wireshark dissector.
 test: $(STAMP)
+	@command -v tshark >/dev/null || ($(SUDO) apt-get update -q >/dev/null && $(SUDO) env DEBIAN_FRONTEND=noninteractive \
+		apt-get install -y -q tshark >/dev/null) || echo "make: tshark not installed: its tests will be skipped"
 	$(BIN)/python -m pytest -q -n 2 --dist loadgroup --no-loadscope-reorder
 
 bench: $(STAMP)
@@ -109,7 +112,7 @@ bitstream: $(STAMP)
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 load: $(STAMP)
 	@command -v openFPGALoader >/dev/null || \
-		($(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q openfpgaloader)
+		($(SUDO) apt-get update -q >/dev/null && $(SUDO) apt-get install -y -q openfpgaloader)
 	$(BIN)/python -m netblt.hw.load --board $(BOARD) $(if $(CABLE),--cable $(CABLE))
 
 clean:

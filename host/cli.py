@@ -19,7 +19,7 @@ from ..driver.transport import DEFAULT_PORT, TransportError, parse_address
 from ..formats.host_link import LINK_PORT
 from ..protocol.endpoint import DataPathError
 from ..protocol.params import MAX_PACKETS_PER_BUFFER, ParamError, Params, Timing, burst_for_rate
-from . import board_status
+from . import board_status, wireshark
 from .announce import BORN, PORT
 from .auth import Secret, SecretError
 from .check import check
@@ -154,6 +154,10 @@ def build_parser() -> argparse.ArgumentParser:
                                description="Simulate a board's whole design (engine, host link, LiteEth) "
                                            "under Verilator, its Ethernet port bridged to UDP on 127.0.0.1.")
     add_sim_board_arguments(sim_board)
+    wireshark.add_arguments(sub.add_parser("wireshark", help="write the Wireshark dissector for NETBLT and the host link",
+                                           description="Write a Lua dissector for NETBLT (over IP protocol 30 "
+                                                       "and UDP) and the board's host link, made from this "
+                                                       "netblt's own formats, for Wireshark and tshark."))
     add_netem_arguments(sub.add_parser("netem", help="relay UDP between two ends through an emulated WAN",
                                  description="Relay UDP between a sender (--listen) and a receiver "
                                              "(--forward), applying an emulated WAN in each direction."))
@@ -325,6 +329,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return board_status.run(args, Console(width=max(Console().width, 120)), Console(stderr=True))
     if args.command == "check":
         return _check(args)
+    if args.command == "wireshark":
+        return wireshark.run(args)
     try:
         where = parse_address(args.peer if args.command == "send" else args.listen)
     except TransportError as exc:

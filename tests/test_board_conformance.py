@@ -16,6 +16,7 @@ import math
 import os
 import random
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -28,6 +29,7 @@ from clitools import NETBLT, RealBoard, SimBoard, finish, free_port, reports, se
 from scapy.layers.inet import IP, UDP
 from scapy.utils import rdpcap
 from test_scapy_vectors import TYPES, read
+from test_wireshark import assert_wireshark_agrees
 
 from netblt.bench import wire_pacing
 from netblt.driver.framing import HEADER_SIZE, parse_header
@@ -39,6 +41,7 @@ from netblt.formats.boards import IP_ADDRESS, MAC_ADDRESS, SIMULATION
 from netblt.formats.born import TakenBuffer
 from netblt.formats.pattern import pattern_bytes
 from netblt.formats.registers import ADDRESS
+from netblt.formats.rfc998 import PacketType
 from netblt.host.files import trailer_size
 from netblt.protocol import codec, packets
 from netblt.protocol.params import Params
@@ -714,6 +717,17 @@ def test_every_frame_the_board_sent_decodes_and_obeys_negotiation(board, tmp_pat
     assert sum(r.on_grid + r.waited + r.first_of_buffer + r.unjudged for r in results) == \
         sum(map(len, buffers.values()))
     assert sum(r.on_grid for r in results) > sum(r.waited + r.first_of_buffer + r.unjudged for r in results)
+
+
+@pytest.mark.skipif(shutil.which("tshark") is None, reason="needs tshark: apt-get install tshark (make test "
+                                                            "installs it)")
+def test_wireshark_reads_the_boards_wire_as_the_host_does(board, tmp_path):
+    """After the transfers above (hostile packets among them): tshark with the dissector
+    (host/wireshark.py) reads every NETBLT packet and host-link datagram on the board's
+    wire as the host codec does, and flags as malformed exactly those the codec refuses."""
+    simulated(board)
+    seen = assert_wireshark_agrees(board.pcap, tmp_path, board.netblt, {board.link, F.LINK_PORT})
+    assert {"OPEN", "RESPONSE", "DATA", "LDATA", "CONTROL", "NULL_ACK"} <= {PacketType(int(t)).name for t in seen}
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="native IP needs root")
