@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import shutil
 import subprocess
 from pathlib import Path
@@ -55,6 +56,7 @@ def tshark(tmp_path: Path, packets: list, *decode_as: str) -> list[dict[str, lis
     done = subprocess.run(["tshark", "-r", str(capture), "-X", f"lua_script:{script}", *options, "-T", "json",
                            "--no-duplicate-keys"], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and "Lua" not in done.stderr, done.stderr
+    assert "_ws.lua.error" not in done.stdout, "the dissector failed on a packet"
     return [flatten(frame["_source"]["layers"]) for frame in json.loads(done.stdout)]
 
 
@@ -162,6 +164,20 @@ def test_every_malformed_kind_is_flagged_never_crashed_on(tmp_path):
         assert any(why in message for message in frame["_ws.expert.message"]), (why, frame["_ws.expert.message"])
 
 
+def test_cut_and_random_datagrams_are_flagged_exactly_when_the_codec_refuses_them(tmp_path):
+    """Every packet of every type cut at every fourth byte (its checksum made right again,
+    so only the cut is wrong), and random bytes, to the NETBLT port and the host link's."""
+    rng = random.Random(3)
+    datagrams = [netblt(p)[:cut] for p in PACKETS for cut in range(4, len(netblt(p)), 4)]
+    datagrams = [sealed(d) if len(d) >= HEADER.end else d for d in datagrams]
+    datagrams += [rng.randbytes(rng.randrange(1, 60)) for _ in range(100)]
+    frames = tshark(tmp_path, [over_udp(d) for d in datagrams] +
+                    [over_udp(rng.randbytes(rng.randrange(1, 60)), port=link.LINK_PORT) for _ in range(100)])
+    for frame, data in zip(frames, datagrams):
+        refused = codec_view(data, netblt_port=True) == ("", "", "")
+        assert ("netblt.malformed" in frame) == refused, data.hex()
+
+
 def test_the_host_link_datagrams_and_the_packets_inside_events(tmp_path):
     send = COMMAND_WORD.pack(op=Command.SEND, slot=3, flag=1)
     operations = [link.Operation(link.Opcode.WRITE, ADDRESS["COMMAND"], send),
@@ -249,6 +265,9 @@ def assert_wireshark_agrees(pcap: Path, tmp_path: Path, netblt_port: int, link_p
                "-T", "fields", "-E", "occurrence=f", "-E", "separator=/t", *[a for f in fields for a in ("-e", f)]]
     done = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0 and "Lua" not in done.stderr, done.stderr
+    failed = subprocess.run([*command[:command.index("-T")], "-Y", "_ws.lua.error"], capture_output=True, text=True,
+                            timeout=300)
+    assert failed.stdout == "", f"the dissector failed on packets:\n{failed.stdout}"
     rows = [line.split("\t") for line in done.stdout.splitlines()]
     frames, seen = rdpcap(str(pcap)), set()
     assert len(rows) == len(frames)
