@@ -80,11 +80,7 @@ def _exclusive(lock: Path) -> Iterator[None]:
 def _written(directory: Path, name: str, text: str) -> Path:
     """The module's Verilog in ``directory``, rewritten only where it changed (its mtime
     says whether the build is up to date)."""
-    directory.mkdir(parents=True, exist_ok=True)
-    source = directory / f"{name}.v"
-    if not source.exists() or ports_sorted(source.read_text()) != ports_sorted(text):
-        source.write_text(text)
-    return source
+    return _kept(directory / f"{name}.v", text, ports_sorted)
 
 
 def _visible(directory: Path, name: str, inner: Sequence[tuple[str, str]]) -> Path:
@@ -92,10 +88,16 @@ def _visible(directory: Path, name: str, inner: Sequence[tuple[str, str]]) -> Pa
     all of module ``name``'s, and the ``inner`` ones. Rewritten only when it changes."""
     lines = ["`verilator_config", f'public_flat_rw -module "{name}" -var "*"',
              *(f'public_flat_rw -module "{module}" -var "{signal}"' for module, signal in inner)]
-    control, text = directory / "visible.vlt", "\n".join(lines) + "\n"
-    if not control.exists() or control.read_text() != text:
-        control.write_text(text)
-    return control
+    return _kept(directory / "visible.vlt", "\n".join(lines) + "\n")
+
+
+def _kept(path: Path, text: str, meaning: Callable[[str], str] = lambda text: text) -> Path:
+    """``path`` holding ``text``, written only when what it means differs from what it holds:
+    a build reads a source's mtime to tell whether it is up to date."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if not path.exists() or meaning(path.read_text()) != meaning(text):
+        path.write_text(text)
+    return path
 
 
 def _verilate(directory: Path, name: str, text: str, extra_sources: Sequence[Path], log: Path,
