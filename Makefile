@@ -4,11 +4,11 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo demo-board demo-board-stream test test-board bench bench-rates bench-auto bench-tcp bench-board bench-offload bench-board-born bench-long-path bench-sim bench-outstanding bench-gateware bench-ethernet bench-ethernet-dram bitstream load clean
+.PHONY: demo demo-board demo-board-stream reproduce test test-board bench bench-rates bench-auto bench-tcp bench-board bench-offload bench-board-born bench-long-path bench-sim bench-outstanding bench-gateware bench-ethernet bench-ethernet-dram bitstream load clean
 
 $(STAMP): pyproject.toml driver/_fastpath.c driver/_linkpath.c
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet -e '.[test,hw]'
+	$(BIN)/pip install --quiet -e '.[test,hw,plots]'
 	touch $@
 
 # A real transfer between two software endpoints on loopback, through the WAN relay.
@@ -26,6 +26,11 @@ demo-board-stream: $(STAMP)
 # --no-loadscope-reorder keeps tests/conftest.py's order (the bitstream first): by default
 # xdist runs the groups with the most tests first, and the one-test bitstream then started
 # ten minutes late.
+# The seed reports' tables that netblt can answer, beside the reports' own numbers: docs/reproduce.md
+# and docs/figures/ (a few seconds so far).
+reproduce: $(STAMP)
+	$(BIN)/python -m netblt.bench.reproduce
+
 # tshark (Debian's, installed if missing) reads the tests' packets with the Wireshark dissector.
 test: $(STAMP)
 	@command -v tshark >/dev/null || ($(SUDO) apt-get update -q >/dev/null && $(SUDO) env DEBIAN_FRONTEND=noninteractive \
