@@ -11,13 +11,15 @@ import os
 import random
 import shutil
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from scapy.layers.inet import IP, UDP
 from scapy.packet import Raw
-from scapy.utils import rdpcap, wrpcap
+from scapy.utils import RawPcapReader, wrpcap
 
+from netblt.bench.long_path_bench import ETHERNET_HEADER, LINKTYPE_ETHERNET, udp
 from netblt.formats import host_link as link
 from netblt.formats.checksum import internet_checksum
 from netblt.formats.rfc998 import HEADER, VERSION, PacketType
@@ -259,32 +261,40 @@ def assert_wireshark_agrees(pcap: Path, tmp_path: Path, netblt_port: int, link_p
     (and buffer and packet, for DATA). Returns the NETBLT types seen."""
     script = tmp_path / "netblt.lua"
     script.write_text(lua())
-    read = ["tshark", "-r", str(pcap), "-X", f"lua_script:{script}", "-d", f"udp.port=={netblt_port},netblt",
-            *[arg for port in link_ports for arg in ("-d", f"udp.port=={port},netblt_link")], "-T", "fields"]
-    fields = ("frame.number", "netblt.type", "netblt.data.buffer", "netblt.data.packet", "netblt_link.kind")
-    rows = {int(row[0]): row[1:] for row in tshark_rows(read, fields)}
-    flagged = {int(row[0]) for row in tshark_rows(read, ("frame.number",), "netblt.malformed || netblt_link.malformed")}
-    assert not tshark_rows(read, ("frame.number",), "_ws.lua.error"), "the dissector failed on packets"
+    fields = ("frame.number", "netblt.type", "netblt.data.buffer", "netblt.data.packet", "netblt_link.kind",
+              "netblt.malformed", "netblt_link.malformed", "_ws.lua.error")
+    done = subprocess.run(["tshark", "-r", str(pcap), "-X", f"lua_script:{script}", "-d",
+                           f"udp.port=={netblt_port},netblt",
+                           *[arg for port in link_ports for arg in ("-d", f"udp.port=={port},netblt_link")],
+                           "-T", "fields", "-E", "occurrence=f", "-E", "separator=/t",
+                           *[arg for field in fields for arg in ("-e", field)]],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and "Lua" not in done.stderr, done.stderr
+    rows = {int(row[0]): row[1:] for row in (line.split("\t") for line in done.stdout.splitlines())}
+    assert not [number for number, row in rows.items() if row[6]], "the dissector failed on packets"
     seen, checked = set(), 0
-    for number, frame in enumerate(rdpcap(str(pcap)), 1):
-        if UDP not in frame or not {frame[UDP].sport, frame[UDP].dport} & ({netblt_port} | link_ports):
+    for number, (sport, dport, payload) in udp_datagrams(pcap):
+        if not {sport, dport} & ({netblt_port} | link_ports):
             continue
-        is_netblt = netblt_port in (frame[UDP].sport, frame[UDP].dport)
-        expected = codec_view(bytes(frame[UDP].payload)[:frame[UDP].len - 8], is_netblt)
-        assert (number in flagged) == (expected[0] == ""), (frame.summary(), rows[number])
-        if number not in flagged:
-            assert (tuple(rows[number][:3]) if is_netblt else (rows[number][3], "", "")) == expected, frame.summary()
+        is_netblt = netblt_port in (sport, dport)
+        expected, row = codec_view(payload, is_netblt), rows[number]
+        flagged = bool(row[4] if is_netblt else row[5])
+        assert flagged == (expected[0] == ""), (number, row, expected)
+        if not flagged:
+            assert (tuple(row[:3]) if is_netblt else (row[3], "", "")) == expected, (number, row)
             seen.add(expected[0] if is_netblt else "")
         checked += 1
     assert checked
     return seen - {""}
 
 
-def tshark_rows(read: list[str], fields: tuple[str, ...], where: str | None = None) -> list[list[str]]:
-    """tshark's ``read`` command's values of ``fields`` (the first of each), a row a frame, of
-    the frames ``where`` holds, if given."""
-    command = [*read, "-E", "occurrence=f", "-E", "separator=/t", *[a for f in fields for a in ("-e", f)],
-               *(["-Y", where] if where else [])]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0 and "Lua" not in done.stderr, done.stderr
-    return [line.split("\t") for line in done.stdout.splitlines()]
+def udp_datagrams(pcap: Path) -> Iterator[tuple[int, tuple[int, int, bytes]]]:
+    """(frame number, (source port, destination port, payload)) of each IPv4 UDP datagram:
+    Ethernet frames (the design under Verilator's wire) or IP packets (the model's)."""
+    reader = RawPcapReader(str(pcap))
+    ethernet = ETHERNET_HEADER if reader.linktype == LINKTYPE_ETHERNET else 0
+    for number, (frame, _) in enumerate(reader, 1):
+        if ethernet and frame[12:14] != b"\x08\x00":
+            continue
+        if (parts := udp(frame[ethernet:])) is not None:
+            yield number, parts
