@@ -323,7 +323,13 @@ class BoardDataPath:
         self.control.configure(peer)
         self._point_at(peer)
         flags = CONNECTION_FLAGS.pack(udp=int(self.kind == "udp"), data_checksum=int(params.data_checksum))
-        self._set(PEER_PORT=self.control.foreign_port, PACKET_SIZE=params.packet_size, FLAGS=flags)
+        # Pacing off until the engine sets its rate: that empties the pacer of the grants a
+        # previous connection's rate left it, which it would otherwise spend at once (the
+        # pacer takes a new rate at its next interval boundary). A buffer uploaded during the
+        # OPEN is sent as the rate is set: it once left six packets back to back, its
+        # predecessor's burst.
+        self._set(PEER_PORT=self.control.foreign_port, PACKET_SIZE=params.packet_size, FLAGS=flags,
+                  PACING_MODE=PacingMode.OFF)
 
     def transmit(self, packet: Packet, to: Address) -> None:
         if to != self.destination:
