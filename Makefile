@@ -22,15 +22,15 @@ demo-board: $(STAMP)
 demo-board-stream: $(STAMP)
 	$(BIN)/python -m netblt.host.demo_board_stream
 
-# Two workers: the bitstream build takes one for most of the run, everything else the other.
-# --no-loadscope-reorder keeps tests/conftest.py's order (the bitstream first): by default
-# xdist runs the groups with the most tests first, and the one-test bitstream then started
-# ten minutes late.
 # The seed reports' tables that netblt can answer, beside the reports' own numbers: docs/reproduce.md
 # and docs/figures/ (a few seconds so far).
 reproduce: $(STAMP)
 	$(BIN)/python -m netblt.bench.reproduce
 
+# Two workers: the bitstream build takes one for most of the run, everything else the other.
+# --no-loadscope-reorder keeps tests/conftest.py's order (the bitstream first): by default
+# xdist runs the groups with the most tests first, and the one-test bitstream then started
+# ten minutes late.
 # tshark (Debian's, installed if missing) reads the tests' packets with the Wireshark dissector.
 test: $(STAMP)
 	@command -v tshark >/dev/null || ($(SUDO) apt-get update -q >/dev/null && $(SUDO) env DEBIAN_FRONTEND=noninteractive \

@@ -32,9 +32,9 @@ CCACHE = Path(sys.executable).parent / "ccache"
 MODULE_PORTS = re.compile(r"^(module [^(\n]+\()([^;]*)(\);)", re.MULTILINE)
 
 CLANG = next((name for name in ("clang++", "clang++-16", "clang++-15", "clang++-14") if shutil.which(name)), None)
-"""The compiler for Verilator's C++ where there is one: clang builds the models in about two
-thirds of GCC's time, and the node's runs a tenth faster (docs/benchmarks.md). It calls
-for libatomic where GCC inlines the atomics."""
+"""The compiler for Verilator's C++ where there is one: clang compiled the node's model in
+two thirds of GCC's time (docs/benchmarks.md). It calls for libatomic where GCC inlines
+the atomics."""
 COMPILER = f"CXX={CLANG} LINK={CLANG} USER_LDLIBS=-latomic" if CLANG else ""
 """The make variables that choose it (empty: verilated.mk's own, GCC)."""
 
