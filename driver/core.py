@@ -95,6 +95,7 @@ class DataPathCore:
         self.rx.drop(number)
 
     def query_missing(self, number: int) -> None:
+        self.rx.restart_gap()
         self.events.append(ev.MissingPackets(number, self.rx.missing(number)))
 
     def take(self, number: int) -> memoryview:

@@ -175,6 +175,13 @@ class ReceiveBuffers(Slots):
         self._gap_from = (0, 0.0)
         """(packets seen, arrival time) where the next inter-arrival sample starts."""
 
+    def restart_gap(self) -> None:
+        """A data timer ran out: DATA paused, and the gap up to the next packet (a resend,
+        after a timer and a round trip) is the receiver's wait, not the path's pace. Timed
+        in, it swelled the mean gap, and the data timers with it (16 x the gap), so that
+        on a lossy path every repair waited longer than the last."""
+        self._gap_from = (0, 0.0)
+
     def report(self, interval: float) -> ev.Arrivals | None:
         """Activity since the last report, once the high-ack moves or ``interval`` passes."""
         seen, at, high_ack = self._reported
