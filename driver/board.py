@@ -516,13 +516,15 @@ class BoardDataPath:
         self.clock.sample(now, cycles)
         self._note_high_ack(high_ack)
         newest, gap = None, 0.0
-        for at in range(len(receiving)):
+        for at, index in enumerate(receiving):
             received, last_at, mean_gap = values[3 + 3 * at:6 + 3 * at]
             if received:
                 ago = (cycles - last_at) & 0xFFFF_FFFF
                 seen = now - self.clock.seconds(ago)
                 if newest is None or seen > newest:
-                    newest, gap = seen, self.clock.seconds(mean_gap)
+                    # A slot asked for its missing packets timed the wait for them into its
+                    # gap: the path's pace is in a slot's first pass (0: the engine keeps its own).
+                    newest, gap = seen, 0.0 if self.rx[index].queried else self.clock.seconds(mean_gap)
         if newest is not None:
             self.events.append(ev.Arrivals(newest, gap, self.high_ack))
         if self.tx_busy and ENGINE_STATE.unpack(state)["tx_idle"] and not any(s.waiting for s in self.tx.values()):

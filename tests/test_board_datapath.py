@@ -326,3 +326,19 @@ def test_the_first_buffer_is_uploaded_while_the_open_is_out():
     finally:
         dp.close()
         board.close()
+
+
+def test_a_slot_asked_for_its_missing_packets_does_not_give_the_paths_gap():
+    """A slot's mean gap, once it was asked for its missing packets, holds the wait for
+    them (a data timer and a round trip); as the path's gap it would lengthen the data
+    timers that caused the wait, each repair waiting longer than the last."""
+    dp = object.__new__(BoardDataPath)
+    dp.tx, dp.events, dp.tx_busy = {}, [], False
+    dp.clock, dp.stale_high_ack = BoardClock(50_000_000), None
+    done = Request(F.Type.REGISTERS, reply=(None, b""))
+    dp.rx = {0: Slot(1, posted=[done])}
+    dp._operations = lambda ops, wait=False, urgent=False: [100_000, 0, 0, 5, 90_000, 500]
+    gaps = [e.mean_gap for e in dp.flush() if isinstance(e, ev.Arrivals)]
+    dp.rx[0].queried = True
+    gaps += [e.mean_gap for e in dp.flush() if isinstance(e, ev.Arrivals)]
+    assert gaps == [pytest.approx(500 / 50e6), 0.0]
