@@ -19,8 +19,7 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
 from ..formats import host_link as F, rfc998 as L
-from ..formats.registers import ADDRESS, COMMAND_WORD, Command, Event
-from ..gateware.control_status import FLAG_UDP
+from ..formats.registers import ADDRESS, COMMAND_WORD, CONNECTION_FLAGS, Command, Event
 from ..formats.pattern import pattern_bytes
 from ..formats.boards import IP_ADDRESS, MAC_ADDRESS
 from ..protocol import codec, packets
@@ -39,7 +38,7 @@ async def connect(dut, wire: GmiiWire, size: int, udp: bool) -> RegisterHost:
     host = RegisterHost(dut, LinkPort(wire))
     await host.configure(PACKET_SIZE=size, LOCAL_PORT=LOCAL_PORT, PEER_PORT=PEER_PORT,
                          PEER_ADDRESS=int(ipaddress.IPv4Address(HOST_IP)), UDP_LOCAL_PORT=UDP_PORT,
-                         UDP_PEER_PORT=UDP_PORT, FLAGS=udp << FLAG_UDP, PACING_MODE=0)
+                         UDP_PEER_PORT=UDP_PORT, FLAGS=CONNECTION_FLAGS.pack(udp=int(udp)), PACING_MODE=0)
     return host
 
 
@@ -126,15 +125,17 @@ async def bench_receive(dut):
                 carried = UDP(sport=UDP_PORT, dport=UDP_PORT, chksum=0) / netblt if udp else netblt
                 frames.append(bytes(Ether(dst=MAC_ADDRESS, src=HOST_MAC) / IP(
                     src=HOST_IP, dst=IP_ADDRESS, proto=17 if udp else 30) / carried))
+        started = get_sim_time("ns")
         for frame in frames:
             await wire.source.send(GmiiFrame.from_payload(frame))
         await with_timeout(wire.source.wait(), 100, "ms")
+        sent_ns = get_sim_time("ns") - started
         await ClockCycles(dut.clk, 2000)
         accepted = await host.read("RX_ACCEPTED")
         drops = {name: value for name in ADDRESS if name.startswith("DROPPED_")
                  if (value := await host.read(name))}
         rows.append({"payload": size, "udp": udp, "frames": len(frames), "gap_bytes": wire.source.ifg,
-                     "accepted": accepted, "drops": drops})
+                     "frame_bytes": len(frames[0]) + 4, "sent_ns": sent_ns, "accepted": accepted, "drops": drops})
     record("receive", rows)
 
 

@@ -34,6 +34,8 @@ CASES = [
     ("1 Mb/s, 50 ms round trip", 8, PathConfig(delay=0.025, rate_bps=1e6, queue_bytes=MB), 0.025, ""),
     ("no bottleneck, 0.1 ms round trip", 300, PathConfig(delay=0.00005), 0.00005, ">= 900 Mb/s"),
     ("100 Mb/s, 1% random loss", 100, PathConfig(delay=0.02, rate_bps=100e6, queue_bytes=MB, loss=0.01), 0.02, ""),
+    ("100 Mb/s, 5% random loss, 100 ms round trip", 100,
+     PathConfig(delay=0.05, rate_bps=100e6, queue_bytes=MB, loss=0.05), 0.05, ""),
     ("100 Mb/s, burst loss (0.2% of packets start one)", 100,
      PathConfig(delay=0.02, rate_bps=100e6, queue_bytes=MB, burst_loss=0.002), 0.02, ""),
     ("100 Mb/s halving to 50 at 4 s", 100,

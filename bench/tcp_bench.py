@@ -20,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 
 from rich.console import Console
@@ -30,32 +31,37 @@ from ..sim.wan.tun_path import ADDRESSES, TunPath
 
 NETBLT = [sys.executable, "-m", "netblt.host.cli"]
 PORT = 5001
-SINK = f"""
-import socket, time
+SINK = """
+import socket, sys, time
 s = socket.socket()
 s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(({ADDRESSES[1]!r}, {PORT}))
+s.bind((sys.argv[1], int(sys.argv[2])))
 s.listen()
 print("ready", flush=True)
 c, _ = s.accept()
 n, first = 0, None
 while data := c.recv(1 << 20):
-    first = first or time.monotonic()
+    if first is None:
+        first, cpu = time.monotonic(), time.process_time()
     n += len(data)
-print(n, time.monotonic() - first)
+print(n, time.monotonic() - first, time.process_time() - cpu)
 """
-SOURCE = f"""
+SOURCE = """
 import socket, sys, time
 s = socket.socket()
 s.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, sys.argv[1].encode())
-s.connect(({ADDRESSES[1]!r}, {PORT}))
+s.connect((sys.argv[4], int(sys.argv[5])))
 block, end = bytes(1 << 16), time.monotonic() + float(sys.argv[3])
-for _ in range(int(sys.argv[2]) * 16):
+started, cpu = time.monotonic(), time.process_time()
+for _ in range(-(-int(sys.argv[2]) // len(block))):
     s.sendall(block)
     if time.monotonic() > end:
         break
 s.close()
+print((time.process_time() - cpu) / (time.monotonic() - started))
 """
+"""A TCP sink and source, each its own process: the sink prints the bytes, the seconds from
+the first byte to the last and its CPU seconds meanwhile; the source its CPU share."""
 TCP_SECONDS = 40.0
 """A TCP run stops after this long if its data is not all sent (reno and cubic through 1%
 loss move a few Mb/s): its goodput is what arrived over the time it ran."""
@@ -68,30 +74,57 @@ CASES = [
 ]
 
 
-def tcp(tun: TunPath, control: str, megabytes: int) -> float:
-    """One TCP transfer a -> b; its goodput in Mb/s."""
-    sink = subprocess.Popen(tun.exec(1, sys.executable, "-c", SINK), stdout=subprocess.PIPE, text=True)
+@dataclass
+class TcpRun:
+    mbps: float
+    """Goodput at the receiver, its first byte to its last."""
+    sender_cpu: float
+    receiver_cpu: float
+    """Shares of a core, over the transfer."""
+
+
+def tcp(tun: TunPath, control: str, size: int, seconds: float = TCP_SECONDS) -> float:
+    """One TCP transfer of ``size`` bytes (in blocks of 64 KiB) a -> b, stopped after
+    ``seconds``; its goodput in Mb/s."""
+    return tcp_run(tun, control, size, seconds).mbps
+
+
+def tcp_run(namespaces, control: str, size: int, seconds: float = TCP_SECONDS,
+            addresses: tuple[str, str] = ADDRESSES) -> TcpRun:
+    """The same, with each end's CPU, between any two namespaces that have ``exec``."""
+    sink = subprocess.Popen(namespaces.exec(1, sys.executable, "-c", SINK, addresses[1], str(PORT)),
+                            stdout=subprocess.PIPE, text=True)
     if sink.stdout.readline() != "ready\n":
         raise RuntimeError("the TCP sink did not start")
-    subprocess.run(tun.exec(0, sys.executable, "-c", SOURCE, control, str(megabytes), str(TCP_SECONDS)),
-                   check=True, timeout=600)
-    n, seconds = sink.communicate(timeout=600)[0].split()
-    return int(n) * 8 / float(seconds) / 1e6
+    sent = subprocess.run(namespaces.exec(0, sys.executable, "-c", SOURCE, control, str(size), str(seconds),
+                                          addresses[1], str(PORT)), check=True, timeout=600, capture_output=True,
+                          text=True)
+    n, elapsed, cpu = sink.communicate(timeout=600)[0].split()
+    return TcpRun(int(n) * 8 / float(elapsed) / 1e6, float(sent.stdout), float(cpu) / float(elapsed))
 
 
-def netblt(tun: TunPath, source: Path, out: Path) -> dict:
-    """One ``netblt send`` a -> b with default options; the receiver's report."""
-    recv = subprocess.Popen(tun.exec(1, *NETBLT, "recv", "--listen", f"{ADDRESSES[1]}:2998", "--out", f"{out}/",
-                                     "--json"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+def netblt(tun: TunPath, source: Path, out: Path, *options: str) -> dict:
+    """One ``netblt send`` a -> b with default options but ``options``; the receiver's report."""
+    return netblt_run(tun, source, out, options)[1]
+
+
+def netblt_run(namespaces, source: Path, out: Path, options: tuple[str, ...] = (), limits: tuple[str, ...] = (),
+               addresses: tuple[str, str] = ADDRESSES) -> tuple[dict, dict]:
+    """The same between any two namespaces that have ``exec``, the receiver given
+    ``limits``: the sender's report and the receiver's (with ``resent_share``)."""
+    recv = subprocess.Popen(namespaces.exec(1, *NETBLT, "recv", "--listen", f"{addresses[1]}:2998", "--out",
+                                            f"{out}/", "--json", *limits),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     recv.stderr.readline()
-    sent = subprocess.run(tun.exec(0, *NETBLT, "send", str(source), ADDRESSES[1], "--json"),
+    sent = subprocess.run(namespaces.exec(0, *NETBLT, "send", str(source), addresses[1], "--json", *options),
                           capture_output=True, text=True, timeout=900)
     report = json.loads(recv.communicate(timeout=900)[0])
     if sent.returncode or not report["ok"]:
         raise RuntimeError(f"netblt transfer failed: {sent.stderr.strip()} / {report['reason']}")
     (out / source.name).unlink()
-    report["resent_share"] = json.loads(sent.stdout)["packets_retransmitted"]
-    return report
+    sender = json.loads(sent.stdout)
+    report["resent_share"] = sender["packets_retransmitted"]
+    return sender, report
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -120,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
                 relay.start()
                 try:
                     ours = [netblt(tun, source, out) for _ in range(args.runs)]
-                    theirs = {c: statistics.median(tcp(tun, c, megabytes) for _ in range(args.runs))
+                    theirs = {c: statistics.median(tcp(tun, c, megabytes << 20) for _ in range(args.runs))
                               for c in CONTROLS}
                 finally:
                     done.set()
