@@ -8,15 +8,17 @@ one transfer after another keeps its socket and threads and :meth:`reset` s the 
 
 from __future__ import annotations
 
+import errno
 import threading
 import time
 
 from ..protocol import events as ev
+from ..protocol.endpoint import DataPathError
 from ..protocol.packets import Packet
 from ..protocol.params import Params
 from .core import DataPathCore
 from .framing import HEADER_SIZE
-from .transport import GSO_MAX_BYTES, GSO_MAX_SEGMENTS, Address, Transport
+from .transport import GSO_MAX_BYTES, GSO_MAX_SEGMENTS, TOO_LARGE, Address, Transport, show
 
 SPIN = 0.0002
 """Sleep until this close to a deadline, then spin."""
@@ -47,6 +49,8 @@ class SoftwareDataPath(DataPathCore):
                                           daemon=True)
                          for name, loop in (("receive", self._receive), ("transmit", self._transmit))]
         self.unreachable: str | None = None
+        self.too_large: str | None = None
+        """Why DATA cannot reach the peer though control packets do, once the path said so."""
         self.errors_elsewhere = 0
         """ICMP errors about addresses other than the peer's: counted, never acted on."""
         self._clocks: dict[str, int] = {}
@@ -65,7 +69,7 @@ class SoftwareDataPath(DataPathCore):
             events, dropped, control = self.events, self.dropped, self.control
             DataPathCore.__init__(self, self.transport.local_port)
             self.events, self.dropped, self.control = events, dropped, control.fresh()
-            self.unreachable = None
+            self.unreachable = self.too_large = None
 
     def configure(self, params: Params, peer: Address, transfer_size: int | None = None) -> None:
         with self._lock:
@@ -98,6 +102,8 @@ class SoftwareDataPath(DataPathCore):
             if not self.events and timeout > 0:
                 self._events_ready.wait(timeout)
         with self._lock:
+            if self.too_large:
+                raise DataPathError(self.too_large, tell_peer=True)
             if self.unreachable:
                 self.events.append(ev.PeerUnreachable(self.unreachable))
                 self.unreachable = None
@@ -128,10 +134,22 @@ class SoftwareDataPath(DataPathCore):
         for about, detail in self.transport.errors():
             if about is not None and about != self.peer:
                 self.errors_elsewhere += 1
-                continue
-            with self._lock:
-                self.unreachable = detail
-            self._notify_events()
+            elif detail == TOO_LARGE:
+                self._too_large()
+            else:
+                with self._lock:
+                    self.unreachable = detail
+                self._notify_events()
+
+    def _too_large(self) -> None:
+        """DATA does not fit the path (a tunnel, a VPN, PPPoE), here or at a router that said
+        so: nothing of it would ever arrive, while control packets, smaller, still do."""
+        packet = self.params.packet_size if self.params else 0
+        headers = HEADER_SIZE + (28 if self.transport.kind == "udp" else 20)
+        self.too_large = (f"DATA packets of {packet} bytes do not fit the path to {show(self.peer)}: its MTU is "
+                          f"under {packet + headers}; give a --packet-size {headers} bytes under it "
+                          f"({1500 - headers} for 1500)")
+        self._notify_events()
 
     def _notify_events(self) -> None:
         with self._events_ready:
@@ -186,5 +204,7 @@ class SoftwareDataPath(DataPathCore):
             size, segment = packed
             try:
                 self.transport.send_segments(memoryview(out)[:size], segment, self.peer)
-            except OSError:
+            except OSError as exc:
+                if exc.errno == errno.EMSGSIZE:
+                    self._too_large()
                 self._icmp_errors()

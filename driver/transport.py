@@ -29,8 +29,11 @@ _GSO_SIZE = struct.Struct("=H")
 _GRO_SIZE = struct.Struct("=i")
 _EXTENDED_ERR = struct.Struct("=I")
 """The leading ee_errno of Linux's struct sock_extended_err."""
+TOO_LARGE = "larger than the path's MTU"
+"""What an ICMP "fragmentation needed" (EMSGSIZE) says about the datagram that drew it."""
 ICMP_ERRORS = {errno.ECONNREFUSED: "port unreachable", errno.EHOSTUNREACH: "host unreachable",
-               errno.ENETUNREACH: "network unreachable", errno.EPROTO: "protocol unreachable"}
+               errno.ENETUNREACH: "network unreachable", errno.EPROTO: "protocol unreachable",
+               errno.EMSGSIZE: TOO_LARGE}
 
 Kind = Literal["udp", "ip"]
 Address = tuple[str, int]

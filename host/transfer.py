@@ -243,7 +243,11 @@ def run(endpoint: Endpoint, dp: RealTimeDataPath, feedback: Feedback, total: Cal
                 last_tick = now
                 feedback.progress(endpoint.progress.bytes_done + endpoint.progress.resumed_bytes, total())
     except DataPathError as exc:
-        endpoint.lost_data_path(str(exc))
+        if exc.tell_peer:
+            now = time.monotonic()
+            endpoint.run(conn.abort(str(exc), now), now)
+        else:
+            endpoint.lost_data_path(str(exc))
     except (KeyboardInterrupt, Interrupted) as exc:
         stop = exc if isinstance(exc, Interrupted) else Interrupted(130, "SIGINT")
         now = time.monotonic()

@@ -21,7 +21,12 @@ from .params import Params
 
 class DataPathError(Exception):
     """The data path can no longer carry the connection (a board that stopped answering);
-    the message is one line for the user."""
+    the message is one line for the user. With ``tell_peer`` control packets still get
+    through, so the peer hears the reason in an ABORT rather than from its death timer."""
+
+    def __init__(self, reason: str, tell_peer: bool = False) -> None:
+        super().__init__(reason)
+        self.tell_peer = tell_peer
 
 
 class DataPath(Protocol):

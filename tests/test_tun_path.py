@@ -71,3 +71,28 @@ def test_netem_tun_says_where_to_run_programs_and_cleans_up():
     clash = subprocess.run(NETBLT + ["netem", "--tun", name, "--listen", "127.0.0.1:0"], capture_output=True,
                            text=True)
     assert clash.returncode == 2 and "--tun takes no --listen" in clash.stderr
+
+
+def test_data_larger_than_the_paths_mtu_ends_the_transfer_saying_so(tmp_path):
+    """A tunnel's MTU under the DATA packets' size: the OPEN and the GOs cross, no DATA
+    ever would. The sender once sent into the kernel's EMSGSIZE for ever, silently."""
+    (tmp_path / "f.bin").write_bytes(os.urandom(1 << 20))
+    out = tmp_path / "out"
+    out.mkdir()
+    with TunPath(PathConfig(delay=0.002), name=f"nbm{os.getpid()}", mtu=1400) as path:
+        done = threading.Event()
+        relay = threading.Thread(target=path.run, kwargs={"stop": done.is_set})
+        relay.start()
+        try:
+            recv = subprocess.Popen(path.exec(1, *NETBLT, "recv", "--listen", f"{ADDRESSES[1]}:2998", "--out",
+                                              f"{out}/"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            recv.stderr.readline()
+            sent = subprocess.run(path.exec(0, *NETBLT, "send", str(tmp_path / "f.bin"), ADDRESSES[1], "-q"),
+                                  capture_output=True, text=True, timeout=60)
+            _, received = recv.communicate(timeout=60)
+        finally:
+            done.set()
+            relay.join()
+    assert sent.returncode != 0 and "Traceback" not in sent.stderr
+    assert "DATA packets of 1448 bytes do not fit the path" in sent.stderr and "--packet-size" in sent.stderr
+    assert recv.returncode != 0 and "do not fit the path" in received  # the ABORT's reason
