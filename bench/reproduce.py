@@ -26,12 +26,14 @@ import json
 import math
 import os
 import platform
+import signal
 import statistics
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -157,11 +159,53 @@ def rfc1030_wideband(quick: bool) -> list[Compared]:
         loss = statistics.median(r.lost / r.packets for r in runs)
         params = Params(buffer_size=first.buffer, packet_size=packet, burst_size=burst, burst_interval=interval,
                         max_buffers=buffers, data_checksum=True, death_timer=60)
-        ours = [_mbps(first.kilobytes * 1000, params, PathConfig(**{**WIDEBAND.__dict__, "loss": loss}), seed)
-                for seed in range(1 if quick else SEEDS)]
+        path = PathConfig(**{**WIDEBAND.__dict__, "loss": loss})
+        ours = [_mbps(first.kilobytes * 1000, params, path, seed) for seed in range(1 if quick else SEEDS)]
+        real = {} if quick or os.geteuid() else {REAL_TIME: [_real_time_steady(path, first.kilobytes * 1000, params)]}
         out.append(Compared(f"{burst}/{interval} ms, {packet} B, {buffers} buffers", interval,
-                            [r.speed for r in runs], ours))
+                            [r.speed for r in runs], ours, real))
     return out
+
+
+REAL_TIME = "netblt in real time (TUN relay)"
+
+
+def _real_time_steady(config: PathConfig, size: int, params: Params, backward: PathConfig | None = None) -> float:
+    """RFC 1030's steady state of one ``netblt send`` with ``params`` through ``config``
+    (and ``backward``, the way back: ``config``'s delay unless given) in real time
+    (`netblt netem --tun`'s relay), as the receiver reports it."""
+    options = ("--packet-size", str(params.packet_size), "--buffer-size", str(params.buffer_size),
+               "--burst-size", str(params.burst_size), "--burst-interval", str(params.burst_interval),
+               "--buffers", str(params.max_buffers), "--data-checksum")
+    with through(config, size, backward, RING_MTU if params.packet_size > 1448 else 1500) as (tun, source, out):
+        return netblt_run(tun, source, out, options)[1]["steady_state_mbps"]
+
+
+@contextmanager
+def through(config: PathConfig, size: int, backward: PathConfig | None = None, mtu: int = 1500
+            ) -> Iterator[tuple[TunPath, Path, Path]]:
+    """``config`` (and ``backward``) between two namespaces at ``mtu``, their relay
+    running in a thread while the block runs, with ``size`` random bytes to send and a
+    folder to receive them in."""
+    with _data(size) as (source, out), TunPath(config, backward, name="nb-repro", mtu=mtu) as tun:
+        done = threading.Event()
+        relay = threading.Thread(target=tun.run, kwargs={"stop": done.is_set}, daemon=True)
+        relay.start()
+        try:
+            yield tun, source, out
+        finally:
+            done.set()
+            relay.join()
+
+
+@contextmanager
+def _data(size: int) -> Iterator[tuple[Path, Path]]:
+    """A file of ``size`` random bytes and an empty folder, gone after the block."""
+    with tempfile.TemporaryDirectory(prefix="netblt-reproduce-") as folder:
+        source, out = Path(folder) / "data", Path(folder) / "out"
+        source.write_bytes(os.urandom(size))
+        out.mkdir()
+        yield source, out
 
 
 def _settings(table: tuple[Rfc1030Run, ...]) -> dict[tuple[int, int, int, int], list[Rfc1030Run]]:
@@ -285,6 +329,8 @@ class PcAt:
         return self.packet * 8 / self.send / 1e6
 
 
+RING_MTU = 2046
+"""The Proteon ring's MTU (RFC 1030 section 5), for its 1,990-byte packets in real time."""
 TOKEN_RING_PC = PcAt(1990, 0.008, 0.008)
 ETHERNET_PC = PcAt(1438, 0.0060, 0.0061)
 CONTROL_TIME = 0.003
@@ -295,16 +341,23 @@ CONTROL_TIME = 0.003
 def rfc1030_lan(table: tuple[Rfc1030Run, ...], pc: PcAt, quick: bool) -> list[Compared]:
     """Each setting of a LAN table, the PC/ATs' own speed as the path, losing the share
     of packets the report lost (the 3C500s' single buffer, mostly)."""
-    out = []
+    out, timed, real_time = [], set(), not (quick or os.geteuid())
+    back = PathConfig(delay=CONTROL_TIME)
     for (burst, interval, packet, buffers), runs in _settings(table).items():
         first = runs[0]
         loss = statistics.median(r.lost / r.packets for r in runs)
         params = Params(buffer_size=first.buffer, packet_size=packet, burst_size=burst, burst_interval=interval,
                         max_buffers=buffers, data_checksum=True, death_timer=60)
-        ours = [_mbps(first.kilobytes * 1000, params, pc.path(packet, loss), seed,
-                      backward=PathConfig(delay=CONTROL_TIME)) for seed in range(1 if quick else SEEDS)]
+        path = pc.path(packet, loss)
+        ours = [_mbps(first.kilobytes * 1000, params, path, seed, backward=back)
+                for seed in range(1 if quick else SEEDS)]
+        real = []
+        if real_time and (packet, buffers) not in timed:  # in real time, the first setting of each kind
+            timed.add((packet, buffers))
+            real.append(_real_time_steady(path, first.kilobytes * 1000, params, back))
         out.append(Compared(f"{burst}/{interval} ms, {packet} B, {buffers} buffer{'s' * (buffers > 1)}"
-                            + (f", {loss:.1%} lost" if loss else ""), interval, [r.speed for r in runs], ours))
+                            + (f", {loss:.1%} lost" if loss else ""), interval, [r.speed for r in runs], ours,
+                            {REAL_TIME: real} if real_time else {}))
     return out
 
 
@@ -387,21 +440,10 @@ def _against_tcp(label: str, x: float, theirs: list[float], config: PathConfig, 
         return Compared(label + " (virtual time: TCP needs root)", x, theirs,
                         [_mbps(size, params, config, seed, steady=False) for seed in range(1 if quick else SEEDS)])
     runs = 1 if quick else REALTIME_RUNS
-    with tempfile.TemporaryDirectory(prefix="netblt-reproduce-") as folder, \
-            TunPath(config, name="nb-repro") as tun:
-        source, out = Path(folder) / "data", Path(folder) / "out"
-        source.write_bytes(os.urandom(size))
-        out.mkdir()
-        done = threading.Event()
-        relay = threading.Thread(target=tun.run, kwargs={"stop": done.is_set}, daemon=True)
-        relay.start()
-        try:
-            ours = [netblt(tun, source, out, *options)["real_mbps"] for _ in range(runs)]
-            others = {f"TCP {c}": [tcp(tun, c, size, TCP_LIMIT) for _ in range(runs)]
-                      for c in (CONTROLS[-1:] if quick else CONTROLS)}
-        finally:
-            done.set()
-            relay.join()
+    with through(config, size) as (tun, source, out):
+        ours = [netblt(tun, source, out, *options)["real_mbps"] for _ in range(runs)]
+        others = {f"TCP {c}": [tcp(tun, c, size, TCP_LIMIT) for _ in range(runs)]
+                  for c in (CONTROLS[-1:] if quick else CONTROLS)}
     return Compared(label, x, theirs, ours, others)
 
 
@@ -429,10 +471,7 @@ def gigabit_runs(quick: bool) -> dict[int, GigabitRuns]:
         return {}
     size, runs = (8 << 20, 1) if quick else (256 << 20, SEEDS)
     out = {}
-    with tempfile.TemporaryDirectory(prefix="netblt-reproduce-") as folder:
-        source, received = Path(folder) / "data", Path(folder) / "out"
-        source.write_bytes(os.urandom(size))
-        received.mkdir()
+    with _data(size) as (source, received):
         for mtu in list(HAYSTACK_TCP)[-1 if quick else 0:]:
             packet = ["--packet-size", str(mtu - IP_UDP_HEADERS - DATA_HEADER_SIZE)]
             with VethPath(mtu) as path:
@@ -546,7 +585,9 @@ STUDIES = (
     Study("rfc1030_wideband", 1987, "RFC 1030, appendix IV: NETBLT over the Wideband satellite channel", "Mb/s",
           "burst interval (ms), 5 packets a burst", rfc1030_wideband,
           "Ours: netblt's engines in virtual time on the same settings, over a 1.8 s round trip at "
-          "1.045 Mb/s with 20 ms of jitter, losing each setting's share of packets as the report did. "
+          "1.045 Mb/s with 20 ms of jitter, losing each setting's share of packets as the report did; "
+          "and, as root, one `netblt send` a setting through the same path in real time (`netblt netem "
+          "--tun`'s relay between two network namespaces). "
           "The report's ends were a PC/AT and a SUN-3 that dropped packets of their own (15-20% on the "
           "PC at first, its section 6). With packets of 1,434 bytes and more the report's ends resent many "
           "times what they lost (the gateways' MTU, it seems), which our path does not model. RFC 1030's "
@@ -561,7 +602,9 @@ STUDIES = (
           "8 ms and received one in 8 (its section 4), 1.99 Mb/s. Ours: netblt's engines in virtual time on the "
           "same settings (1.4-2 MB), the sender's copying as the path's bottleneck (8 ms a 1,990-byte packet, in "
           "proportion for 1,438), the receiver's 8 ms for the last packet as the path's delay, and 3 ms for a "
-          "control message on the way back (section 5: the 2-3 ms gap control messages force between bursts). "
+          "control message on the way back (section 5: the 2-3 ms gap control messages force between bursts); "
+          "as root, the first setting of each packet size and buffer count again in real time through the same "
+          "path (`netblt netem --tun`'s relay). "
           "Ours does nothing else while it sends, so it comes out 4-22% above the PCs; the shape (one buffer "
           "lock-step below two, the burst interval mattering little "
           "until bursts outlast the PC) is the report's.",
@@ -649,6 +692,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "docs",
                         help="where reproduce.md and figures/ go (default: docs/)")
     args = parser.parse_args(argv)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # ends as Ctrl-C does: the namespaces go
     console = Console(width=140)
     sections = [_header(args.quick)]
     for study in STUDIES:

@@ -51,29 +51,21 @@ def _tun(name: str) -> int:
     return fd
 
 
-class TunPath:
-    """Two namespaces joined through this process. Use as a context manager."""
+class NamespacePair:
+    """Two network namespaces, ``<name>-a`` and ``<name>-b``, made on entry and deleted on
+    exit (never one that was there before); subclasses join them in :meth:`_join`."""
 
-    def __init__(self, forward: PathConfig, backward: PathConfig | None = None, *, name: str = "netblt",
-                 seed: int = 1) -> None:
+    def __init__(self, name: str) -> None:
         self.names = (f"{name}-a", f"{name}-b")
-        self.paths = (Path(forward, seed), Path(backward or PathConfig(delay=forward.delay), seed + 1))
-        self._fds: list[int] = []
         self._created: list[str] = []
-        self._queue: list[tuple[float, int, int, bytes]] = []
-        self._order = itertools.count()
 
-    def __enter__(self) -> TunPath:
+    def __enter__(self):
         try:
-            for side, (namespace, here, there) in enumerate(zip(self.names, ADDRESSES, reversed(ADDRESSES))):
-                device = namespace[:15]  # the device's name, before it moves into its namespace
+            for namespace in self.names:
                 _ip("netns", "add", namespace)
                 self._created.append(namespace)
-                self._fds.append(_tun(device))
-                _ip("link", "set", device, "netns", namespace)
                 _ip("-n", namespace, "link", "set", "lo", "up")
-                _ip("-n", namespace, "addr", "add", here, "peer", there, "dev", device)
-                _ip("-n", namespace, "link", "set", device, "mtu", str(MTU), "up")
+            self._join()
         except BaseException:
             self.close()
             raise
@@ -82,13 +74,44 @@ class TunPath:
     def __exit__(self, *exc) -> None:
         self.close()
 
+    def _join(self) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        for namespace in self._created:
+            subprocess.run(["ip", "netns", "del", namespace], capture_output=True)
+        self._created.clear()
+
+    def exec(self, side: int, *command: str) -> list[str]:
+        """``command`` run inside side ``side``'s namespace (0: a, 1: b)."""
+        return ["ip", "netns", "exec", self.names[side], *command]
+
+
+class TunPath(NamespacePair):
+    """Two namespaces joined through this process. Use as a context manager."""
+
+    def __init__(self, forward: PathConfig, backward: PathConfig | None = None, *, name: str = "netblt",
+                 seed: int = 1, mtu: int = MTU) -> None:
+        super().__init__(name)
+        self.mtu = mtu
+        self.paths = (Path(forward, seed), Path(backward or PathConfig(delay=forward.delay), seed + 1))
+        self._fds: list[int] = []
+        self._queue: list[tuple[float, int, int, bytes]] = []
+        self._order = itertools.count()
+
+    def _join(self) -> None:
+        for namespace, here, there in zip(self.names, ADDRESSES, reversed(ADDRESSES)):
+            device = namespace[:15]  # the device's name, before it moves into its namespace
+            self._fds.append(_tun(device))
+            _ip("link", "set", device, "netns", namespace)
+            _ip("-n", namespace, "addr", "add", here, "peer", there, "dev", device)
+            _ip("-n", namespace, "link", "set", device, "mtu", str(self.mtu), "up")
+
     def close(self) -> None:
         for fd in self._fds:
             os.close(fd)
         self._fds.clear()
-        for namespace in self._created:  # never one that was there before
-            subprocess.run(["ip", "netns", "del", namespace], capture_output=True)
-        self._created.clear()
+        super().close()
 
     def run(self, until: float = float("inf"), stop=lambda: False) -> None:
         """Relay until the monotonic clock reads ``until`` or ``stop()`` says so."""
@@ -114,12 +137,8 @@ class TunPath:
         source, target = self._fds[side], self._fds[1 - side]
         for _ in range(64):
             try:
-                packet = os.read(source, MTU + 100)
+                packet = os.read(source, self.mtu + 100)
             except BlockingIOError:
                 return
             for at, copy in self.paths[side].send(packet, now):
                 heapq.heappush(self._queue, (at, next(self._order), target, copy))
-
-    def exec(self, side: int, *command: str) -> list[str]:
-        """``command`` run inside side ``side``'s namespace (0: a, 1: b)."""
-        return ["ip", "netns", "exec", self.names[side], *command]

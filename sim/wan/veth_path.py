@@ -4,12 +4,13 @@ The TUN relay (:mod:`.tun_path`) models loss and delay but carries about 100 Mb/
 Python step a packet; a host-to-host gigabit link needs the kernel's own path: a veth
 pair, each end's transmit held to the line's rate by a token bucket (``tc tbf``; this
 kernel has no netem, but tbf is there). Side a is 10.78.0.1 and side b 10.78.0.2, each
-only inside its namespace. Use as a context manager; the namespaces go when it ends.
+only inside its namespace. Use as a context manager; the namespaces (and the pair) go when
+it ends.
 """
 
 from __future__ import annotations
 
-from .tun_path import TunError, _ip
+from .tun_path import NamespacePair, TunError, _ip
 
 ADDRESSES = ("10.78.0.1", "10.78.0.2")
 """Side a's and side b's address; they exist only inside the two namespaces."""
@@ -20,44 +21,22 @@ BUCKET = "1mb"
 """The token bucket's depth: tbf needs at least the rate over the kernel's tick."""
 
 
-class VethPath:
+class VethPath(NamespacePair):
     """Two namespaces joined by a veth pair at ``mtu``, each way held to ``rate`` (tc's units)."""
 
     def __init__(self, mtu: int, rate: str = "1gbit", *, name: str = "netblt-gig") -> None:
+        super().__init__(name)
         self.mtu, self.rate = mtu, rate
-        self.names = (f"{name}-a", f"{name}-b")
-        self._created: list[str] = []
 
-    def __enter__(self) -> VethPath:
-        try:
-            for namespace in self.names:
-                _ip("netns", "add", namespace)
-                self._created.append(namespace)
-            _ip("link", "add", "nbveth-a", "netns", self.names[0], "type", "veth", "peer", "name", "nbveth-b",
-                "netns", self.names[1])
-            for namespace, device, address in zip(self.names, ("nbveth-a", "nbveth-b"), ADDRESSES):
-                _ip("-n", namespace, "link", "set", "lo", "up")
-                _ip("-n", namespace, "addr", "add", f"{address}/30", "dev", device)
-                # One packet an skb, as on the wire: the bucket charges each its framing.
-                _ip("-n", namespace, "link", "set", device, "mtu", str(self.mtu), "gso_max_segs", "1", "up")
-                _tc(namespace, "qdisc", "add", "dev", device, "root", "stab", "overhead", str(WIRE_OVERHEAD),
-                    "linklayer", "ethernet", "tbf", "rate", self.rate, "burst", BUCKET, "latency", "20ms")
-        except BaseException:
-            self.close()
-            raise
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    def close(self) -> None:
-        for namespace in self._created:  # the veth pair goes with them
-            _ip("netns", "del", namespace)
-        self._created.clear()
-
-    def exec(self, side: int, *command: str) -> list[str]:
-        """``command`` run inside side ``side``'s namespace (0: a, 1: b)."""
-        return ["ip", "netns", "exec", self.names[side], *command]
+    def _join(self) -> None:
+        _ip("link", "add", "nbveth-a", "netns", self.names[0], "type", "veth", "peer", "name", "nbveth-b",
+            "netns", self.names[1])
+        for namespace, device, address in zip(self.names, ("nbveth-a", "nbveth-b"), ADDRESSES):
+            _ip("-n", namespace, "addr", "add", f"{address}/30", "dev", device)
+            # One packet an skb, as on the wire: the bucket charges each its framing.
+            _ip("-n", namespace, "link", "set", device, "mtu", str(self.mtu), "gso_max_segs", "1", "up")
+            _tc(namespace, "qdisc", "add", "dev", device, "root", "stab", "overhead", str(WIRE_OVERHEAD),
+                "linklayer", "ethernet", "tbf", "rate", self.rate, "burst", BUCKET, "latency", "20ms")
 
 
 def _tc(namespace: str, *args: str) -> None:
