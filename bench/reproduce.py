@@ -534,9 +534,8 @@ def board_wire(quick: bool) -> dict:
                "NETBLT_TB_CLOCK_HZ": str(chosen.config.clock_hz), "NETBLT_TB_SLOT_BYTES": str(chosen.config.slot_bytes),
                "NETBLT_BENCH_PACKETS": "8" if quick else "64"}
         runner = hdl.build(chosen.node, chosen.name, chosen.sources)
-        for case in ("bench_transmit", "bench_receive"):
-            hdl.run(runner, chosen.name, "netblt.bench.ethernet_bench_tb", Path(__file__).parent, testcase=case,
-                    env=env)
+        hdl.run(runner, chosen.name, "netblt.bench.ethernet_bench_tb", Path(__file__).parent,
+                testcase=["bench_transmit", "bench_receive"], env=env)
         return json.loads(results.read_text())
 
 
