@@ -23,7 +23,7 @@ demo-board-stream: $(STAMP)
 	$(BIN)/python -m netblt.host.demo_board_stream
 
 # The seed reports' tables that netblt can answer, beside the reports' own numbers: docs/reproduce.md
-# and docs/figures/ (about 11 minutes as root; without root, no Linux TCP and no gigabit veth pair).
+# and docs/figures/ (about 12 minutes as root; without root, no Linux TCP and no gigabit veth pair).
 reproduce: $(STAMP)
 	$(BIN)/python -m netblt.bench.reproduce
 
