@@ -50,7 +50,7 @@ from ..protocol.params import Params, burst_for_rate  # noqa: E402
 from ..sim.rtl import hdl  # noqa: E402
 from ..sim.rtl.sim_board import design  # noqa: E402
 from ..sim.wan.netem import PathConfig  # noqa: E402
-from ..sim.wan.tun_path import TunPath  # noqa: E402
+from ..sim.wan.tun_path import TunError, TunPath  # noqa: E402
 from ..sim.wan.virtual import simulate  # noqa: E402
 from ..sim.wan.veth_path import ADDRESSES as VETH_ADDRESSES, VethPath  # noqa: E402
 from .tcp_bench import CONTROLS, TcpRun, netblt, netblt_run, tcp, tcp_run  # noqa: E402
@@ -697,7 +697,11 @@ def main(argv: list[str] | None = None) -> int:
     for study in STUDIES:
         started = time.monotonic()
         console.print(f"{study.title} ...", style="dim")
-        compared = study.run(args.quick)
+        try:
+            compared = study.run(args.quick)
+        except (TunError, RuntimeError) as exc:  # namespaces left by a killed run, a transfer or simulation failed
+            print(f"reproduce: {study.name}: {exc}", file=sys.stderr)
+            return 1
         if not compared:
             sections.append(f"## {study.title}\n\nNot run: it needs root (network namespaces).")
             console.print("  not run: it needs root (network namespaces)", style="dim")

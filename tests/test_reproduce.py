@@ -7,9 +7,11 @@ import xml.etree.ElementTree as ElementTree
 
 import pytest
 
+from netblt.bench import reproduce
 from netblt.bench.reproduce import (
-    HAYSTACK_TCP, KECK, RFC1030_ETHERNET, RFC1030_TOKEN_RING, RFC1030_WIDEBAND, STUDIES, main,
+    HAYSTACK_TCP, KECK, RFC1030_ETHERNET, RFC1030_TOKEN_RING, RFC1030_WIDEBAND, STUDIES, Study, main,
 )
+from netblt.sim.wan.tun_path import TunError
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="the real-time studies need root (network namespaces)")
@@ -44,3 +46,15 @@ def _rows_of(report: str, title: str) -> list[tuple[float, float, float]]:
     section = report.split(f"## {title}")[1].split("![")[0]
     rows = [line.strip("|").split("|") for line in section.splitlines() if line.startswith("| ") and "---" not in line]
     return [tuple(None if cell.strip() == "-" else float(cell.split()[0]) for cell in row[1:4]) for row in rows[1:]]
+
+
+def test_a_study_that_cannot_run_ends_the_run_with_one_line(tmp_path, monkeypatch, capsys):
+    """Namespaces a killed run left behind (``ip netns add`` refuses the name), or a transfer
+    that failed: one line naming the study, no traceback, and no reproduce.md half written."""
+    def leftover(quick):
+        raise TunError("ip netns add nb-repro-a: Cannot create namespace file: File exists")
+    monkeypatch.setattr(reproduce, "STUDIES", (Study("rig_hops", 1991, "RIG", "Mb/s", "hops", leftover, ""),))
+    assert main(["--quick", "--out", str(tmp_path)]) == 1
+    assert capsys.readouterr().err == "reproduce: rig_hops: ip netns add nb-repro-a: Cannot create namespace file: " \
+                                      "File exists\n"
+    assert not (tmp_path / "reproduce.md").exists()
