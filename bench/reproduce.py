@@ -53,7 +53,7 @@ from ..sim.wan.netem import PathConfig  # noqa: E402
 from ..sim.wan.tun_path import TunError, TunPath  # noqa: E402
 from ..sim.wan.virtual import simulate  # noqa: E402
 from ..sim.wan.veth_path import ADDRESSES as VETH_ADDRESSES, VethPath  # noqa: E402
-from .tcp_bench import CONTROLS, TcpRun, netblt, netblt_run, tcp, tcp_run  # noqa: E402
+from .tcp_bench import CONTROLS, TcpRun, netblt_run, tcp_run  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SEEDS = 3
@@ -441,8 +441,8 @@ def _against_tcp(label: str, x: float, theirs: list[float], config: PathConfig, 
                         [_mbps(size, params, config, seed, steady=False) for seed in range(1 if quick else SEEDS)])
     runs = 1 if quick else REALTIME_RUNS
     with through(config, size) as (tun, source, out):
-        ours = [netblt(tun, source, out, *options)["real_mbps"] for _ in range(runs)]
-        others = {f"TCP {c}": [tcp(tun, c, size, TCP_LIMIT) for _ in range(runs)]
+        ours = [netblt_run(tun, source, out, tuple(options))[1]["real_mbps"] for _ in range(runs)]
+        others = {f"TCP {c}": [tcp_run(tun, c, size, TCP_LIMIT).mbps for _ in range(runs)]
                   for c in (CONTROLS[-1:] if quick else CONTROLS)}
     return Compared(label, x, theirs, ours, others)
 

@@ -27,7 +27,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ..sim.wan.netem import PathConfig
-from ..sim.wan.tun_path import ADDRESSES, TunPath
+from ..sim.wan.tun_path import ADDRESSES, NamespacePair, TunPath
 
 NETBLT = [sys.executable, "-m", "netblt.host.cli"]
 PORT = 5001
@@ -83,15 +83,10 @@ class TcpRun:
     """Shares of a core, over the transfer."""
 
 
-def tcp(tun: TunPath, control: str, size: int, seconds: float = TCP_SECONDS) -> float:
-    """One TCP transfer of ``size`` bytes (in blocks of 64 KiB) a -> b, stopped after
-    ``seconds``; its goodput in Mb/s."""
-    return tcp_run(tun, control, size, seconds).mbps
-
-
-def tcp_run(namespaces, control: str, size: int, seconds: float = TCP_SECONDS,
+def tcp_run(namespaces: NamespacePair, control: str, size: int, seconds: float = TCP_SECONDS,
             addresses: tuple[str, str] = ADDRESSES) -> TcpRun:
-    """The same, with each end's CPU, between any two namespaces that have ``exec``."""
+    """One TCP transfer of ``size`` bytes (in blocks of 64 KiB) from side a to side b,
+    stopped after ``seconds``: its goodput and each end's CPU."""
     sink = subprocess.Popen(namespaces.exec(1, sys.executable, "-c", SINK, addresses[1], str(PORT)),
                             stdout=subprocess.PIPE, text=True)
     if sink.stdout.readline() != "ready\n":
@@ -103,15 +98,10 @@ def tcp_run(namespaces, control: str, size: int, seconds: float = TCP_SECONDS,
     return TcpRun(int(n) * 8 / float(elapsed) / 1e6, float(sent.stdout), float(cpu) / float(elapsed))
 
 
-def netblt(tun: TunPath, source: Path, out: Path, *options: str) -> dict:
-    """One ``netblt send`` a -> b with default options but ``options``; the receiver's report."""
-    return netblt_run(tun, source, out, options)[1]
-
-
-def netblt_run(namespaces, source: Path, out: Path, options: tuple[str, ...] = (), limits: tuple[str, ...] = (),
-               addresses: tuple[str, str] = ADDRESSES) -> tuple[dict, dict]:
-    """The same between any two namespaces that have ``exec``, the receiver given
-    ``limits``: the sender's report and the receiver's (with ``resent_share``)."""
+def netblt_run(namespaces: NamespacePair, source: Path, out: Path, options: tuple[str, ...] = (),
+               limits: tuple[str, ...] = (), addresses: tuple[str, str] = ADDRESSES) -> tuple[dict, dict]:
+    """One ``netblt send`` from side a to side b, default options but ``options``, the
+    receiver given ``limits``: the sender's report and the receiver's (with ``resent_share``)."""
     recv = subprocess.Popen(namespaces.exec(1, *NETBLT, "recv", "--listen", f"{addresses[1]}:2998", "--out",
                                             f"{out}/", "--json", *limits),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -152,8 +142,8 @@ def main(argv: list[str] | None = None) -> int:
                 relay = threading.Thread(target=tun.run, kwargs={"stop": done.is_set}, daemon=True)
                 relay.start()
                 try:
-                    ours = [netblt(tun, source, out) for _ in range(args.runs)]
-                    theirs = {c: statistics.median(tcp(tun, c, megabytes << 20) for _ in range(args.runs))
+                    ours = [netblt_run(tun, source, out)[1] for _ in range(args.runs)]
+                    theirs = {c: statistics.median(tcp_run(tun, c, megabytes << 20).mbps for _ in range(args.runs))
                               for c in CONTROLS}
                 finally:
                     done.set()
