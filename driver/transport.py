@@ -19,7 +19,14 @@ from ..formats.rfc998 import IP_PROTOCOL
 
 DEFAULT_PORT = 2998
 """The UDP port (and, natively on IP, the NETBLT port) a receiver listens on by default."""
-SOCKET_BUFFER = 8 << 20
+SEND_BUFFER = 8 << 20
+RECEIVE_BUFFER = 32 << 20
+"""DATA queued for a receiver that lost the CPU for a moment: at a gigabit Linux's usual
+limit (net.core.rmem_max, 4 MiB) covers some 35 ms, and a receiver sharing a busy host
+dropped thousands of packets a GB past it, each sent again. As root the socket gets this
+much whatever the limit (SO_RCVBUFFORCE); otherwise what the limit allows."""
+SO_RCVBUFFORCE = 33
+"""Linux: SO_RCVBUF past net.core.rmem_max, for a process with CAP_NET_ADMIN."""
 UDP_SEGMENT, UDP_GRO = 103, 104
 """Linux UDP segmentation offload: one system call carries many datagrams each way."""
 IP_RECVERR, IPV6_RECVERR = 11, 25
@@ -123,8 +130,11 @@ class Transport:
             self.sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
             self.sock.setsockopt(socket.IPPROTO_IPV6, IPV6_RECVERR, 1)
         self.sock.setsockopt(socket.IPPROTO_IP, IP_RECVERR, 1)
-        for option in (socket.SO_RCVBUF, socket.SO_SNDBUF):
-            self.sock.setsockopt(socket.SOL_SOCKET, option, SOCKET_BUFFER)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SEND_BUFFER)
+        try:
+            self.sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, RECEIVE_BUFFER)
+        except PermissionError:
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RECEIVE_BUFFER)
         bind_host = host or ("::" if family == socket.AF_INET6 else "0.0.0.0")
         try:
             self.sock.bind((bind_host, port if kind == "udp" else 0))

@@ -1,6 +1,7 @@
 """Per-packet pieces of the data path: reassembly, the priority pipe, the pacer."""
 
 import os
+import socket
 
 import pytest
 from hypothesis import given, settings
@@ -382,3 +383,16 @@ def test_the_wait_before_a_resend_is_not_timed_as_the_paths_gap():
         rx.accept(datagram(1, p, bytes(PS)), PS + 24, 1.0 + 0.011 * (p - 6))
         gap = rx.report(interval=0.0).mean_gap
     assert gap == pytest.approx(0.011)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="forcing a socket's receive buffer needs root")
+def test_a_receiver_as_root_queues_more_than_the_systems_limit():
+    """A receiver's socket holds RECEIVE_BUFFER of DATA past net.core.rmem_max (4 MiB
+    here: at a gigabit a receiver that lost the CPU for 35 ms dropped the rest)."""
+    from netblt.driver.transport import RECEIVE_BUFFER, Transport
+    transport = Transport("udp", ("127.0.0.1", 0))
+    try:
+        granted = transport.sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)
+    finally:
+        transport.close()
+    assert granted >= 2 * RECEIVE_BUFFER  # Linux doubles it for its bookkeeping
