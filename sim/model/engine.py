@@ -31,6 +31,11 @@ from ...formats.registers import (
 
 WIRE_BPS = 1e9
 FRAME_OVERHEAD = 8 + 14 + 4 + 12 + 20 + 8
+LATE_AT_MOST = 0.02
+"""Seconds a DATA packet the loop came to late may still start at its paced time: a
+board's pacer never waits, but this loop does, for a 4 MiB slot's fill (some 6 ms) or a
+busy machine. With a millisecond, such waits cost the pace a board keeps: 250 Mb/s of a
+297 Mb/s pace, 84%, through 4 MiB slots (docs/benchmarks.md)."""
 """Bytes on the wire besides a UDP payload: preamble, Ethernet header, FCS, gap, IP, UDP."""
 EVENT_DEPTH = 512
 """EVENT words the FIFO holds (the gateware's fifo_depth)."""
@@ -382,7 +387,7 @@ class Engine:
     def outgoing(self, now: float) -> list[tuple[bytes, Destination, float]]:
         """The datagrams due by ``now``, each with when it starts on the wire: control
         packets at once, DATA as pacing and the wire allow (a packet the loop comes to
-        late starts when it comes, at most a millisecond behind its pace)."""
+        late starts when it comes, at most :data:`LATE_AT_MOST` behind its pace)."""
         self._write_slots()
         out = [(packet, to, now) for packet, to in self.control_out]
         self.control_out = []
@@ -391,7 +396,7 @@ class Engine:
         while (self.resends or self.queue) and self.next_at <= now and len(out) < 256:
             index, packet, last_new = (self.resends or self.queue).popleft()
             datagram = self._data(index, packet, size, buffer)
-            starts = max(self.next_at, now - 0.001)
+            starts = max(self.next_at, now - LATE_AT_MOST)
             out.append((datagram, self._destination(), starts))
             self.counts["TX_PACKETS"] += 1
             self._paced(starts, len(datagram))
