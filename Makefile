@@ -53,8 +53,6 @@ bench-auto: $(STAMP)
 bench-tcp: $(STAMP)
 	$(BIN)/python -m netblt.bench.tcp_bench
 
-# Offloaded transfers through netblt sim-board: host CPU and host-link bytes per data byte, the
-# control loop split into board and host time, pacing at the board's wire (about 6 minutes).
 # The board conformance suite against a board on a cable (tests/test_board_conformance.py):
 # make test-board NETBLT_TEST_BOARD=192.168.1.50 NETBLT_TEST_HOST=192.168.1.10 (this host's address on its LAN).
 test-board: $(STAMP)
@@ -62,6 +60,8 @@ test-board: $(STAMP)
 	NETBLT_TEST_BACKENDS=board NETBLT_TEST_BOARD=$(NETBLT_TEST_BOARD) NETBLT_TEST_HOST=$(NETBLT_TEST_HOST) \
 		$(BIN)/python -m pytest -p no:cacheprovider tests/test_board_conformance.py
 
+# Offloaded transfers through netblt sim-board: host CPU and host-link bytes per data byte, the
+# control loop split into board and host time, pacing at the board's wire (about 6 minutes).
 bench-board: $(STAMP)
 	$(BIN)/python -m netblt.bench.board_bench
 
