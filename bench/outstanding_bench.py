@@ -19,14 +19,14 @@ from rich.console import Console
 from rich.table import Table
 
 from ..driver.board import DATA_SHARE, WIRE_BPS
-from ..host.cli import PACKET_SIZE
+from ..host.cli import default_packet_size
 from ..hw.boards import BOARDS
 from ..protocol.params import Params, burst_for_rate, burst_rate_bps
 from ..sim.wan.netem import PathConfig
 from ..sim.wan.virtual import simulate
 
 MIB = 1 << 20
-PACKET = PACKET_SIZE["udp"]
+PACKET = default_packet_size("127.0.0.1", "udp")
 VERSA = BOARDS["versa_ecp5"].dram_slots
 """The geometry: its slots each way, each a buffer."""
 BURST = burst_for_rate(DATA_SHARE * WIRE_BPS, PACKET)

@@ -50,6 +50,14 @@ class TransportError(OSError):
     """A socket that cannot be opened or used; the message is meant for the user."""
 
 
+def header_bytes(host: str, kind: str) -> int:
+    """The IP header in front of each NETBLT packet to numeric ``host`` (40 bytes for IPv6,
+    20 for IPv4, mapped addresses included), and UDP's 8 inside it for ``kind`` udp: a
+    path's MTU less these is the most a packet may be."""
+    address = ipaddress.ip_address(host.partition("%")[0])
+    return (40 if address.version == 6 and address.ipv4_mapped is None else 20) + (8 if kind == "udp" else 0)
+
+
 def parse_address(text: str, default_port: int = DEFAULT_PORT) -> Address:
     """``HOST``, ``HOST:PORT``, ``:PORT``, ``[V6]:PORT`` or a bare IPv6 address -> (address, port)."""
     text = text.strip()

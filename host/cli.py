@@ -15,7 +15,8 @@ from rich.progress import BarColumn, DownloadColumn, Progress, ProgressColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from ..driver.transport import DEFAULT_PORT, TransportError, parse_address
+from ..driver.framing import HEADER_SIZE
+from ..driver.transport import DEFAULT_PORT, TransportError, header_bytes, parse_address
 from ..formats.host_link import LINK_PORT
 from ..protocol.endpoint import DataPathError
 from ..protocol.params import MAX_PACKETS_PER_BUFFER, ParamError, Params, Timing, burst_for_rate
@@ -35,8 +36,15 @@ SEND_DEFAULTS = dict(packets_per_buffer=1024, buffers=8, rate=950e6, death_timer
 RECV_LIMITS = dict(packet_size=65000, buffer_size=16 << 20, burst_size=0xFFFF, burst_interval=1,
                    buffers=32, death_timer=30)
 BORN_SHOWN = {"pattern": "the test pattern", "stamps": "the stamp source's words", "port": "the source port's data"}
-PACKET_SIZE = {"udp": 1448, "ip": 1456}
-"""Data bytes that fill a 1500-byte MTU: 20 IP + 8 UDP (or none) + 24 NETBLT header."""
+MTU = 1500
+"""The path MTU a sender's default DATA packets fill."""
+
+
+def default_packet_size(peer: str, kind: str) -> int:
+    """DATA bytes a packet to numeric address ``peer`` carries by default: :data:`MTU` less
+    the IP header (20, or 40 to IPv6), UDP's 8 (none natively on IP) and NETBLT's 24: 1448
+    over UDP and IPv4, 1428 over IPv6 (1448 there made 1520-byte datagrams)."""
+    return MTU - HEADER_SIZE - header_bytes(peer, kind)
 
 def _network(text: str) -> ipaddress.IPv4Network | ipaddress.IPv6Network:
     try:
@@ -56,7 +64,7 @@ def _board_address(text: str) -> tuple[str, int]:
 def _add_common_options(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("transfer parameters (a receiver treats them as limits)")
     g.add_argument("--packet-size", type=positive, metavar="BYTES", help="data bytes per DATA packet "
-                   "(default: 1448 over UDP, 1456 over IP, to fill a 1500-byte MTU)")
+                   "(default: 1448 over UDP, 1456 over IP, 20 fewer to an IPv6 address: a 1500-byte MTU)")
     g.add_argument("--buffer-size", type=parse_size, metavar="BYTES",
                    help="bytes per NETBLT buffer (default: 1024 packets)")
     g.add_argument("--burst-size", type=positive, metavar="N", help="packets per burst")
@@ -164,11 +172,13 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def params_from(args: argparse.Namespace, *, limits: bool) -> Params:
-    """The proposal (sender) or the limits (receiver) the options describe."""
+def params_from(args: argparse.Namespace, *, limits: bool, peer: str = "0.0.0.0") -> Params:
+    """The proposal (sender, to numeric address ``peer``) or the limits (receiver) the
+    options describe."""
     if args.rate is not None and (args.burst_size or args.burst_interval):
         raise ParamError("give --rate or --burst-size/--burst-interval, not both")
-    packet_size = args.packet_size or (RECV_LIMITS["packet_size"] if limits else PACKET_SIZE[args.transport])
+    default = RECV_LIMITS["packet_size"] if limits else default_packet_size(peer, args.transport)
+    packet_size = args.packet_size or default
     rate_cap = float("inf")
     if limits:
         burst_size = args.burst_size or RECV_LIMITS["burst_size"]
@@ -345,7 +355,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         sink = getattr(args, "sink", None)
         if sink and (args.board is None or args.out is not None):
             raise UsageError(f"--sink {sink} needs --board (the board takes the data) and keeps nothing: no --out")
-        options = Options(params_from(args, limits=args.command == "recv"), kind=args.transport,
+        options = Options(params_from(args, limits=args.command == "recv", peer=where[0] or "0.0.0.0"), kind=args.transport,
                           timing=Timing(), secret=Secret.load(args.secret_file), board=args.board,
                           local_port=getattr(args, "local_port", 0), link_mtu=args.link_mtu,
                           stamp_rate=getattr(args, "stamp_rate", None) or STAMP_RATE, board_sink=sink or "")

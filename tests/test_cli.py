@@ -352,6 +352,7 @@ def test_ipv6_addresses_in_brackets(tmp_path, payload):
     (r,), _ = finish(recv)
     assert sent.returncode == 0 and r["ok"] and r["peer"].startswith("[::1]:")
     assert (tmp_path / "v6.bin").read_bytes() == payload.read_bytes()
+    assert r["packet_size"] == 1428  # IPv6's 40-byte header: 1500-byte datagrams, not 1520
 
 
 def test_quiet_prints_nothing_and_version_prints_the_version(tmp_path, payload):

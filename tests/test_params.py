@@ -87,3 +87,11 @@ def test_any_rate_is_met_within_one_percent_and_never_exceeded(requested, packet
 def test_a_rate_below_the_slowest_the_fields_allow_is_an_error():
     with pytest.raises(ParamError, match="below the slowest 8948-byte packets allow"):
         burst_for_rate(1000, 8948)
+
+
+@pytest.mark.parametrize("peer, transport, size", [("192.0.2.7", "udp", 1448), ("192.0.2.7", "ip", 1456),
+                                                   ("2001:db8::7", "udp", 1428), ("::ffff:192.0.2.7", "udp", 1448)])
+def test_default_packets_fill_a_1500_byte_mtu_by_the_peers_ip_header(peer, transport, size):
+    """IPv6's header is 40 bytes, IPv4's 20 (an IPv4 address mapped into IPv6 goes as IPv4)."""
+    args = build_parser().parse_args(["send", "x", "h", "--transport", transport])
+    assert params_from(args, limits=False, peer=peer).packet_size == size
