@@ -404,8 +404,9 @@ class BoardDataPath:
             return  # not the board's, or not sent yet: its first pass carries every packet
         self.resent += len(packets)
         self.tx_busy = True
+        # Urgent: the buffer's SEND ran, so its DATA reached the peer.
         command = _write("COMMAND", COMMAND_WORD.pack(op=Command.RESEND, slot=index))
-        self._operations([op for packet in packets for op in (_write("ARG0", packet), command)], urgent=True)  # the buffer's SEND ran: its DATA reached the peer
+        self._operations([op for packet in packets for op in (_write("ARG0", packet), command)], urgent=True)
 
     def release(self, number: int) -> None:
         index = self._slot_of(self.tx, number)

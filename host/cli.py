@@ -46,6 +46,7 @@ def default_packet_size(peer: str, kind: str) -> int:
     over UDP and IPv4, 1428 over IPv6 (1448 there made 1520-byte datagrams)."""
     return MTU - HEADER_SIZE - header_bytes(peer, kind)
 
+
 def _network(text: str) -> ipaddress.IPv4Network | ipaddress.IPv6Network:
     try:
         return ipaddress.ip_network(text, strict=False)
