@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ..driver.board import DATA_SHARE, WIRE_BPS
-from ..host.cli import default_packet_size
+from ..driver.transport import default_packet_size
 from ..hw.boards import BOARDS
 from ..protocol.params import Params, burst_for_rate, burst_rate_bps
 from ..sim.wan.netem import PathConfig

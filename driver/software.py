@@ -18,7 +18,7 @@ from ..protocol.packets import Packet
 from ..protocol.params import Params
 from .core import DataPathCore
 from .framing import HEADER_SIZE
-from .transport import GSO_MAX_BYTES, GSO_MAX_SEGMENTS, TOO_LARGE, Address, Transport, header_bytes, show
+from .transport import GSO_MAX_BYTES, GSO_MAX_SEGMENTS, MTU, TOO_LARGE, Address, Transport, overhead, show
 
 SPIN = 0.0002
 """Sleep until this close to a deadline, then spin."""
@@ -145,10 +145,10 @@ class SoftwareDataPath(DataPathCore):
         """DATA does not fit the path (a tunnel, a VPN, PPPoE), here or at a router that said
         so: nothing of it would ever arrive, while control packets, smaller, still do."""
         packet = self.params.packet_size if self.params else 0
-        headers = HEADER_SIZE + header_bytes(self.peer[0], self.transport.kind)
+        headers = overhead(self.peer[0], self.transport.kind)
         self.too_large = (f"DATA packets of {packet} bytes do not fit the path to {show(self.peer)}: its MTU is "
                           f"under {packet + headers}; give a --packet-size {headers} bytes under it "
-                          f"({1500 - headers} for 1500)")
+                          f"({MTU - headers} for {MTU})")
         self._notify_events()
 
     def _notify_events(self) -> None:

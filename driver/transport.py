@@ -16,8 +16,11 @@ import struct
 from typing import Literal
 
 from ..formats.rfc998 import IP_PROTOCOL
+from .framing import HEADER_SIZE
 
 DEFAULT_PORT = 2998
+MTU = 1500
+"""The path MTU a sender's default DATA packets fill."""
 """The UDP port (and, natively on IP, the NETBLT port) a receiver listens on by default."""
 SEND_BUFFER = 8 << 20
 RECEIVE_BUFFER = 32 << 20
@@ -50,12 +53,18 @@ class TransportError(OSError):
     """A socket that cannot be opened or used; the message is meant for the user."""
 
 
-def header_bytes(host: str, kind: str) -> int:
-    """The IP header in front of each NETBLT packet to numeric ``host`` (40 bytes for IPv6,
-    20 for IPv4, mapped addresses included), and UDP's 8 inside it for ``kind`` udp: a
-    path's MTU less these is the most a packet may be."""
+def overhead(host: str, kind: str) -> int:
+    """Bytes around a DATA packet's data to numeric ``host``: the IP header (40 for IPv6,
+    20 for IPv4, mapped addresses included), UDP's 8 for ``kind`` udp, NETBLT's header."""
     address = ipaddress.ip_address(host.partition("%")[0])
-    return (40 if address.version == 6 and address.ipv4_mapped is None else 20) + (8 if kind == "udp" else 0)
+    ip = 40 if address.version == 6 and address.ipv4_mapped is None else 20
+    return ip + (8 if kind == "udp" else 0) + HEADER_SIZE
+
+
+def default_packet_size(host: str, kind: str) -> int:
+    """DATA bytes a packet to ``host`` carries by default, filling :data:`MTU`: 1448 over
+    UDP and IPv4, 1456 natively on IP, 1428 to IPv6 (1448 there made 1520-byte datagrams)."""
+    return MTU - overhead(host, kind)
 
 
 def parse_address(text: str, default_port: int = DEFAULT_PORT) -> Address:

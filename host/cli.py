@@ -15,8 +15,7 @@ from rich.progress import BarColumn, DownloadColumn, Progress, ProgressColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from ..driver.framing import HEADER_SIZE
-from ..driver.transport import DEFAULT_PORT, TransportError, header_bytes, parse_address
+from ..driver.transport import DEFAULT_PORT, TransportError, default_packet_size, parse_address
 from ..formats.host_link import LINK_PORT
 from ..protocol.endpoint import DataPathError
 from ..protocol.params import MAX_PACKETS_PER_BUFFER, ParamError, Params, Timing, burst_for_rate
@@ -36,15 +35,6 @@ SEND_DEFAULTS = dict(packets_per_buffer=1024, buffers=8, rate=950e6, death_timer
 RECV_LIMITS = dict(packet_size=65000, buffer_size=16 << 20, burst_size=0xFFFF, burst_interval=1,
                    buffers=32, death_timer=30)
 BORN_SHOWN = {"pattern": "the test pattern", "stamps": "the stamp source's words", "port": "the source port's data"}
-MTU = 1500
-"""The path MTU a sender's default DATA packets fill."""
-
-
-def default_packet_size(peer: str, kind: str) -> int:
-    """DATA bytes a packet to numeric address ``peer`` carries by default: :data:`MTU` less
-    the IP header (20, or 40 to IPv6), UDP's 8 (none natively on IP) and NETBLT's 24: 1448
-    over UDP and IPv4, 1428 over IPv6 (1448 there made 1520-byte datagrams)."""
-    return MTU - HEADER_SIZE - header_bytes(peer, kind)
 
 
 def _network(text: str) -> ipaddress.IPv4Network | ipaddress.IPv6Network:
