@@ -21,7 +21,7 @@ from netblt.formats.registers import (
 )
 from netblt.protocol import codec, packets
 from netblt.host.board_status import slots
-from netblt.sim.rtl import bridge
+from netblt.sim.rtl import bridge, frames
 
 
 pytestmark = pytest.mark.xdist_group("sim_board")  # one worker: the module's boards are its fixtures'
@@ -202,3 +202,37 @@ def test_the_model_names_a_port_that_is_taken_in_one_line():
                               text=True, timeout=60)
     assert done.returncode == 1 and done.stdout == ""
     assert done.stderr == f"netblt sim-board: error: cannot listen on 127.0.0.1:{port}: Address already in use\n"
+
+
+@pytest.mark.parametrize("size", [0, 1, 7, 1448])
+def test_the_bridges_frames_are_those_scapy_builds_and_read_back_as_sent(size):
+    """sim/rtl/frames.py packs the bridge's frames with struct (scapy per frame was most of
+    a simulated transfer's Python): byte for byte scapy's, UDP and IP protocol 30 alike."""
+    from scapy.layers.inet import IP, UDP
+    from scapy.layers.l2 import Ether
+    data = random.Random(size).randbytes(size)
+    ether = Ether(dst="02:6e:62:6c:74:01", src="02:00:00:00:00:02")
+    udp = frames.ethernet(ether.dst, ether.src, frames.ETHERTYPE_IPV4, frames.udp("127.0.0.1", "192.168.1.50", 5, 6, data))
+    native = frames.ethernet(ether.dst, ether.src, frames.ETHERTYPE_IPV4, frames.ipv4("127.0.0.3", "127.0.0.1", 30, data))
+    assert udp == bytes(ether / IP(src="127.0.0.1", dst="192.168.1.50") / UDP(sport=5, dport=6) / data)
+    assert native == bytes(ether / IP(src="127.0.0.3", dst="127.0.0.1", proto=30) / data)
+    padded = udp.ljust(60, b"\0") + b"\0" * 4  # the wire's padding and an FCS are not the datagram's
+    assert frames.datagram(padded) == frames.Datagram("127.0.0.1", "192.168.1.50", 17, 5, 6, data)
+    assert frames.datagram(native) == frames.Datagram("127.0.0.3", "127.0.0.1", 30, 0, 0, data)
+
+
+def test_a_malformed_frame_from_the_board_is_counted_and_dropped():
+    """Lengths past the frame, a header shorter than IPv4's, not IPv4: no datagram, no traceback."""
+    good = frames.ethernet("02:00:00:00:00:02", "02:6e:62:6c:74:01", frames.ETHERTYPE_IPV4,
+                           frames.udp("192.168.1.50", "127.0.0.1", 5, 6, b"x" * 20))
+    ip, udp = frames.ETHERNET.size, frames.ETHERNET.size + frames.IPV4.size
+    bad = [good[:ip + 10], good[:ip] + b"\x44" + good[ip + 1:], good[:ip + 2] + b"\xff\xff" + good[ip + 4:],
+           good[:udp + 4] + b"\x00\x30" + good[udp + 6:], good[:udp + 4] + b"\x00\x07" + good[udp + 6:],
+           good[:12] + b"\x86\xdd" + good[14:], good[:10]]
+    assert frames.datagram(good).payload == b"x" * 20
+    for frame in bad:
+        assert frames.datagram(frame) is None
+    wire = bridge.Bridge(board=None, sockets={}, mtu=1500, wan=None, native=None, netblt_port=0, pcap=None)
+    for frame in bad:
+        wire.arrived(frame)
+    assert wire.counts == {"from the board, neither UDP nor NETBLT on IP (dropped)": len(bad)}

@@ -29,7 +29,6 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
-from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import ARP, Ether
 from scapy.utils import PcapWriter
 
@@ -39,6 +38,7 @@ from ...formats.boards import IP_ADDRESS, MAC_ADDRESS
 from ...formats.rfc998 import IP_PROTOCOL
 from ..drops import DropReport
 from ..wan.netem import Path as WanPath, PathConfig, describe
+from . import frames
 from .harness import HOST_MAC, Harness
 
 POLL_CYCLES = 250
@@ -96,42 +96,40 @@ class Bridge:
         self.board, self.sockets, self.mtu, self.wan = board, sockets, mtu, wan
         self.native, self.netblt_port = native, netblt_port
         self.pcap = None if pcap is None else PcapWriter(str(pcap), linktype=1, sync=True, nano=True)
+        if self.pcap is not None:
+            self.pcap.write_header(None)
         self.counts: Counter[str] = Counter()
 
     def collect(self) -> None:
         """The frames the board sent, each acted on."""
         for frame, at in self.board.take():
-            packet = Ether(frame)
-            self.record(packet, at)
-            self.arrived(packet)
+            self.record(frame, at)
+            self.arrived(frame)
         if self.board.bad_frames:
             self.counts["frames from the board whose FCS did not hold (dropped)"] = self.board.bad_frames
 
-    def arrived(self, packet: Ether) -> None:
-        if ARP in packet:
-            if packet[ARP].op == 1 and packet[ARP].pdst != IP_ADDRESS:
-                self.send(Ether(dst=packet.src, src=HOST_MAC) / ARP(
-                    op=2, hwsrc=HOST_MAC, psrc=packet[ARP].pdst, hwdst=packet.src, pdst=packet[ARP].psrc))
+    def arrived(self, frame: bytes) -> None:
+        if frames.ethertype(frame) == frames.ETHERTYPE_ARP:
+            self.answer(Ether(frame))
             return
-        native = self.native is not None and IP in packet and packet[IP].proto == IP_PROTOCOL
-        if not native and UDP not in packet:
-            carried = IP in packet and packet[IP].proto == IP_PROTOCOL
+        packet = frames.datagram(frame)
+        native = self.native is not None and packet is not None and packet.protocol == IP_PROTOCOL
+        if not native and (packet is None or packet.protocol != frames.UDP_PROTOCOL):
+            carried = packet is not None and packet.protocol == IP_PROTOCOL
             self.counts["from the board, NETBLT natively on IP, which only sim-board --transport ip carries (dropped)"
                         if carried else "from the board, neither UDP nor NETBLT on IP (dropped)"] += 1
             return
-        if not native and packet[UDP].sport not in self.sockets:
-            self.counts[f"from the board's UDP port {packet[UDP].sport}, which is not bridged: the host's "
+        if not native and packet.source_port not in self.sockets:
+            self.counts[f"from the board's UDP port {packet.source_port}, which is not bridged: the host's "
                         f"--local-port {self.netblt_port} gives the board the one that is (dropped)"] += 1
             return
-        destination = packet[IP].dst
-        if not ipaddress.ip_address(destination).is_loopback:
-            self.counts[f"from the board to {destination}, not loopback (dropped)"] += 1
+        if not ipaddress.ip_address(packet.destination).is_loopback:
+            self.counts[f"from the board to {packet.destination}, not loopback (dropped)"] += 1
             return
         if native:
-            out, to = self.native, (destination, 0)
-            datagram = bytes(packet[IP].payload)[:packet[IP].len - 4 * packet[IP].ihl]
+            out, to = self.native, (packet.destination, 0)
         else:
-            out, to, datagram = self.sockets[packet[UDP].sport], (destination, packet[UDP].dport), udp_payload(packet)
+            out, to = self.sockets[packet.source_port], (packet.destination, packet.destination_port)
 
         def deliver(datagram: bytes) -> None:
             try:
@@ -140,10 +138,16 @@ class Bridge:
             except OSError:
                 self.counts["datagrams out that the host refused"] += 1
 
-        if native or packet[UDP].sport == self.netblt_port:
-            self.wan.send(TO_PEER, datagram, deliver)
+        if native or packet.source_port == self.netblt_port:
+            self.wan.send(TO_PEER, packet.payload, deliver)
         else:
-            deliver(datagram)
+            deliver(packet.payload)
+
+    def answer(self, request: Ether) -> None:
+        """An ARP request for any address but the board's answered, as a router would."""
+        if request[ARP].op == 1 and request[ARP].pdst != IP_ADDRESS:
+            self.send(bytes(Ether(dst=request.src, src=HOST_MAC) / ARP(
+                op=2, hwsrc=HOST_MAC, psrc=request[ARP].pdst, hwdst=request.src, pdst=request[ARP].psrc)))
 
     def poll(self) -> None:
         """Datagrams waiting on the sockets into the board, and those the WAN delivers now."""
@@ -154,7 +158,7 @@ class Bridge:
                 except (BlockingIOError, ConnectionRefusedError):
                     break
                 self._arrive(port, data, lambda data, address=address, source_port=source_port, port=port:
-                             self._carry(IP(src=address, dst=IP_ADDRESS) / UDP(sport=source_port, dport=port) / data))
+                             self._carry(frames.udp(address, IP_ADDRESS, source_port, port, data)))
         for _ in range(BATCH if self.native is not None else 0):
             try:
                 datagram, (address, _) = self.native.recvfrom(65536)
@@ -164,7 +168,7 @@ class Bridge:
             port = L.HEADER.field("foreign_port")
             if int.from_bytes(data[port.offset:port.end], "big") == self.netblt_port:
                 self._arrive(self.netblt_port, data, lambda data, address=address:
-                             self._carry(IP(src=address, dst=IP_ADDRESS, proto=IP_PROTOCOL) / data))
+                             self._carry(frames.ipv4(address, IP_ADDRESS, IP_PROTOCOL, data)))
         self.wan.deliver_due()
 
     def _arrive(self, port: int, data: bytes, carry: Callable[[bytes], None]) -> None:
@@ -174,8 +178,8 @@ class Bridge:
         else:
             carry(data)
 
-    def _carry(self, packet: IP) -> None:
-        """One datagram onto the board's wire, as a switch port would: dropped when over
+    def _carry(self, packet: bytes) -> None:
+        """One IP datagram onto the board's wire, as a switch port would: dropped when over
         the MTU or when the port's queue is full."""
         if len(packet) > self.mtu:
             self.counts[f"datagrams in over the {self.mtu}-byte MTU (dropped)"] += 1
@@ -183,22 +187,17 @@ class Bridge:
             self.counts["datagrams in while the board's wire was full (dropped)"] += 1
         else:
             self.counts["datagrams in"] += 1
-            self.send(Ether(dst=MAC_ADDRESS, src=HOST_MAC) / packet)
+            self.send(frames.ethernet(MAC_ADDRESS, HOST_MAC, frames.ETHERTYPE_IPV4, packet))
 
-    def send(self, frame: Ether) -> None:
+    def send(self, frame: bytes) -> None:
         self.record(frame, self.board.now)
-        self.board.send(bytes(frame))
+        self.board.send(frame)
 
-    def record(self, frame: Ether, at: float) -> None:
-        """Into the pcap, stamped with simulated time ``at``."""
+    def record(self, frame: bytes, at: float) -> None:
+        """Into the pcap, stamped with simulated time ``at`` to the nanosecond."""
         if self.pcap is not None:
-            frame.time = at
-            self.pcap.write(frame)
-
-
-def udp_payload(packet: Ether) -> bytes:
-    """The datagram's payload by its UDP length (a short frame's Ethernet padding is not)."""
-    return bytes(packet[UDP])[8:packet[UDP].len]
+            seconds = int(at)
+            self.pcap.write_packet(frame, sec=seconds, usec=round((at - seconds) * 1e9))
 
 
 def bind(port: int) -> socket.socket:
