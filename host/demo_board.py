@@ -5,7 +5,7 @@ The processes a user would run in five terminals, on loopback: ``netblt sim-boar
 way), and ``netblt send --board`` to a software ``netblt recv``; then a software
 ``netblt send`` to ``netblt recv --board``. Both copies are checked by SHA-256 and
 both reports printed. The simulated board runs a few hundred times slower than a real
-one (its cycles in C++: sim/rtl/harness.cpp), so 2 MiB each way take some 15 s; on a
+one (its cycles in C++: sim/rtl/harness.cpp), so 4 MiB each way take some 25 s; on a
 board the same commands run at line rate.
 """
 
@@ -19,7 +19,7 @@ import tempfile
 from pathlib import Path
 
 NETBLT = [sys.executable, "-m", "netblt.host.cli"]
-SIZE = 2 << 20
+SIZE = 4 << 20
 RECV_PORT, RELAY_PORT = 29991, 29992
 WAN = ["--delay", "3ms", "--loss", "1%", "--duration", "900s"]
 
