@@ -1,9 +1,9 @@
 """Ethernet frames of IPv4 datagrams for sim-board's bridge, packed and read with struct.
 
-The bridge handles every frame the simulated board sends or receives; scapy took 150 us
-to read one and 675 us to build one, a tenth of the simulation's time with traffic (the
-bridge runs between the board's cycles). ARP, rare, and the cocotb testbenches keep
-scapy. The frames built here are byte for byte those scapy builds with its defaults
+The bridge handles every frame the simulated board sends or receives, between the
+board's cycles; scapy took 150 us to read one and 675 us to build one, and Python was a
+quarter of sim-board's time during a transfer. ARP, rare, and the cocotb testbenches
+keep scapy. The frames built here are byte for byte those scapy builds with its defaults
 (tests/test_sim_board.py holds them together).
 """
 
