@@ -31,12 +31,13 @@ from ...formats.registers import (
 
 WIRE_BPS = 1e9
 FRAME_OVERHEAD = 8 + 14 + 4 + 12 + 20 + 8
+"""Bytes on the wire besides a UDP payload: preamble, Ethernet header, FCS, gap, IP, UDP."""
 LATE_AT_MOST = 0.02
 """Seconds a DATA packet the loop came to late may still start at its paced time: a
-board's pacer never waits, but this loop does, for a 4 MiB slot's fill (some 6 ms) or a
-busy machine. With a millisecond, such waits cost the pace a board keeps: 250 Mb/s of a
-297 Mb/s pace, 84%, through 4 MiB slots (docs/benchmarks.md)."""
-"""Bytes on the wire besides a UDP payload: preamble, Ethernet header, FCS, gap, IP, UDP."""
+board's pacer never waits, but this loop does, for a 4 MiB slot's fill (some 6 ms), a
+batch of 256 DATA packets (some 3 ms) or a busy machine. With a millisecond, such waits
+cost the pace a board keeps: 250 Mb/s of a 297 Mb/s pace, 84%, through 4 MiB slots
+(docs/benchmarks.md)."""
 EVENT_DEPTH = 512
 """EVENT words the FIFO holds (the gateware's fifo_depth)."""
 CONTROL_DEPTH = 16
