@@ -12,6 +12,8 @@ import time
 
 import pytest
 from clitools import NETBLT, SimBoard, free_port
+from scapy.layers.inet import IP, UDP
+from scapy.layers.l2 import ARP, Ether
 
 from netblt.formats import host_link as F
 from netblt.driver.link import BoardLink
@@ -208,8 +210,6 @@ def test_the_model_names_a_port_that_is_taken_in_one_line():
 def test_the_bridges_frames_are_those_scapy_builds_and_read_back_as_sent(size):
     """sim/rtl/frames.py packs the bridge's frames with struct (scapy per frame was most of
     a simulated transfer's Python): byte for byte scapy's, UDP and IP protocol 30 alike."""
-    from scapy.layers.inet import IP, UDP
-    from scapy.layers.l2 import Ether
     data = random.Random(size).randbytes(size)
     ether = Ether(dst="02:6e:62:6c:74:01", src="02:00:00:00:00:02")
     udp = frames.ethernet(ether.dst, ether.src, frames.ETHERTYPE_IPV4, frames.udp("127.0.0.1", "192.168.1.50", 5, 6, data))
@@ -222,7 +222,8 @@ def test_the_bridges_frames_are_those_scapy_builds_and_read_back_as_sent(size):
 
 
 def test_a_malformed_frame_from_the_board_is_counted_and_dropped():
-    """Lengths past the frame, a header shorter than IPv4's, not IPv4: no datagram, no traceback."""
+    """Lengths past the frame, a header shorter than IPv4's, not IPv4, an ARP cut short: no
+    datagram, no traceback."""
     good = frames.ethernet("02:00:00:00:00:02", "02:6e:62:6c:74:01", frames.ETHERTYPE_IPV4,
                            frames.udp("192.168.1.50", "127.0.0.1", 5, 6, b"x" * 20))
     ip, udp = frames.ETHERNET.size, frames.ETHERNET.size + frames.IPV4.size
@@ -233,6 +234,8 @@ def test_a_malformed_frame_from_the_board_is_counted_and_dropped():
     for frame in bad:
         assert frames.datagram(frame) is None
     wire = bridge.Bridge(board=None, sockets={}, mtu=1500, wan=None, native=None, netblt_port=0, pcap=None)
-    for frame in bad:
+    arp = bytes(Ether(src="02:6e:62:6c:74:01", dst="ff:ff:ff:ff:ff:ff") / ARP(op=1, pdst="127.0.0.1"))
+    for frame in [*bad, arp[:30]]:
         wire.arrived(frame)
-    assert wire.counts == {"from the board, neither UDP nor NETBLT on IP (dropped)": len(bad)}
+    assert wire.counts == {"from the board, neither UDP nor NETBLT on IP (dropped)": len(bad),
+                           "from the board, ARP cut short (dropped)": 1}

@@ -145,7 +145,9 @@ class Bridge:
 
     def answer(self, request: Ether) -> None:
         """An ARP request for any address but the board's answered, as a router would."""
-        if request[ARP].op == 1 and request[ARP].pdst != IP_ADDRESS:
+        if ARP not in request:
+            self.counts["from the board, ARP cut short (dropped)"] += 1
+        elif request[ARP].op == 1 and request[ARP].pdst != IP_ADDRESS:
             self.send(bytes(Ether(dst=request.src, src=HOST_MAC) / ARP(
                 op=2, hwsrc=HOST_MAC, psrc=request[ARP].pdst, hwdst=request.src, pdst=request[ARP].psrc)))
 
