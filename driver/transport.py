@@ -19,9 +19,9 @@ from ..formats.rfc998 import IP_PROTOCOL
 from .framing import HEADER_SIZE
 
 DEFAULT_PORT = 2998
+"""The UDP port (and, natively on IP, the NETBLT port) a receiver listens on by default."""
 MTU = 1500
 """The path MTU a sender's default DATA packets fill."""
-"""The UDP port (and, natively on IP, the NETBLT port) a receiver listens on by default."""
 SEND_BUFFER = 8 << 20
 RECEIVE_BUFFER = 32 << 20
 """DATA queued for a receiver that lost the CPU for a moment: at a gigabit Linux's usual

@@ -9,6 +9,7 @@ keep scapy. The frames built here are byte for byte those scapy builds with its 
 
 from __future__ import annotations
 
+import functools
 import socket
 import struct
 from typing import NamedTuple
@@ -35,7 +36,9 @@ class Datagram(NamedTuple):
     """UDP's data by its length field; any other protocol's by the IP total length."""
 
 
+@functools.cache
 def mac(text: str) -> bytes:
+    """A MAC address's bytes, read once: the bridge's two are in every frame."""
     return bytes.fromhex(text.replace(":", ""))
 
 
