@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo demo-board demo-board-stream reproduce test test-board bench bench-rates bench-auto bench-tcp bench-board bench-offload bench-board-born bench-long-path bench-sim bench-outstanding bench-gateware bench-ethernet bench-ethernet-dram bitstream load clean
+.PHONY: demo demo-board demo-board-stream reproduce test test-board bench bench-rates bench-auto bench-tcp bench-board bench-offload bench-board-born bench-wake bench-long-path bench-sim bench-outstanding bench-gateware bench-ethernet bench-ethernet-dram bitstream load clean
 
 $(STAMP): pyproject.toml driver/_fastpath.c driver/_linkpath.c
 	$(PYTHON) -m venv $(VENV)
@@ -74,9 +74,13 @@ bench-sim: $(STAMP)
 bench-offload: $(STAMP)
 	$(BIN)/python -m netblt.bench.offload_bench
 
-# Data born on the board through its model: the host's CPU a GB and a buffer, and a 100 ms, 0.1%-loss path.
+# Data born on the board through its model: the host's CPU a GB and a buffer, paced with every slot out, and a 100 ms, 0.1%-loss path.
 bench-board-born: $(STAMP)
 	$(BIN)/python -m netblt.bench.board_born_bench
+
+# What a wake costs this machine: a piece of a sending host's work back to back and after sleeps of 1-50 ms (seconds).
+bench-wake: $(STAMP)
+	$(BIN)/python -m netblt.bench.wake_bench
 
 # 64 MiB sent from the Versa's DRAM through netblt sim-board and a 100 ms, 0.1%-loss WAN, measured in simulated
 # time at the board's wire, the simulation held at 1:1,000 of real time (about 18 minutes; --rtt, --loss, --size:

@@ -57,9 +57,15 @@ HEARTBEAT = 1.0
 """Seconds of host-link silence after which a waiting host says it is still there."""
 LEAVE_AT_MOST = 0.05
 """Seconds a sending host leaves its board alone while the board's transmitter has work
-queued (interrupt moderation, as a NIC's): the pushes, replies and peer's messages of that
-while are taken in one wake instead of one each. A RESEND waits up to this long, hidden
-behind the buffers queued, which last at least twice as long."""
+queued and the peer has lately asked for resends (interrupt moderation, as a NIC's): the
+pushes, replies and peer's messages of that while are taken in one wake instead of one
+each. A RESEND waits up to this long, hidden behind the buffers queued, which last at least
+twice as long."""
+LEAVE_CLEAN = 0.4
+"""The same while the peer has asked for no resend for :data:`LOSS_MEMORY` seconds: on a
+clean path only OKs come, and one wake takes several buffers' (a wake after a sleep costs
+some 150-400 us of CPU on a VM, however little it does)."""
+LOSS_MEMORY = 2.0
 SOURCE_SILENCE = 5.0
 """Seconds a TAKE may wait on the source port with no word taken before the user hears."""
 LEAVE_AT_LEAST = 0.002
@@ -213,10 +219,14 @@ class BoardDataPath:
         """Transmit slots waiting for their upload (one a turn of the run loop), their
         data and the SEND that follows it."""
         self.queries: dict[int, list[tuple[int, list[int]]]] = {}
+        """Per receive slot, the missing-packet queries not yet answered: (buffer, packets so far)."""
         self.next_drain = 1
         """The buffer the board drains next (``drain_on_board``)."""
-        """Per receive slot, the missing-packet queries not yet answered: (buffer, packets so far)."""
         self.resent = 0
+        self.resent_at = time.monotonic()
+        """When the peer last asked for a resend, or the connection began: a path counts as
+        clean once :data:`LOSS_MEMORY` seconds pass without one, not before its first losses
+        could be heard of."""
         self.tx_busy = False
         self.source_seen = (time.monotonic(), 0)
         """When SOURCE_TAKEN was last read (or no TAKE waited), and what it said."""
@@ -241,7 +251,7 @@ class BoardDataPath:
         # A push unacknowledged for as long as a request unanswered is sent again (the
         # board's default millisecond pushed each one twice to a host that shared its
         # cores), and as a host that leaves its board alone (twice that: a sleep overruns).
-        push_timeout = self.link.client.retry + 2 * LEAVE_AT_MOST
+        push_timeout = self.link.client.retry + 2 * LEAVE_CLEAN
         self._set(TAKEOVER_AFTER=max(1, round(HOLD * 1000 * self.clock.scale)),
                   PUSH_TIMEOUT=self.clock.cycles(push_timeout))
         self._ready_dram()
@@ -320,6 +330,7 @@ class BoardDataPath:
 
     def configure(self, params: Params, peer: Address, transfer_size: int | None = None) -> None:
         self.params, self.transfer_size = params, transfer_size
+        self.resent_at = time.monotonic()
         self.control.configure(peer)
         self._point_at(peer)
         flags = CONNECTION_FLAGS.pack(udp=int(self.kind == "udp"), data_checksum=int(params.data_checksum))
@@ -403,6 +414,7 @@ class BoardDataPath:
         if index is None or any(index == waiting for waiting, _, _ in self.uploads):
             return  # not the board's, or not sent yet: its first pass carries every packet
         self.resent += len(packets)
+        self.resent_at = time.monotonic()
         self.tx_busy = True
         # Urgent: the buffer's SEND ran, so its DATA reached the peer.
         command = _write("COMMAND", COMMAND_WORD.pack(op=Command.RESEND, slot=index))
@@ -475,8 +487,9 @@ class BoardDataPath:
     def _leave_board(self, end: float) -> None:
         """Sleep while the board's transmitter has enough queued not to need this host, but
         not past ``end``."""
-        left = min(unattended([slot.size for slot in self.tx.values() if slot.waiting], self.pace),
-                   end - time.monotonic())
+        now = time.monotonic()
+        most = LEAVE_AT_MOST if now - self.resent_at < LOSS_MEMORY else LEAVE_CLEAN
+        left = min(unattended([slot.size for slot in self.tx.values() if slot.waiting], self.pace, most), end - now)
         if left >= LEAVE_AT_LEAST:
             self.link.flush()  # the requests and acknowledgements due go first
             time.sleep(left)
@@ -904,13 +917,13 @@ def leave(link: BoardLink) -> None:
         link.close()
 
 
-def unattended(queued: list[int], pace: float) -> float:
+def unattended(queued: list[int], pace: float, most: float) -> float:
     """Seconds a board can be left with buffers of ``queued`` bytes given to it and not yet
     sent, at ``pace`` bytes a second: half what they take, less the one it may be finishing
-    (0 with no pace known), at most :data:`LEAVE_AT_MOST`."""
+    (0 with no pace known), at most ``most``."""
     if len(queued) < 2 or not pace:
         return 0.0
-    return min((sum(queued) - max(queued)) / pace / 2, LEAVE_AT_MOST)
+    return min((sum(queued) - max(queued)) / pace / 2, most)
 
 
 def _whole(state: int) -> bool:

@@ -295,10 +295,36 @@ def test_the_model_keeps_a_boards_pace_through_a_stall_of_its_own_loop():
 
 def test_a_board_is_left_alone_for_half_of_what_it_has_queued_less_the_buffer_it_may_be_finishing():
     mib = 1 << 20
-    assert board_driver.unattended([], 100 * mib) == board_driver.unattended([4 * mib], 100 * mib) == 0
-    assert board_driver.unattended([4 * mib, 4 * mib], 0.0) == 0  # no pace known yet
-    assert board_driver.unattended([4 * mib, 2 * mib, 4 * mib], 100 * mib) == pytest.approx(0.03)
-    assert board_driver.unattended([4 * mib] * 16, 100 * mib) == board_driver.LEAVE_AT_MOST
+    assert board_driver.unattended([], 100 * mib, 1.0) == board_driver.unattended([4 * mib], 100 * mib, 1.0) == 0
+    assert board_driver.unattended([4 * mib, 4 * mib], 0.0, 1.0) == 0  # no pace known yet
+    assert board_driver.unattended([4 * mib, 2 * mib, 4 * mib], 100 * mib, 1.0) == pytest.approx(0.03)
+    assert board_driver.unattended([4 * mib] * 16, 100 * mib, 0.25) == 0.25
+
+
+def test_a_board_is_left_alone_longer_while_its_peer_asks_for_no_resends(monkeypatch):
+    """On a clean path only OKs come, and a longer sleep takes several buffers' in one wake;
+    a RESEND would wait that long, so for a while after the peer's last one the host
+    comes back as often as before."""
+    dp = object.__new__(board_driver.BoardDataPath)  # no link: what it sends is not looked at
+    dp.tx = {i: board_driver.Slot(i + 1, 4 << 20) for i in range(16)}
+    dp.pace, dp.uploads, dp.resent, dp.resent_at = 50 << 20, [], 0, -board_driver.LOSS_MEMORY
+    dp.link = type("Link", (), {"flush": lambda self: None})()
+    dp._operations = lambda operations, wait=False, urgent=False: []
+    now, slept = [1000.0], []
+    monkeypatch.setattr(board_driver.time, "monotonic", lambda: now[0])
+    monkeypatch.setattr(board_driver.time, "sleep", slept.append)
+
+    def leave() -> float:
+        dp._leave_board(now[0] + 10)
+        return slept.pop()
+
+    assert leave() == board_driver.LEAVE_CLEAN
+    dp.tx[3].sent = True
+    dp.resend(4, (7, 9))
+    now[0] += board_driver.LOSS_MEMORY - 0.01
+    assert leave() == board_driver.LEAVE_AT_MOST < board_driver.LEAVE_CLEAN
+    now[0] += 0.01
+    assert leave() == board_driver.LEAVE_CLEAN
 
 
 def test_a_sending_host_leaves_a_board_with_buffers_queued_and_hears_each_push_once(tmp_path, monkeypatch):
@@ -309,7 +335,7 @@ def test_a_sending_host_leaves_a_board_with_buffers_queued_and_hears_each_push_o
     acknowledgements that long, never pushes twice. The model runs in a process of its own,
     as a board is hardware of its own: in a thread of this one it shared the interpreter
     with the host, and once in a make test (the bitstream's build beside it) a push went
-    unacknowledged past the 102 ms and came again."""
+    unacknowledged past its timeout and came again."""
     board = SimBoard("--model", "--board", "versa_ecp5", "--slots", "dram", "--mtu", "9000")
     seen = []  # "slept", "step" (a wake) and "buffer" (one given to the board), in order
     step, send_buffer, leave = (board_driver.BoardLink.step, board_driver.BoardDataPath.send_buffer,
@@ -329,6 +355,7 @@ def test_a_sending_host_leaves_a_board_with_buffers_queued_and_hears_each_push_o
     monkeypatch.setattr(board_driver.BoardLink, "step", stepping)
     monkeypatch.setattr(board_driver.BoardDataPath, "send_buffer", lambda *a: seen.append("buffer") or send_buffer(*a))
     monkeypatch.setattr(board_driver.BoardDataPath, "_leave_board", leaving)
+    monkeypatch.setattr(board_driver, "LOSS_MEMORY", 0.2)  # clean within the transfer: the long sleeps come
     size = 128 << 20
     try:
         recv, port = start_recv(tmp_path)
