@@ -14,6 +14,7 @@ import pytest
 from clitools import NETBLT, SimBoard, free_port
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import ARP, Ether
+from scapy.utils import rdpcap
 
 from netblt.formats import host_link as F
 from netblt.driver.link import BoardLink
@@ -23,7 +24,8 @@ from netblt.formats.registers import (
 )
 from netblt.protocol import codec, packets
 from netblt.host.board_status import slots
-from netblt.sim.rtl import bridge, frames
+from netblt.sim import frames
+from netblt.sim.rtl import bridge
 
 
 pytestmark = pytest.mark.xdist_group("sim_board")  # one worker: the module's boards are its fixtures'
@@ -208,7 +210,7 @@ def test_the_model_names_a_port_that_is_taken_in_one_line():
 
 @pytest.mark.parametrize("size", [0, 1, 7, 1448])
 def test_the_bridges_frames_are_those_scapy_builds_and_read_back_as_sent(size):
-    """sim/rtl/frames.py packs the bridge's frames with struct (scapy per frame was most of
+    """sim/frames.py packs the bridge's frames with struct (scapy per frame was most of
     a simulated transfer's Python): byte for byte scapy's, UDP and IP protocol 30 alike."""
     data = random.Random(size).randbytes(size)
     ether = Ether(dst="02:6e:62:6c:74:01", src="02:00:00:00:00:02")
@@ -219,6 +221,25 @@ def test_the_bridges_frames_are_those_scapy_builds_and_read_back_as_sent(size):
     padded = udp.ljust(60, b"\0") + b"\0" * 4  # the wire's padding and an FCS are not the datagram's
     assert frames.datagram(padded) == frames.Datagram("127.0.0.1", "192.168.1.50", 17, 5, 6, data)
     assert frames.datagram(native) == frames.Datagram("127.0.0.3", "127.0.0.1", 30, 0, 0, data)
+
+
+def test_both_simulated_boards_pcaps_read_back_stamped_to_the_nanosecond(tmp_path):
+    """sim-board's frames (Ethernet) and the model's datagrams (raw IPv4, no UDP checksum)
+    go through one writer; scapy reads each packet back as written, at its time."""
+    datagram = frames.udp("127.0.0.1", "127.0.0.2", 5, 6, b"netblt", checksum=False)
+    frame = frames.ethernet("02:00:00:00:00:02", "02:6e:62:6c:74:01", frames.ETHERTYPE_IPV4,
+                            frames.udp("127.0.0.1", "127.0.0.2", 5, 6, b"netblt"))
+    for linktype, packet in ((frames.LINKTYPE_RAW, datagram), (frames.LINKTYPE_ETHERNET, frame)):
+        path = tmp_path / f"{linktype}.pcap"
+        pcap = frames.Pcap(path, linktype)
+        for at in (12.000000345, 13.5):
+            pcap.write(packet, at)
+        pcap.close()
+        read = rdpcap(str(path))
+        assert [bytes(p) for p in read] == [packet, packet]
+        assert [(p.time, p[UDP].dport, p[UDP].chksum == 0) for p in read] == [
+            (pytest.approx(12.000000345, abs=1e-10), 6, linktype == frames.LINKTYPE_RAW),
+            (pytest.approx(13.5, abs=1e-10), 6, linktype == frames.LINKTYPE_RAW)]
 
 
 def test_a_malformed_frame_from_the_board_is_counted_and_dropped():

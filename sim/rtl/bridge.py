@@ -30,15 +30,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 from scapy.layers.l2 import ARP, Ether
-from scapy.utils import PcapWriter
 
 from ...driver.transport import Transport, TransportError
 from ...formats import host_link as F, rfc998 as L
 from ...formats.boards import IP_ADDRESS, MAC_ADDRESS
 from ...formats.rfc998 import IP_PROTOCOL
+from .. import frames
 from ..drops import DropReport
 from ..wan.netem import Path as WanPath, PathConfig, describe
-from . import frames
 from .harness import HOST_MAC, Harness
 
 POLL_CYCLES = 250
@@ -95,9 +94,7 @@ class Bridge:
                  native: socket.socket | None, netblt_port: int, pcap: Path | None) -> None:
         self.board, self.sockets, self.mtu, self.wan = board, sockets, mtu, wan
         self.native, self.netblt_port = native, netblt_port
-        self.pcap = None if pcap is None else PcapWriter(str(pcap), linktype=1, sync=True, nano=True)
-        if self.pcap is not None:
-            self.pcap.write_header(None)
+        self.pcap = None if pcap is None else frames.Pcap(pcap, frames.LINKTYPE_ETHERNET, sync=True)
         self.counts: Counter[str] = Counter()
 
     def collect(self) -> None:
@@ -198,8 +195,7 @@ class Bridge:
     def record(self, frame: bytes, at: float) -> None:
         """Into the pcap, stamped with simulated time ``at`` to the nanosecond."""
         if self.pcap is not None:
-            seconds = int(at)
-            self.pcap.write_packet(frame, sec=seconds, usec=round((at - seconds) * 1e9))
+            self.pcap.write(frame, at)
 
 
 def bind(port: int) -> socket.socket:
