@@ -51,9 +51,10 @@ LONG_PATH = ["--wan-delay", "50ms", "--wan-loss", "0.001"]
 class Run:
     mbps: float
     """Data delivered over the receiver's time, from its connection's start to its end
-    (every buffer written, every message acknowledged). The sender's own time holds its dally too: RFC 998's receiver sends DONE once, and a
-    sender that loses it waits out eight of the receiver's control timers (some 3 s
-    here) before it exits, with the data already safe."""
+    (every buffer written, every message acknowledged). The sender's own time holds its
+    dally too: RFC 998's receiver sends DONE once, and a sender that loses it waits out
+    eight of the receiver's control timers (some 3 s here) before it exits, with the data
+    already safe."""
     host_cpu: float
     """CPU seconds per GB of the process that drives the board."""
     per_buffer_us: float

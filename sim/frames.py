@@ -102,7 +102,6 @@ def datagram(frame: bytes) -> Datagram | None:
     return Datagram(socket.inet_ntoa(source), socket.inet_ntoa(destination), protocol, *ports, body)
 
 
-
 class Pcap:
     """A pcap file of ``linktype`` packets stamped to the nanosecond, each record written
     as its packet comes (tcpdump, Wireshark and scapy read it)."""

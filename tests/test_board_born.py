@@ -9,6 +9,7 @@ import json
 import math
 import threading
 import time
+import types
 from dataclasses import replace
 import os
 import subprocess
@@ -308,7 +309,7 @@ def test_a_board_is_left_alone_longer_while_its_peer_asks_for_no_resends(monkeyp
     dp = object.__new__(board_driver.BoardDataPath)  # no link: what it sends is not looked at
     dp.tx = {i: board_driver.Slot(i + 1, 4 << 20) for i in range(16)}
     dp.pace, dp.uploads, dp.resent, dp.resent_at = 50 << 20, [], 0, -board_driver.LOSS_MEMORY
-    dp.link = type("Link", (), {"flush": lambda self: None})()
+    dp.link = types.SimpleNamespace(flush=lambda: None)
     dp._operations = lambda operations, wait=False, urgent=False: []
     now, slept = [1000.0], []
     monkeypatch.setattr(board_driver.time, "monotonic", lambda: now[0])

@@ -20,11 +20,12 @@ from cocotb.utils import get_sim_time, get_time_from_sim_steps
 from cocotbext.eth import GmiiFrame, GmiiSink, GmiiSource
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import ARP, Ether
-from scapy.utils import PcapWriter, checksum
+from scapy.utils import checksum
 
 from ...driver.link import LinkClient
 from ...formats import host_link as F
 from ...formats.boards import IP_ADDRESS, MAC_ADDRESS
+from ..frames import LINKTYPE_ETHERNET, Pcap
 from . import hdl
 from .harness import HOST_MAC
 from .testbench import start
@@ -44,7 +45,7 @@ class GmiiWire:
                                  dut.gmii__rx_clk, dut.gmii__reset)
         self.sink = GmiiSink(dut.gmii__tx_data, dut.gmii__tx_er, dut.gmii__tx_en,
                              dut.gmii__tx_clk, dut.gmii__reset)
-        self.pcap = None if pcap is None else PcapWriter(str(pcap), linktype=1, sync=True, nano=True)
+        self.pcap = None if pcap is None else Pcap(pcap, LINKTYPE_ETHERNET, sync=True)
         self.dut = dut
         self.frames: Queue[Ether] = Queue()
         self.asked: list[tuple[float, str]] = []
@@ -72,7 +73,7 @@ class GmiiWire:
         """Into the pcap, stamped with simulation time (now, or ``at_ns``)."""
         if self.pcap is not None:
             frame.time = (get_sim_time("ns") if at_ns is None else at_ns) / 1e9
-            self.pcap.write(frame)
+            self.pcap.write(bytes(frame), frame.time)
 
     async def send(self, frame: Ether) -> None:
         self.record(frame)
