@@ -11,7 +11,8 @@
  * next in sequence are held (and acknowledged in the following requests); anything else
  * (another reply, a status that is not OK, a late copy) and a silence longer than the retry
  * time end the run, handing the rest back to link.py, whose recovery (STATUS, RESEND) takes
- * over. The header's layout comes from formats/host_link.py through layout(). */
+ * over. The slowest round trip of the run's requests goes to link.py's retry timer. The
+ * header's layout comes from formats/host_link.py through layout(). */
 
 #define PY_SSIZE_T_CLEAN
 #define _GNU_SOURCE
@@ -22,6 +23,7 @@
 #include <string.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <time.h>
 
 enum { H_VERSION, H_TYPE, H_STATUS, H_FLAGS, H_ID, H_ACK, H_SESSION, H_VALUE, H_COUNT };
 static struct { Py_ssize_t offset; int width; } field[H_COUNT];
@@ -85,6 +87,7 @@ typedef struct {
     Py_ssize_t lead;  /* 1 with it (request 0), else 0: the data's request j is request j + lead */
     PyObject *first_reply;  /* its reply, once answered */
     char *done;
+    double *sent_at, now, slowest;  /* when each request went; the last receive's time; the slowest round trip */
     Py_ssize_t oldest, next;  /* the oldest request not answered; the next to send */
     Py_ssize_t loud_every;  /* an upload asks for its reply one in this many (and each batch's last) */
     long long bytes_out, bytes_in, sent;
@@ -93,6 +96,14 @@ typedef struct {
     PyObject *others, *pushes;
     const char *stopped;
 } Run;
+
+/* time.monotonic()'s clock. */
+static double monotonic(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + t.tv_nsec * 1e-9;
+}
 
 static Py_ssize_t request_words(Run *r, Py_ssize_t i)
 {
@@ -160,6 +171,9 @@ static int send_window(Run *r)
         r->acked = r->held;
         put(at[n - 1], H_FLAGS, 0);  /* each batch's last is answered: the run never waits on silence */
     }
+    double now = monotonic();
+    for (Py_ssize_t i = r->next - n; i < r->next; i++)
+        r->sent_at[i] = now;
     for (int k = 0; k < n;) {
         int m = 0, first = k;
         for (; k < n; m++) {
@@ -226,6 +240,8 @@ static int answer(Run *r, const uint8_t *d, Py_ssize_t len)
         memcpy(r->data + at, d + header_size, have);
     }
     r->done[i] = 1;
+    if (r->now - r->sent_at[i] > r->slowest)
+        r->slowest = r->now - r->sent_at[i];
     for (Py_ssize_t j = r->lead; r->kind == (int)type_upload && j < i; j++)
         r->done[j] = 1;  /* the board runs requests in ID order: the quiet ones before this ran */
     while (r->oldest < r->next && r->done[r->oldest])
@@ -289,6 +305,7 @@ static int receive(Run *r, uint8_t *space)
         PyErr_SetFromErrno(PyExc_OSError);
         return -1;
     }
+    r->now = monotonic();
     for (int k = 0; k < got; k++) {
         r->bytes_in += msgs[k].msg_len;
         if (take(r, space + (Py_ssize_t)k * MAX_DATAGRAM, msgs[k].msg_len) < 0)
@@ -364,35 +381,37 @@ static PyObject *bulk(PyObject *self, PyObject *args, PyObject *kwargs)
         goto done;
     }
     r.done = PyMem_Calloc(r.count ? r.count : 1, 1);
+    r.sent_at = PyMem_Calloc(r.count ? r.count : 1, sizeof(double));
     r.stride = header_size + (r.kind == (int)type_upload ? 4 * r.step : 4);
     r.out = PyMem_Malloc((size_t)r.window * r.stride + header_size + 4 * r.step);
     r.others = PyList_New(0), r.pushes = PyList_New(0);
-    if (!r.done || !r.out || !r.others || !r.pushes) {
+    if (!r.done || !r.sent_at || !r.out || !r.others || !r.pushes) {
         PyErr_NoMemory();
         goto done;
     }
     if (go(&r, (int)(timeout * 1000) + 1) < 0)
         goto done;
-    PyObject *waiting = PyList_New(0);  /* sent, not answered: (index, id) */
+    PyObject *waiting = PyList_New(0);  /* sent, not answered: (index, id, when sent) */
     for (Py_ssize_t i = r.oldest; waiting && i < r.next; i++) {
         if (r.done[i])
             continue;
-        PyObject *pair = Py_BuildValue("nI", i, (r.first_id + (uint32_t)i) & 0xFFFF);
+        PyObject *pair = Py_BuildValue("nId", i, (r.first_id + (uint32_t)i) & 0xFFFF, r.sent_at[i]);
         if (!pair || PyList_Append(waiting, pair) < 0)
             Py_CLEAR(waiting);
         Py_XDECREF(pair);
     }
     if (waiting)
-        result = Py_BuildValue("{s:n,s:n,s:N,s:O,s:O,s:I,s:I,s:L,s:L,s:z,s:O,s:O}", "count", r.count, "next", r.next,
-                               "waiting", waiting, "others", r.others, "pushes", r.pushes, "held", r.held,
+        result = Py_BuildValue("{s:n,s:n,s:N,s:O,s:O,s:I,s:I,s:L,s:L,s:z,s:O,s:O,s:d}", "count", r.count, "next",
+                               r.next, "waiting", waiting, "others", r.others, "pushes", r.pushes, "held", r.held,
                                "acked", r.acked, "bytes_out", r.bytes_out, "bytes_in", r.bytes_in,
                                "stopped", r.stopped, "first", r.first_reply ? r.first_reply : Py_None,
-                               "offload", r.offload ? Py_True : Py_False);
+                               "offload", r.offload ? Py_True : Py_False, "slowest", r.slowest);
 done:
     Py_XDECREF(r.first_reply);
     if (r.first.obj)
         PyBuffer_Release(&r.first);
     PyMem_Free(r.done);
+    PyMem_Free(r.sent_at);
     PyMem_Free(r.out);
     Py_XDECREF(r.others);
     Py_XDECREF(r.pushes);

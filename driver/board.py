@@ -248,7 +248,7 @@ class BoardDataPath:
         self.geometry = Geometry.read(values)
         self.clock = BoardClock(self.geometry.clock_hz)
         self._measure_clock(values["CYCLES"])
-        self.link.client.retry, self.link.client.give_up = self._link_timers()
+        self.link.client.timer.least, self.link.client.give_up = self._link_timers()
         # A push unacknowledged for as long as a request unanswered is sent again (the
         # board's default millisecond pushed each one twice to a host that shared its
         # cores), and as a host that leaves its board alone (twice that: a sleep overruns).

@@ -69,6 +69,9 @@ class Request:
     submitted behind a queue of uploads still goes before them."""
     reply: tuple[F.Header, bytes] | None = None
     """The board's answer, once it came."""
+    sent_at: float | None = None
+    """When it was first sent: its reply times a round trip. None once it is sent again
+    (Karn's rule: a reply to a request sent twice times neither)."""
 
 
 @dataclass
@@ -87,6 +90,41 @@ class Part:
         return header, body[self.start:self.start + self.length]
 
 
+class RetryTimer:
+    """How long the host link waits for a reply before asking where the board is, from
+    the round trips it measures, as TCP's retransmission timer (RFC 6298): the smoothed
+    round trip plus four times its variation, never under ``least`` (a board's own few
+    datagrams' time), doubled at each expiry in a row (up to :data:`BACKOFF` times) and
+    back to the measure at the next round trip timed. A fixed timer retried a board
+    that answered late into a storm, and a slow one made every loss cost the same wait."""
+
+    def __init__(self, least: float) -> None:
+        self.least = least
+        self.smoothed: float | None = None
+        self.variation = 0.0
+        self.backoff = 1
+
+    @property
+    def timeout(self) -> float:
+        measured = self.least if self.smoothed is None else self.smoothed + 4 * self.variation
+        return max(self.least, measured) * self.backoff
+
+    def sample(self, rtt: float) -> None:
+        if self.smoothed is None:
+            self.smoothed, self.variation = rtt, rtt / 2
+        else:
+            self.variation += (abs(self.smoothed - rtt) - self.variation) / 4
+            self.smoothed += (rtt - self.smoothed) / 8
+        self.backoff = 1
+
+    def expired(self) -> None:
+        self.backoff = min(BACKOFF, 2 * self.backoff)
+
+
+BACKOFF = 64
+"""The most a retry time is doubled to while the board stays silent."""
+
+
 @dataclass
 class Pushed:
     """What the board pushed: EVENT words and control packets, in arrival order."""
@@ -100,8 +138,11 @@ class LinkClient:
     takes what came, :meth:`timeout` is called at :attr:`deadline`."""
 
     def __init__(self, *, retry: float = 0.05, give_up: float = 3.0, session: int | None = None) -> None:
+        """``retry``: the shortest retry time (:class:`RetryTimer`); ``give_up``: seconds
+        without a reply to what is in flight after which the board counts as gone."""
         self.session = session or secrets.randbits(32) | 1
-        self.retry, self.give_up = retry, give_up
+        self.timer = RetryTimer(retry)
+        self.give_up = give_up
         self.next_id = 1
         self.opening: Request | None = None
         self.waiting: deque[Request] = deque()
@@ -109,6 +150,10 @@ class LinkClient:
         self.urgent: deque[Request] = deque()
         """Submitted as urgent, not yet sent: these go before any of :attr:`waiting`."""
         self.in_flight: dict[int, Request] = {}
+        """Given an ID and not yet answered, in ID order."""
+        self.due: deque[Request] = deque()
+        """Of those, the ones the board never saw (a recovery found): sent again, in ID
+        order and as the window allows, before anything new."""
         self.pushed = Pushed()
         self.held_push = 0
         """The highest push number received with every one before it."""
@@ -116,8 +161,14 @@ class LinkClient:
         self.heartbeat_owed = False
         self.sent_at: float | None = None
         """When the oldest unanswered datagram went out."""
-        self.quiet_from: float | None = None
-        """When the board last went quiet: the first send since it was last heard."""
+        self.waiting_since: float | None = None
+        """Since when an answer has been owed and none came: the first send since the link
+        last made progress (a reply to what it sent). A board that answers STATUS but runs
+        none of the requests (too large for the path to it) makes none."""
+        self.heard_at: float | None = None
+        """When the board last sent anything."""
+        self.largest = 0
+        """The largest datagram in flight, for the message when the board runs none."""
         self.recovering = False
         self.most = float(F.WINDOW)
         """The widest window: the board's, or fewer where the host's socket holds fewer replies."""
@@ -172,6 +223,11 @@ class LinkClient:
         self._ask_status()
 
     @property
+    def retry(self) -> float:
+        """Seconds to wait for a reply now (:class:`RetryTimer`)."""
+        return self.timer.timeout
+
+    @property
     def idle(self) -> bool:
         return not self.waiting and not self.urgent and not self.in_flight and (self.opening is None or self.opened)
 
@@ -187,10 +243,16 @@ class LinkClient:
     # -- the network's side -----------------------------------------------------------------------
 
     def outgoing(self, now: float) -> list[bytes]:
-        """Datagrams to send now: new requests while the window has room, recovery, acks."""
-        while (self.urgent or self.waiting) and self._room() and self.opened and not self.recovering:
+        """Datagrams to send now: requests the board never saw, new requests while the
+        window has room, recovery, acks."""
+        while self.due and not self.recovering and self._room(self.due[0].id):
+            self.resent += 1
+            self._emit(self.due.popleft())
+        while (self.urgent or self.waiting) and not self.due and self._room(self.next_id) and self.opened \
+                and not self.recovering:
             request = (self.urgent or self.waiting).popleft()
             request.id, self.next_id = self.next_id, (self.next_id + 1) % ID_MODULUS
+            request.sent_at = now
             self.requests += 1
             self.in_flight[request.id] = request
             self._emit(request)
@@ -204,28 +266,37 @@ class LinkClient:
         if (len(out) > acks or self.heartbeat_owed) and self.sent_at is None:
             self.sent_at = now
         self.heartbeat_owed = False
-        if out and self.quiet_from is None:
-            self.quiet_from = now
+        if len(out) > acks and self.waiting_since is None:
+            self.waiting_since = now
         return out
 
-    def _room(self) -> bool:
-        """The next ID is within :attr:`window` (at most WINDOW) of the oldest unanswered one:
-        the board still keeps the replies to everything in flight."""
+    def _room(self, number: int) -> bool:
+        """ID ``number`` is within :attr:`window` (at most WINDOW) of the oldest unanswered
+        one: the board still keeps the replies to everything in flight."""
         if not self.in_flight:
             return True
         oldest = next(iter(self.in_flight))  # requests go in flight in ID order
-        return (self.next_id - oldest) % ID_MODULUS < self.window
+        return (number - oldest) % ID_MODULUS < self.window
 
     @property
     def deadline(self) -> float | None:
-        return None if self.sent_at is None else self.sent_at + self.retry
+        """When :meth:`timeout` is due: the retry time after the last send or reply, or the
+        end of :attr:`give_up`, whichever is first."""
+        if self.sent_at is None:
+            return None
+        if self.waiting_since is None:
+            return self.sent_at + self.retry
+        return min(self.sent_at + self.retry, self.waiting_since + self.give_up)
 
     def timeout(self, now: float) -> None:
         """Nothing came back in time: ask where the board is (STATUS), or give up."""
-        if self.sent_at is None or now < self.sent_at + self.retry:
+        if self.sent_at is None:
             return
-        if self.quiet_from is not None and now - self.quiet_from > self.give_up:
-            raise LinkError(f"no answer for {self.give_up:g} s")
+        if self.waiting_since is not None and now >= self.waiting_since + self.give_up:
+            raise LinkError(self._silence(now))
+        if now < self.sent_at + self.retry:
+            return
+        self.timer.expired()
         self.sent_at = None
         if self.opening is not None and not self.opened:
             self._emit(self.opening)
@@ -239,7 +310,9 @@ class LinkClient:
             header, body = F.decode(datagram)
         except F.FormatError:
             return
-        self.quiet_from = None
+        self.heard_at = now
+        if not self.in_flight and (self.opening is None or self.opened):
+            self.waiting_since = None  # nothing owed: the board's word is progress enough
         if header.type == F.Type.EVENTS:
             self._push(header, body)
             return
@@ -264,15 +337,32 @@ class LinkClient:
                 raise LinkError("another host owns the board now")
             request = self.in_flight.pop(header.id)
             request.reply = (header, bytes(body))
+            if request.sent_at is not None:
+                self.timer.sample(now - request.sent_at)
             self.grow(1)
-            self.sent_at = now if self.in_flight or self.recovering else None
+            self.progress(now)
+
+    def progress(self, now: float) -> None:
+        """A reply to what was in flight came: the silence ends."""
+        self.sent_at = now if self.in_flight or self.recovering else None
+        self.waiting_since = None if not self.in_flight else now
+
+    def _silence(self, now: float) -> str:
+        """Why the link gives up: the board is silent, or it answers but runs nothing (what
+        is in flight never reaches it: too large for the path, most likely)."""
+        if self.heard_at is None or now - self.heard_at > self.give_up or not self.in_flight:
+            return f"no answer for {self.give_up:g} s"
+        return (f"the board answers, but ran none of the {len(self.in_flight)} requests sent to it in "
+                f"{self.give_up:g} s (the largest {self.largest + F.IP_UDP_HEADERS} bytes as an IP datagram: "
+                f"does the path to it carry datagrams that large?)")
 
     # -- inside ------------------------------------------------------------------------------------
 
     def _emit(self, request: Request) -> None:
-        self._send.append(F.encode(F.Header(request.type, id=request.id, session=self.session,
-                                            ack=self.held_push, value=request.value, flags=request.flags),
-                                   request.body))
+        datagram = F.encode(F.Header(request.type, id=request.id, session=self.session, ack=self.held_push,
+                                     value=request.value, flags=request.flags), request.body)
+        self._send.append(datagram)
+        self.largest = max(self.largest, len(datagram)) if self.in_flight else len(datagram)
         self.ack_owed = False
 
     def _ask_status(self) -> None:
@@ -290,7 +380,7 @@ class LinkClient:
             raise BoardInUse(f"the board is in use by {_dotted_quad(owner[0])}:{owner[1]} (last heard "
                              f"{owner[2] / 1000:g} s ago by the board's clock)")
         self.opening.reply = (header, body)
-        self.sent_at = None
+        self.sent_at = self.waiting_since = None
 
     def _status(self, header: F.Header, body: memoryview) -> None:
         if header.session != self.session and self.opened:
@@ -308,17 +398,31 @@ class LinkClient:
         self.window = min(self.most, self.window + replies / self.window)
 
     def _recover(self, expected: int) -> None:
-        """The board expects ``expected`` next: ask again for the replies to what it ran,
-        send again what it never saw; fewer in flight from now on."""
-        self.window = max(1.0, self.window / 2)
-        for request in sorted(self.in_flight.values(), key=lambda r: (r.id - expected) % ID_MODULUS):
+        """The board expects ``expected`` next: what it ran is answered (an UPLOAD's reply
+        says nothing more than that it ran, so the STATUS is its answer: the quiet ones ask
+        for none) or its reply asked for again; what it never saw is sent again. Where
+        either was lost, fewer go in flight from now on (the board runs datagrams in the
+        order they come, so a board that was only slow has sent every reply of what it ran
+        before this STATUS's: that costs nothing but the STATUS)."""
+        self.due.clear()
+        lost = False
+        for request in list(self.in_flight.values()):
+            if before(request.id, expected) and request.type == F.Type.UPLOAD:
+                del self.in_flight[request.id]
+                request.reply = (F.Header(F.Type.UPLOAD | F.REPLY, id=request.id, session=self.session), b"")
+                continue
+            lost = True
             if before(request.id, expected):
                 self.replays += 1
                 self._send.append(F.encode(F.Header(F.Type.RESEND, id=request.id, session=self.session,
                                                     ack=self.held_push)))
             else:
-                self.resent += 1
-                self._emit(request)
+                self.due.append(request)
+            request.sent_at = None  # a reply from now on may answer either sending
+        if lost:
+            self.window = max(1.0, self.window / 2)
+        if not self.in_flight:
+            self.sent_at = self.waiting_since = None
 
     def _push(self, header: F.Header, body: memoryview) -> None:
         self.ack_owed = True
@@ -471,49 +575,69 @@ class BoardLink:
 
     def _bulk(self, kind: F.Type, word_address: int, data: bytes | memoryview | bytearray,
               first: Request | None) -> None:
-        """``first`` and a run of UPLOADs or DOWNLOADs: compiled (driver/_linkpath.c) where it
-        was built, with the client's recovery taking over from wherever the run had to stop."""
-        client, step = self.client, F.max_words(self.mtu)
-        self._run(lambda: client.idle)  # the run takes the next IDs
-        lead = [(F.Type.REGISTERS, first.body, 0)] if first else []
-        run = {"count": 0, "next": 0, "waiting": [], "others": [], "pushes": [], "held": client.held_push,
-               "acked": None, "bytes_out": 0, "bytes_in": 0, "first": None, "offload": self.offload}
-        if _linkpath is not None:
+        """``first`` and a run of UPLOADs or DOWNLOADs, compiled (driver/_linkpath.c) where it
+        was built: one run, or where the link needed its recovery (a silence, a loss) several,
+        the client recovering what a run left in flight and the next going on from there.
+        (The rest of a slot once went through the client, a request and a reply at a time in
+        Python: on a board that answered late, nearly every request of a slot.)"""
+        if _linkpath is None:
+            self._bulk_requests(kind, word_address, data, first)
+            return
+        client, step, view, at = self.client, F.max_words(self.mtu), memoryview(data), 0
+        while True:
+            self._run(lambda: client.idle)  # the run takes the next IDs
+            here = word_address + at // 4
             try:
                 run = _linkpath.bulk(self.sock.fileno(), int(kind), client.session, client.held_push, client.next_id,
-                                     int(client.window), word_address, data, step, client.retry,
+                                     int(client.window), here, view[at:], step, client.retry,
                                      first.body if first else None, self.offload)
             except ConnectionRefusedError:
                 raise self._gone() from None
-        if run["first"] is not None:
-            header, body = F.decode(run["first"])
-            first.reply = (header, bytes(body))
-        requests = len(lead) - (-len(data) // (4 * step))
-        if run["waiting"] or run["next"] < requests:  # the Python requests, only where the run left some
-            specs = lead + (F.upload_requests(word_address, bytes(data), self.mtu) if kind == F.Type.UPLOAD else
-                            F.download_requests(word_address, len(data), self.mtu))
-        else:
-            specs = []
-        rest = self._take_over(run, specs)
-        self.wait([request for _, request in rest])
-        for index, request in rest:
-            if index < len(lead):
+            if run["first"] is not None:
+                header, body = F.decode(run["first"])
+                first.reply = (header, bytes(body))
+            specs = F.BulkRequests(kind, here, view[at:], step, first.body if first else None)
+            rest = self._take_over(run, specs)
+            self.wait([request for _, request in rest])
+            for index, request in rest:
+                if first is not None and index == 0:
+                    first.reply = request.reply
+                elif kind == F.Type.DOWNLOAD:
+                    start = at + specs.offset(index)
+                    view[start:start + 4 * step] = request.reply[1][:len(view) - start]
+            at += specs.offset(run["next"])
+            if at >= len(view):
+                return
+            first = None
+
+    def _bulk_requests(self, kind: F.Type, word_address: int, data: bytes | memoryview | bytearray,
+                       first: Request | None) -> None:
+        """The same as requests of the client's, one Python step a datagram (no compiler)."""
+        specs = F.BulkRequests(kind, word_address, memoryview(data), F.max_words(self.mtu),
+                               first.body if first else None)
+        requests = [self.client.submit(*specs[index]) for index in range(len(specs))]
+        self.wait(requests)
+        for index, request in enumerate(requests):
+            if first is not None and index == 0:
                 first.reply = request.reply
             elif kind == F.Type.DOWNLOAD:
-                at = 4 * step * (index - len(lead))
-                data[at:at + 4 * step] = request.reply[1][:len(data) - at]
+                start = specs.offset(index)
+                data[start:start + 4 * specs.step] = request.reply[1][:len(data) - start]
 
-    def _take_over(self, run: dict, specs: F.Requests) -> list[tuple[int, Request]]:
-        """The client's state after a compiled run: its IDs, pushes and bytes; the requests it
-        sent but saw no answer to, in flight; those it did not send, first in the queue; and
-        what came that the run could not take, given to the client."""
+    def _take_over(self, run: dict, specs: F.BulkRequests) -> list[tuple[int, Request]]:
+        """The client's state after a compiled run: its IDs, pushes, bytes and round trips;
+        the requests it sent but saw no answer to, in flight (by their index in ``specs``);
+        and what came that the run could not take, given to the client."""
         client, now = self.client, time.monotonic()
         self.bytes_out += run["bytes_out"]
         self.bytes_in += run["bytes_in"]
         self.offload = run["offload"]
         client.requests += run["next"]
-        client.grow(run["next"] - len(run["waiting"]))
+        answered = run["next"] - len(run["waiting"])
+        client.grow(answered)
         client.next_id = (client.next_id + run["next"]) % ID_MODULUS
+        if answered:  # one sample a run, its slowest: a run's many quick replies would hide a board's slow spells
+            client.timer.sample(run["slowest"])
         for body in run["pushes"]:
             client.pushed_body(body)
         client.held_push = run["held"]
@@ -522,16 +646,17 @@ class BoardLink:
         else:
             client.ack_owed |= bool(run["pushes"])
         rest = []
-        for index, number in run["waiting"]:
-            request = Request(*specs[index], id=number)
+        for index, number, sent_at in run["waiting"]:
+            request = Request(*specs[index], id=number, sent_at=sent_at)  # a late reply times the wait
             client.in_flight[number] = request
             rest.append((index, request))
-        unsent = [(index, Request(*specs[index])) for index in range(run["next"], len(specs))]
-        client.waiting.extendleft(request for _, request in reversed(unsent))
+        if answered:
+            client.waiting_since = None
         if client.in_flight:
+            client.largest = F.HEADER.end + max(len(request.body) for _, request in rest)
             # The run waited a retry time for them already: recovery starts at once.
-            client.sent_at = now - client.retry if run.get("stopped") == "timeout" else now
-            client.quiet_from = client.quiet_from or client.sent_at
+            client.sent_at = now - client.retry if run["stopped"] == "timeout" else now
+            client.waiting_since = client.waiting_since or client.sent_at
         try:
             for datagram in run["others"]:
                 client.receive(datagram, now)
@@ -539,7 +664,7 @@ class BoardLink:
             raise type(exc)(f"board {self.shown}: {exc}") from None
         if run["next"]:
             self.sent_at = now
-        return rest + unsent
+        return rest
 
     def close(self) -> None:
         self.sock.close()

@@ -202,20 +202,47 @@ Requests = list[tuple[Type, bytes, int]]
 """(type, body, value) of each request, as LinkClient.submit takes them."""
 
 
+class BulkRequests:
+    """The requests that move ``data`` into transmit slot memory (UPLOAD) or receive slot
+    memory into it (DOWNLOAD) from ``word_address`` on, ``step`` words each (the last
+    fewer; an upload padded to whole words), after one REGISTERS request with the body
+    ``first`` if given: request ``index`` as (type, body, value), as LinkClient.submit
+    takes it, built when asked for."""
+
+    def __init__(self, kind: Type, word_address: int, data: memoryview, step: int, first: bytes | None = None):
+        self.kind, self.word_address, self.data, self.step, self.first = kind, word_address, data, step, first
+        self.lead = int(first is not None)
+
+    def __len__(self) -> int:
+        return self.lead - (-len(self.data) // (4 * self.step))
+
+    def offset(self, index: int) -> int:
+        """Where request ``index``'s data starts in ``data`` (or ends, past the last)."""
+        return min(len(self.data), 4 * self.step * max(0, index - self.lead))
+
+    def __getitem__(self, index: int) -> tuple[Type, bytes, int]:
+        if not 0 <= index < len(self):
+            raise IndexError(index)
+        if index < self.lead:
+            return Type.REGISTERS, self.first, 0
+        at = self.offset(index)
+        value = self.word_address + at // 4
+        if self.kind == Type.UPLOAD:
+            body = bytes(self.data[at:at + 4 * self.step])
+            return Type.UPLOAD, body + bytes(-len(body) % 4), value
+        words = min(self.step, -(-(len(self.data) - at) // 4))
+        return Type.DOWNLOAD, words.to_bytes(4, "big"), value
+
+
 def upload_requests(word_address: int, data: bytes, mtu: int) -> Requests:
-    """UPLOADs of ``data`` (padded to whole words) into transmit slot memory from
-    ``word_address`` on, each as large as the MTU allows."""
-    step = 4 * max_words(mtu)
-    data += bytes(-len(data) % 4)
-    return [(Type.UPLOAD, data[at:at + step], word_address + at // 4) for at in range(0, len(data), step)]
+    """UPLOADs of ``data`` from ``word_address`` on, each as large as the MTU allows."""
+    return list(BulkRequests(Type.UPLOAD, word_address, memoryview(data), max_words(mtu)))
 
 
 def download_requests(word_address: int, size: int, mtu: int) -> Requests:
-    """DOWNLOADs of ``size`` bytes of receive slot memory from ``word_address`` on, each
-    reply as large as the MTU allows; their bodies joined, cut to ``size``, are the data."""
-    step, count = max_words(mtu), -(-size // 4)
-    return [(Type.DOWNLOAD, min(step, count - at).to_bytes(4, "big"), word_address + at)
-            for at in range(0, count, step)]
+    """DOWNLOADs of ``size`` bytes from ``word_address`` on, each reply as large as the MTU
+    allows; their bodies joined, cut to ``size``, are the data."""
+    return list(BulkRequests(Type.DOWNLOAD, word_address, memoryview(bytes(size)), max_words(mtu)))
 
 
 HEADER_DOCS = {

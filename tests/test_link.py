@@ -284,7 +284,7 @@ def test_bulk_runs_are_exact_and_run_once_through_a_bad_path(seed, compiled, mon
     board = ServedBoard(BUILDS["versa_ecp5"]["block"])
     relay = LossyRelay(board.port, seed)
     link = BoardLink(("127.0.0.1", relay.port), give_up=10)
-    link.client.retry = 0.005
+    link.client.timer.least = 0.005
     try:
         link.open()
         data = random.Random(seed).randbytes(len(board.engine.tx_memory) - 3)  # not whole words
