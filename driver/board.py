@@ -67,6 +67,9 @@ clean path only OKs come, and one wake takes several buffers' (a wake after a sl
 some 150-400 us of CPU on a VM, however little it does: `make bench-wake`)."""
 LOSS_MEMORY = 2.0
 """Seconds without a resend asked for after which the peer's path counts as clean."""
+LAST_WORDS = 0.5
+"""Seconds a host told to stop still talks to its board: within a second of the signal it
+is gone, whatever the board does."""
 SOURCE_SILENCE = 5.0
 """Seconds a TAKE may wait on the source port with no word taken before the user hears."""
 LEAVE_AT_LEAST = 0.002
@@ -261,7 +264,7 @@ class BoardDataPath:
             self._point_at(peer)
 
     @classmethod
-    def open(cls, address: tuple[str, int], *, mtu: int = 1500, notice: Callable[[str], None] = lambda text: None,
+    def open(cls, address: tuple[str, int], *, mtu: int | None = None, notice: Callable[[str], None] = lambda text: None,
              **options) -> BoardDataPath:
         """A session with the board whose host link is at ``address`` (:func:`take`); raises
         LinkError."""
@@ -274,18 +277,22 @@ class BoardDataPath:
 
     # -- what the board can hold -------------------------------------------------------------
 
-    def fit(self, params: Params, *, sending: bool) -> Params:
-        """``params`` restricted to what the board holds (a notice says what changed)."""
+    def fit(self, params: Params, *, sending: bool, buffer_size_set: bool = True) -> Params:
+        """``params`` restricted to what the board holds (a notice says what changed). A
+        sender whose buffer size was not set sends a slot's worth a buffer: a buffer costs
+        its host one turn, whatever its size."""
         g = self.geometry
         packet_size = params.packet_size - params.packet_size % g.beat_bytes
         slots = g.tx_slots if sending else g.rx_slots
-        buffer_size = min(params.buffer_size, g.slot_bytes, packet_size * g.max_packets)
+        largest = min(g.slot_bytes, packet_size * g.max_packets)
+        buffer_size = min(params.buffer_size, largest) if buffer_size_set or not sending else largest
         fitted = replace(params, packet_size=packet_size, buffer_size=buffer_size,
                          max_buffers=min(params.max_buffers, slots))
-        changes = [f"{what} {getattr(params, name)} -> {getattr(fitted, name)}"
+        asked = replace(params, buffer_size=buffer_size) if not buffer_size_set and sending else params
+        changes = [f"{what} {getattr(asked, name)} -> {getattr(fitted, name)}"
                    for name, what in (("packet_size", "packet size"), ("buffer_size", "buffer size"),
                                       ("max_buffers", "outstanding buffers"))
-                   if getattr(params, name) != getattr(fitted, name)]
+                   if getattr(asked, name) != getattr(fitted, name)]
         most = DATA_SHARE * WIRE_BPS * self.clock.scale
         if (fitted.rate_bps if sending else params.rate_cap) > most:
             changes.append(f"rate at most {most / 1e6:.3g} Mb/s")
@@ -558,6 +565,11 @@ class BoardDataPath:
         self.resent, self.tx_busy, self.destination, self.high_ack = 0, False, None, 0
         self.dropped = Counter()
         self._reset_board()
+
+    def interrupt(self) -> None:
+        """A signal came: what is left to tell the board (the ABORT, the counters' reads, the
+        session's end) has :data:`LAST_WORDS` seconds, then each wait is an error."""
+        self.link.deadline = time.monotonic() + LAST_WORDS
 
     def close(self) -> None:
         """Let what is queued reach the board (a last QUIT or ABORT among it), then end."""
@@ -883,11 +895,15 @@ class BoardDataPath:
                                  for at in range(0, len(operations), OPERATIONS)], join=True, urgent=urgent)
 
 
-def take(address: tuple[str, int], *, mtu: int = 1500, notice: Callable[[str], None] = lambda text: None) -> BoardLink:
-    """A session with the board at ``address``, taken from a host that left or has been
-    silent for HOLD seconds, waiting WAIT_FOR_BOARD at most (and saying so); raises LinkError."""
-    link = BoardLink(address, mtu=mtu, give_up=2 * HOLD)  # until the board's clock is known
+def take(address: tuple[str, int], *, mtu: int | None = None,
+         notice: Callable[[str], None] = lambda text: None) -> BoardLink:
+    """A session with the board at ``address`` in datagrams of ``mtu`` bytes (None: the
+    largest that reach it, :meth:`BoardLink.fit_mtu`), taken from a host that left or has
+    been silent for HOLD seconds, waiting WAIT_FOR_BOARD at most (and saying so); raises
+    LinkError."""
+    link = BoardLink(address, give_up=2 * HOLD)  # until the board's clock is known
     try:
+        link.fit_mtu(mtu)
         # A host that just left has given the board up, but only after one more of the
         # board's milliseconds: thousands of real ones on a simulated board.
         deadline, told = time.monotonic() + WAIT_FOR_BOARD, False

@@ -29,7 +29,8 @@ from dataclasses import dataclass, field
 from ..formats import host_link as F
 from ..formats.registers import ENGINE_REGISTERS, LINK_REGISTERS, REGISTER_MAP
 from ..protocol.endpoint import DataPathError
-from .transport import GSO_MAX_BYTES, GSO_MAX_SEGMENTS, segmented, show
+from .transport import (GSO_MAX_BYTES, GSO_MAX_SEGMENTS, IP_MTU_DISCOVER, IPV6_MTU_DISCOVER, MTU, PMTUDISC_DO,
+                        segmented, show)
 
 ID_MODULUS = 1 << 16
 
@@ -224,8 +225,9 @@ class LinkClient:
 
     @property
     def retry(self) -> float:
-        """Seconds to wait for a reply now (:class:`RetryTimer`)."""
-        return self.timer.timeout
+        """Seconds to wait for a reply now (:class:`RetryTimer`), a quarter of ``give_up``
+        at most."""
+        return min(self.timer.timeout, max(self.timer.least, self.give_up / 4))
 
     @property
     def idle(self) -> bool:
@@ -504,25 +506,43 @@ DOWNLOADs at once. The kernel grants at most net.core.rmem_max; with less, the w
 is made to fit what it holds (dropped replies cost a recovery each)."""
 
 
+JUMBO = 9000
+"""The largest IP datagram a host link carries where the host, the board and everything
+between take jumbo frames (the Versa does; the Colorlight holds 8 KiB requests at most)."""
+LINK_MTUS = (576, JUMBO)
+"""The host-link MTUs a host may ask for: from IPv4's least to jumbo frames."""
+PROBE_WAIT = 0.05
+"""Seconds a probe of a large datagram waits at least, once a small one has been answered."""
+PROBE_ROUND_TRIPS = 20
+"""The same in round trips of the small one: a board simulated thousands of times slower
+than real time takes that much longer to take a jumbo frame off its wire."""
+
+
 class BoardLink:
     """A host-link session with the board at ``address``, over a UDP socket.
 
     :meth:`submit` queues requests without waiting (the board runs them in order, so a
     command may follow the upload it needs at once); :meth:`wait` and the synchronous
     helpers run the link until their replies are in; :meth:`step` waits for whatever comes.
+    ``mtu``: the largest IP datagram to send the board; :meth:`fit_mtu` learns it.
     """
 
-    def __init__(self, address: tuple[str, int], *, give_up: float = 3.0, mtu: int = 1500) -> None:
-        self.address, self.mtu = address, mtu
+    def __init__(self, address: tuple[str, int], *, give_up: float = 3.0, mtu: int = MTU) -> None:
+        self.address = address
         self.shown = show(address)
         self.client = LinkClient(give_up=give_up)
         family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
         self.sock = socket.socket(family, socket.SOCK_DGRAM)
         self.sock.connect(address)
         self.sock.setblocking(False)
+        # Never fragmented: a board takes whole frames only (a datagram too large for this
+        # host's interface fails at once with EMSGSIZE instead).
+        if family == socket.AF_INET:
+            self.sock.setsockopt(socket.IPPROTO_IP, IP_MTU_DISCOVER, PMTUDISC_DO)
+        else:
+            self.sock.setsockopt(socket.IPPROTO_IPV6, IPV6_MTU_DISCOVER, PMTUDISC_DO)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RECEIVE_BUFFER)
-        held = self.sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF) // (2 * (mtu + 1024))
-        self.client.most = self.client.window = float(max(1, min(F.WINDOW, held)))
+        self._set_mtu(mtu)
         self.poller = select.poll()
         self.poller.register(self.sock, select.POLLIN)
         self.offload = True
@@ -532,10 +552,87 @@ class BoardLink:
         """UDP payload bytes sent to and received from the board."""
         self.sent_at = time.monotonic()
         """When this host last sent the board anything."""
+        self.deadline: float | None = None
+        """Past this (host time), every wait is an error: a host told to stop has only a
+        moment left to tell the board and its peer."""
+
+    def _set_mtu(self, mtu: int) -> None:
+        """Requests up to ``mtu`` bytes, and as many in flight as the socket holds replies of."""
+        self.mtu = mtu
+        held = self.sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF) // (2 * (mtu + 1024))
+        self.client.most = self.client.window = float(max(1, min(F.WINDOW, held)))
 
     def open(self, take_over: bool = False) -> None:
         self.client.open(take_over)
         self._run(lambda: self.client.opened)
+
+    def fit_mtu(self, asked: int | None) -> None:
+        """Send the board datagrams of ``asked`` bytes, or without it of :data:`JUMBO` bytes
+        where they reach it and Ethernet's 1500 where not; raises LinkError naming both
+        sizes when ``asked`` does not reach it (a wrong MTU was a storm of requests that
+        never arrived, while the board answered every small STATUS)."""
+        sizes = [asked] if asked else [JUMBO]
+        if sizes[0] > MTU:
+            sizes.append(MTU)
+        reached = self.reaches(sizes)
+        if asked and not reached[asked]:
+            other = next((size for size in sizes[1:] if reached[size]), None)
+            below = f"; {other}-byte ones do: give --link-mtu {other}, or leave it out" if other else ""
+            raise LinkError(f"board {self.shown}: {asked}-byte datagrams do not reach it (--link-mtu {asked}){below}")
+        self._set_mtu(next((size for size in sizes if reached[size]), MTU))
+
+    def reaches(self, sizes: list[int]) -> dict[int, bool]:
+        """Which of ``sizes`` (IP datagrams) reach the board: a STATUS padded to each size
+        (a board reads no STATUS body) and a small one, sent until answered. Once the small
+        one is answered the others have :data:`PROBE_ROUND_TRIPS` of its round trips,
+        :data:`PROBE_WAIT` at least. Raises LinkError if none is answered in ``give_up``
+        seconds (no board there)."""
+        numbers = [0, *sizes]  # each probe's ID: its size (0: the small one)
+        probes = {size: F.encode(F.Header(F.Type.STATUS, id=number),
+                                 bytes(max(0, size - F.IP_UDP_HEADERS - F.HEADER.end)))
+                  for number, size in enumerate(numbers)}
+        reached: set[int] = set()
+        start = time.monotonic()
+        end = resend = start
+        end += self.client.give_up
+        while len(reached) < len(probes) and (now := time.monotonic()) < end:
+            if now >= resend:
+                for size in [size for size in probes if size not in reached]:
+                    if not self._send_probe(probes[size]):
+                        del probes[size]  # larger than this host's interface takes
+                resend = now + self.client.give_up / 8
+            self.poller.poll(max(0.0, min(resend, end) - time.monotonic()) * 1000)
+            try:
+                datagrams = self._receive()
+            except ConnectionRefusedError:
+                raise self._gone() from None
+            for datagram in datagrams:
+                try:
+                    header, _ = F.decode(datagram)
+                except F.FormatError:
+                    continue
+                if header.type == F.Type.STATUS | F.REPLY and header.id < len(numbers) and numbers[header.id] in probes:
+                    reached.add(numbers[header.id])
+                    if header.id == 0:  # the board is there: the larger ones have a while to come
+                        waited = time.monotonic() - start
+                        end = min(end, time.monotonic() + max(PROBE_WAIT, PROBE_ROUND_TRIPS * waited))
+        if 0 not in reached:
+            raise LinkError(f"board {self.shown}: no answer for {self.client.give_up:g} s")
+        return {size: size in reached for size in sizes}
+
+    def _send_probe(self, probe: bytes) -> bool:
+        """False where this host's interface cannot send a datagram that large."""
+        try:
+            self.sock.send(probe)
+        except BlockingIOError:
+            pass
+        except ConnectionRefusedError:
+            raise self._gone() from None
+        except OSError as exc:
+            if exc.errno != errno.EMSGSIZE:
+                raise
+            return False
+        return True
 
     def submit(self, requests: F.Requests, join: bool = False, urgent: bool = False) -> list[Request | Part]:
         """Queue requests; they go out as the window allows while the link runs (urgent
@@ -678,7 +775,9 @@ class BoardLink:
 
     def _run(self, done) -> None:
         while not done():
-            self.step(None)
+            if self.deadline is not None and time.monotonic() >= self.deadline:
+                raise LinkError(f"board {self.shown}: no time left to hear from it")
+            self.step(self.deadline)
 
     def flush(self) -> None:
         """Send what the client has to send now."""

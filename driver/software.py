@@ -92,6 +92,10 @@ class SoftwareDataPath(DataPathCore):
             super().resend(number, packets)
             self._work.notify()
 
+    def release(self, number: int) -> None:
+        with self._lock:  # the transmit thread may be packing from it: its memory holds the next buffer
+            super().release(number)
+
     def set_rate(self, burst_size: int, burst_interval_ms: int) -> None:
         with self._lock:
             super().set_rate(burst_size, burst_interval_ms)
@@ -113,6 +117,9 @@ class SoftwareDataPath(DataPathCore):
         with self._lock:
             self.flush_report()
             return self.take_events()
+
+    def interrupt(self) -> None:
+        """A signal came: nothing here waits on anything but its own threads."""
 
     def thread_cpu(self) -> float:
         """CPU seconds the receive and transmit threads have used so far."""

@@ -34,6 +34,9 @@ UDP_SEGMENT, UDP_GRO = 103, 104
 """Linux UDP segmentation offload: one system call carries many datagrams each way."""
 IP_RECVERR, IPV6_RECVERR = 11, 25
 """Linux: queue ICMP errors with the datagram that drew them (not in Python's socket module)."""
+IP_MTU_DISCOVER, IPV6_MTU_DISCOVER, PMTUDISC_DO = 10, 23, 2
+"""Linux: never fragment this socket's datagrams (one too large for the interface fails
+with EMSGSIZE); not in Python 3.11's socket module."""
 GSO_MAX_SEGMENTS, GSO_MAX_BYTES = 64, 65000
 _GSO_SIZE = struct.Struct("=H")
 _GRO_SIZE = struct.Struct("=i")

@@ -15,6 +15,7 @@ from rich.progress import BarColumn, DownloadColumn, Progress, ProgressColumn, T
 from rich.table import Table
 from rich.text import Text
 
+from ..driver.link import LINK_MTUS
 from ..driver.transport import DEFAULT_PORT, TransportError, default_packet_size, parse_address
 from ..formats.host_link import LINK_PORT
 from ..protocol.endpoint import DataPathError
@@ -75,10 +76,10 @@ def _add_common_options(parser: argparse.ArgumentParser) -> None:
     b.add_argument("--board", type=_board_address, metavar="ADDR[:PORT]",
                    help=f"the board's host link (port {LINK_PORT}): the board sends or receives the "
                         "packets and this host moves whole buffers")
-    b.add_argument("--link-mtu", type=int, choices=(1500, 9000), default=1500,
-                   help="the largest IP datagram between this host and the board: 9000 where the host's "
-                        "interface takes jumbo frames and the board does (the Versa; not the Colorlight) "
-                        "(default: 1500)")
+    b.add_argument("--link-mtu", type=_link_mtu, metavar="BYTES",
+                   help="the largest IP datagram between this host and the board (default: 9000 where "
+                        "such datagrams reach the board, as a Versa on a jumbo-frame LAN, else 1500; "
+                        "checked as the session starts)")
     s = parser.add_argument_group("security")
     s.add_argument("--secret-file", metavar="FILE", help="a shared secret (both ends): the receiver "
                    "admits only senders that prove they hold it, and the data's digest is keyed "
@@ -311,6 +312,16 @@ def _check(args: argparse.Namespace) -> int:
     return status
 
 
+def _link_mtu(text: str) -> int:
+    try:
+        mtu = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of bytes") from None
+    if not LINK_MTUS[0] <= mtu <= LINK_MTUS[1]:
+        raise argparse.ArgumentTypeError(f"{mtu} is not an MTU a host link can have ({LINK_MTUS[0]} to {LINK_MTUS[1]})")
+    return mtu
+
+
 def _loopback(host: str) -> bool:
     return bool(host) and ipaddress.ip_address(host.split("%")[0]).is_loopback
 
@@ -349,6 +360,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         options = Options(params_from(args, limits=args.command == "recv", peer=where[0] or "0.0.0.0"), kind=args.transport,
                           timing=Timing(), secret=Secret.load(args.secret_file), board=args.board,
                           local_port=getattr(args, "local_port", 0), link_mtu=args.link_mtu,
+                          buffer_size_set=args.buffer_size is not None,
                           stamp_rate=getattr(args, "stamp_rate", None) or STAMP_RATE, board_sink=sink or "")
         if args.command == "send":
             items, notes = _outgoing(args)
@@ -384,7 +396,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except (KeyboardInterrupt, Interrupted) as exc:
         terminal.stop()
-        return exc.code if isinstance(exc, Interrupted) else 130
+        stop = exc if isinstance(exc, Interrupted) else Interrupted(130, "SIGINT")
+        err.print(f"netblt: interrupted ({stop.name})", highlight=False, soft_wrap=True)
+        return stop.code
     terminal.stop()
     if stop is not None:
         return stop.code

@@ -37,6 +37,9 @@ from ..formats.born import DrainedBuffer, PatternBuffer, TakenBuffer
 from .announce import PATTERN, STAMPS, Announcement
 
 CHUNK = 1 << 20
+SPARE_BUFFERS = 4
+"""Released buffers a file source keeps for the next: with buffers released as OKs come,
+one or two are waiting at a time."""
 MAX_NAME = 1024
 """Bytes of UTF-8 in a name, all components together."""
 RECORD_INTERVAL = 1.0
@@ -80,7 +83,11 @@ def trailer_size(sealed: bool) -> int:
 class FileSource:
     """A regular file: its size and modification time are known before the OPEN; its
     SHA-256 is computed by a thread while the data goes out, and follows the data in the
-    trailer. ``size`` is what the transfer carries: the data and the trailer."""
+    trailer. ``size`` is what the transfer carries: the data and the trailer.
+
+    Each buffer is read into memory a released buffer of the same size held before: a
+    fresh allocation a buffer cost the sender a page fault and a zeroed page every 4 KiB
+    (a seventh of an offloaded sender's CPU)."""
 
     def __init__(self, path: str | os.PathLike, seal: Callable[[bytes], bytes] | None = None) -> None:
         self.path = Path(path)
@@ -96,24 +103,40 @@ class FileSource:
         self._hasher = threading.Thread(target=self._hash_all, name=f"sha256 {self.path.name}", daemon=True)
         self._hasher.start()
         self._trailer: bytes | None = None
+        self._held: dict[int, bytearray] = {}
+        """The memory of each buffer handed out and not yet released, by index."""
+        self._spare: list[bytearray] = []
 
     @property
     def sha256(self) -> str:
         """The data's SHA-256 once hashed (by the time the trailer went out), else empty."""
         return self._hash.hexdigest() if self._trailer is not None else ""
 
-    def buffer(self, index: int, size: int) -> tuple[bytes, bool] | None:
+    def buffer(self, index: int, size: int) -> tuple[memoryview, bool] | None:
         start = index * size
         if start >= self.size:
             return None
         end = min(start + size, self.size)
         in_file = max(0, min(end, self.length) - start)
-        data = os.pread(self.fd, in_file, start) if in_file else b""
-        if len(data) != in_file:
+        data = memoryview(self._memory(index, end - start))
+        if in_file and os.preadv(self.fd, [data[:in_file]], start) != in_file:
             raise OSError(errno.EIO, f"{self.path} is shorter than when it was announced")
         if end > self.length:
-            data += self.trailer()[max(start, self.length) - self.length:end - self.length]
+            data[in_file:] = self.trailer()[max(start, self.length) - self.length:end - self.length]
         return data, end == self.size
+
+    def _memory(self, index: int, length: int) -> bytearray:
+        """Room for buffer ``index``: what it had (the same bytes asked for again), or a
+        released buffer's of that length, or new."""
+        held = self._held.get(index)
+        if held is None or len(held) != length:
+            held = next((spare for spare in self._spare if len(spare) == length), None)
+            if held is None:
+                held = bytearray(length)
+            else:
+                self._spare.remove(held)
+            self._held[index] = held
+        return held
 
     def trailer(self) -> bytes:
         """Magic, length, SHA-256 (and its seal), once hashing is done."""
@@ -126,10 +149,11 @@ class FileSource:
         return self._trailer
 
     def _hash_all(self) -> None:
+        chunk = memoryview(bytearray(CHUNK))
         try:
-            while not self._stop.is_set() and (chunk := os.pread(self.fd, CHUNK, self.hashed_bytes)):
-                self._hash.update(chunk)  # hashlib lets other threads run meanwhile
-                self.hashed_bytes += len(chunk)
+            while not self._stop.is_set() and (got := os.preadv(self.fd, [chunk], self.hashed_bytes)):
+                self._hash.update(chunk[:got])  # hashlib lets other threads run meanwhile
+                self.hashed_bytes += got
             if self.hashed_bytes != self.length and not self._stop.is_set():
                 raise OSError(errno.EIO, f"{self.path} changed size while being read ({self.length} -> "
                                          f"{self.hashed_bytes} bytes)")
@@ -137,7 +161,10 @@ class FileSource:
             self._hash_error = exc  # the sender reports it when the trailer is due
 
     def release(self, index: int) -> None:
-        pass
+        """Buffer ``index`` is delivered: its memory holds the next."""
+        held = self._held.pop(index, None)
+        if held is not None and len(self._spare) < SPARE_BUFFERS:
+            self._spare.append(held)
 
     def close(self) -> None:
         """Stop hashing (a transfer that ended early does not wait for it) and close."""

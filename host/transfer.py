@@ -102,8 +102,11 @@ class Options:
     """The host link of the board that carries the data (None: the software data path)."""
     local_port: int = 0
     """A sender's own UDP port (0: any; on a board, its NETBLT port)."""
-    link_mtu: int = 1500
-    """The largest IP datagram between this host and its board."""
+    buffer_size_set: bool = True
+    """The user chose the buffer size (else a board's sender fills its slots)."""
+    link_mtu: int | None = None
+    """The largest IP datagram between this host and its board (None: the largest of
+    Ethernet's and jumbo frames that reaches it)."""
     stamp_rate: float = STAMP_RATE
     """Bits a second the board's stamp source offers (``--source stamps``)."""
     board_sink: str = ""
@@ -250,6 +253,7 @@ def run(endpoint: Endpoint, dp: RealTimeDataPath, feedback: Feedback, total: Cal
             endpoint.lost_data_path(str(exc))
     except (KeyboardInterrupt, Interrupted) as exc:
         stop = exc if isinstance(exc, Interrupted) else Interrupted(130, "SIGINT")
+        dp.interrupt()
         now = time.monotonic()
         endpoint.run(conn.abort(f"interrupted ({stop.name})", now), now)
         return stop
@@ -416,7 +420,8 @@ def _send_one(item: Outgoing, index: int, count: int, session: str, peer: Addres
         with data_path(options, feedback, peer=peer) as dp:
             if item.born:
                 _start_born(item.born, dp, options)
-            conn = Connection(active=True, sender=True, params=dp.fit(options.params, sending=True), timing=options.timing,
+            params = dp.fit(options.params, sending=True, buffer_size_set=options.buffer_size_set)
+            conn = Connection(active=True, sender=True, params=params, timing=options.timing,
                               transfer_size=source.size, client_string=client_string, uid=uid, peer=dp.peer)
             check = (lambda answer: secret.check_response(uid, client_string, answer)) if secret else None
             endpoint = Endpoint(conn, dp, source=source, check_peer=check, cpu_clock=time.process_time)
