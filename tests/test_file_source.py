@@ -39,6 +39,30 @@ def test_the_data_then_its_trailer_in_buffers_the_last_one_marked(tmp_path, leng
         source.close()
 
 
+def test_a_released_buffers_memory_holds_the_next_and_one_asked_again_keeps_its_own(tmp_path):
+    """Buffers go into the memory of ones released (fresh memory a buffer cost a page fault
+    every 4 KiB); a buffer asked for again before its release (the first, loaded ahead of
+    the OPEN's answer) is read into its own memory again, never into another's."""
+    data = os.urandom(5 * 4096)
+    path = tmp_path / "f.bin"
+    path.write_bytes(data)
+    source = FileSource(path)
+    try:
+        first, _ = source.buffer(0, 4096)
+        again, _ = source.buffer(0, 4096)
+        second, _ = source.buffer(1, 4096)
+        assert again.obj is first.obj and second.obj is not first.obj
+        assert bytes(first) == data[:4096] and bytes(second) == data[4096:8192]
+        source.release(0)
+        third, _ = source.buffer(2, 4096)
+        assert third.obj is first.obj and bytes(third) == data[8192:12288]
+        assert bytes(second) == data[4096:8192]  # not released: untouched
+        shorter, _ = source.buffer(1, 3000)  # other sizes (the RESPONSE shrank the buffers): memory of their own
+        assert bytes(shorter) == data[3000:6000] and shorter.obj is not second.obj
+    finally:
+        source.close()
+
+
 def test_closing_stops_the_hash_at_once(tmp_path):
     """A transfer that ends early (refused, interrupted) does not wait for a large file's
     digest: closing stops the hashing thread after the chunk it is in."""

@@ -4,6 +4,7 @@ duplication and reordering in virtual time."""
 import os
 import random
 import socket
+import time
 
 import pytest
 from link_board import LossyLink, LossyRelay, ServedBoard, board_model
@@ -381,3 +382,146 @@ def test_a_long_missing_list_waits_for_room_and_reaches_the_host_whole():
     assert [e["value"] for e in events] == [*range(1024), 1024]
     assert [e["kind"] for e in events] == [Event.MISSING] * 1024 + [Event.MISSING_END]
     assert engine.counts["EVENTS_LOST"] == 0
+
+
+def test_the_retry_time_follows_the_measured_round_trip():
+    """RFC 6298's estimator: the smoothed round trip plus four variations, never under the
+    floor; each expiry in a row doubles it (to BACKOFF times), the next round trip timed
+    undoes that."""
+    timer = link_module.RetryTimer(0.001)
+    assert timer.timeout == 0.001  # nothing measured yet: the floor
+    for _ in range(50):
+        timer.sample(0.010)
+    assert 0.010 <= timer.timeout < 0.011  # steady: the variation has decayed
+    timer.sample(0.030)
+    assert timer.timeout > 0.030  # a slow spell widens it at once
+    base = timer.timeout
+    timer.expired()
+    timer.expired()
+    assert timer.timeout == pytest.approx(4 * base)
+    for _ in range(10):
+        timer.expired()
+    assert timer.timeout == pytest.approx(link_module.BACKOFF * base)
+    timer.sample(0.0001)
+    assert timer.timeout < 2 * base  # measured again: the backoff is gone
+    for _ in range(50):
+        timer.sample(0.0001)
+    assert timer.timeout == 0.001
+
+
+def test_a_board_slower_than_the_retry_floor_is_not_retried_into_a_storm():
+    """A board that answers in 10 ms where the client's floor is 2 ms: the timer learns its
+    round trip from the first replies, so 300 requests cost a handful of STATUS datagrams
+    and nothing sent twice (a fixed 2 ms timer asked where the board was five times a
+    round trip and sent every request in flight again each time)."""
+    board = board_model()
+    client, link = LinkClient(retry=0.002, give_up=5.0), LossyLink(board, 1, delay=0.005)
+    client.open()
+    link.run(client, lambda: client.opened)
+    requests = []
+    for i in range(300):
+        requests.append(client.submit(F.Type.REGISTERS, write_and_pop(i)))
+    link.run(client, lambda: all(r.reply for r in requests))
+    assert [i for i, _ in board.executed] == [r.id for r in requests]
+    assert client.resent == 0 and client.replays == 0
+    assert board.counts["LINK_STALE"] == 0 and client.retry >= 0.010
+
+
+def test_a_recovery_resends_no_more_than_the_window_and_narrows_it():
+    """A window of requests the board never saw (lost): the recovery sends them again half
+    a window at a time, and a retry that hears nothing sends only its STATUS (every request
+    in flight went again at each retry, a storm where they could never arrive)."""
+    board = board_model()
+    client, link = opened(board, 4)
+    requests = [client.submit(F.Type.REGISTERS, write_and_pop(i)) for i in range(32)]
+    now = link.now
+    assert len(client.outgoing(now)) == 32  # all lost
+    for _ in range(3):  # the retries' STATUS lost too: one datagram each, the timer backing off
+        now += client.retry
+        client.timeout(now)
+        assert [F.decode(d)[0].type for d in client.outgoing(now)] == [F.Type.STATUS]
+    now += client.retry
+    client.timeout(now)
+    (status,) = client.outgoing(now)
+    for reply in board.receive(status, ("10.0.0.2", 40000), now):
+        client.receive(reply, now)
+    again = client.outgoing(now)
+    assert [F.decode(d)[0].id for d in again] == [r.id for r in requests[:16]]  # half the window
+    link.now = now
+    link.run(client, lambda: all(r.reply for r in requests))
+    assert [i for i, _ in board.executed] == [r.id for r in requests]
+
+
+@pytest.mark.parametrize("mtu", [1500, 9000])
+def test_the_host_link_learns_the_largest_datagram_that_reaches_the_board(mtu):
+    board = ServedBoard(BUILDS["versa_ecp5"]["dram"], mtu=mtu)
+    link = BoardLink(("127.0.0.1", board.port), give_up=5)
+    try:
+        link.fit_mtu(None)
+        assert link.mtu == mtu
+        link.open()
+        data = random.Random(mtu).randbytes(1 << 20)
+        link.upload(0, data)
+        assert bytes(board.engine.tx_memory[:len(data)]) == data
+    finally:
+        link.close()
+        board.close()
+
+
+def test_a_link_mtu_the_board_cannot_take_is_one_line_naming_both_at_once():
+    board = ServedBoard(BUILDS["versa_ecp5"]["dram"], mtu=1500)
+    link = BoardLink(("127.0.0.1", board.port), give_up=10)
+    try:
+        started = time.monotonic()
+        with pytest.raises(LinkError, match=r"9000-byte datagrams do not reach it \(--link-mtu 9000\); "
+                                            r"1500-byte ones do: give --link-mtu 1500"):
+            link.fit_mtu(9000)
+        assert time.monotonic() - started < 1.0
+        assert board.served.counts["datagrams in over the 1500-byte MTU (dropped)"] <= 8
+    finally:
+        link.close()
+        board.close()
+
+
+def test_requests_too_large_for_the_path_end_in_seconds_not_a_storm():
+    """Requests that never reach the board while its STATUS answers come back (a path that
+    drops jumbo frames, the MTU not probed): the link gives up within its give-up time,
+    saying so, having sent a few dozen datagrams (it once sent 45 GB in 593 s)."""
+    board = ServedBoard(BUILDS["versa_ecp5"]["dram"], mtu=1500)
+    link = BoardLink(("127.0.0.1", board.port), give_up=1.0, mtu=9000)
+    link.client.timer.least = 0.001
+    try:
+        link.open()
+        started = time.monotonic()
+        with pytest.raises(LinkError, match=r"the board answers, but ran none of the \d+ requests sent to it in 1 s "
+                                            r"\(the largest 9000 bytes"):
+            link.upload(0, bytes(1 << 20))
+        assert time.monotonic() - started < 1.5
+        assert board.served.counts["datagrams in over the 1500-byte MTU (dropped)"] < 100
+    finally:
+        link.close()
+        board.close()
+
+
+def test_a_bulk_run_goes_on_compiled_after_a_recovery(monkeypatch):
+    """A lossy link stops the compiled run at each loss; the client recovers what was in
+    flight and the next run takes the rest of the slot. Replies reaching Python are a few
+    per recovery, not one per request (the rest of a slot once went through the client)."""
+    board = ServedBoard(BUILDS["versa_ecp5"]["dram"], mtu=1500)
+    relay = LossyRelay(board.port, 7, loss=0.002, duplicate=0.0, reorder=0.0)
+    link = BoardLink(("127.0.0.1", relay.port), give_up=10)
+    taken = []
+    receive = LinkClient.receive
+    monkeypatch.setattr(LinkClient, "receive", lambda self, datagram, now: (taken.append(1), receive(self, datagram, now)))
+    try:
+        link.open()
+        data = random.Random(8).randbytes(4 << 20)
+        link.upload(0, data)
+        assert bytes(board.engine.tx_memory[:len(data)]) == data
+        requests = -(-len(data) // (4 * F.max_words(1500)))
+        assert relay.counts["lost"] > 0
+        assert len(taken) < requests / 10, (len(taken), requests, relay.counts)
+    finally:
+        link.close()
+        relay.close()
+        board.close()

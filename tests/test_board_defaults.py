@@ -1,0 +1,117 @@
+"""Defaults that fit the board, and a host that stops when told: ``netblt send --board``
+through the board's model (sim-board --model), as a user runs it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+from clitools import SimBoard, finish, reports, send, spawn, start_recv
+
+from netblt.formats import host_link as F
+
+
+@pytest.fixture
+def model(request):
+    """The Versa's DRAM geometry (4 MiB slots) on a wire of the MTU the test names."""
+    board = SimBoard("--model", "--board", "versa_ecp5", "--slots", "dram", "--mtu", str(getattr(request, "param", 1500)))
+    yield board
+    board.close()
+
+
+def sent_through(model: SimBoard, tmp_path, *options: str, size: int = 6 << 20) -> tuple[dict, dict]:
+    source = tmp_path / "data.bin"
+    source.write_bytes(os.urandom(size))
+    out = tmp_path / "out"
+    out.mkdir()
+    recv, port = start_recv(tmp_path, "--out", str(out))
+    done = send(str(source), f"127.0.0.1:{port}", "--json", "--board", model.link_address, "--local-port",
+                str(model.netblt), *options)
+    assert done.returncode == 0, done.stderr
+    (received,), _ = finish(recv)
+    assert (out / "data.bin").read_bytes() == source.read_bytes()
+    (report,) = reports(done.stdout)
+    return report, received
+
+
+@pytest.mark.parametrize("model", [1500, 9000], indirect=True)
+def test_a_board_sender_fills_its_slots_in_the_largest_datagrams_that_reach_the_board(model, tmp_path):
+    """No --buffer-size: a buffer a slot (4 MiB; the software path's default is 1024
+    packets); no --link-mtu: jumbo frames where they reach the board, else 1500 bytes
+    (the requests show which: 4 MiB is 2,881 uploads at 1500 and 469 at 9000)."""
+    report, _ = sent_through(model, tmp_path)
+    assert report["buffer_size"] == 4 << 20
+    uploads = sum(-(-size // (4 * F.max_words(int(model.proc.args[-1])))) for size in (4 << 20, 2 << 20))
+    assert uploads <= report["host_link_requests"] < uploads + 100  # and a few dozen register requests
+
+
+def test_a_buffer_size_given_is_kept(model, tmp_path):
+    report, received = sent_through(model, tmp_path, "--buffer-size", "1M")
+    assert report["buffer_size"] == received["buffer_size"] == 1 << 20
+
+
+def test_a_link_mtu_the_board_cannot_take_ends_at_once_in_one_line(model, tmp_path):
+    """A wire of 1500 bytes and --link-mtu 9000: one line naming both, within seconds (it
+    was a 593 s storm of jumbo datagrams, 45 GB of them)."""
+    (tmp_path / "f").write_bytes(bytes(1000))
+    started = time.monotonic()
+    done = send(str(tmp_path / "f"), "127.0.0.1:9", "--board", model.link_address, "--link-mtu", "9000")
+    assert time.monotonic() - started < 5
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines()[-1] == (
+        f"netblt: error: board {model.link_address}: 9000-byte datagrams do not reach it (--link-mtu 9000); "
+        "1500-byte ones do: give --link-mtu 1500, or leave it out"), done.stderr
+    assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("mtu", ["500", "9001", "jumbo"])
+def test_a_link_mtu_no_host_link_can_have_is_a_usage_error(tmp_path, mtu):
+    (tmp_path / "f").write_bytes(bytes(10))
+    done = send(str(tmp_path / "f"), "127.0.0.1:9", "--board", "127.0.0.1:9", "--link-mtu", mtu)
+    assert done.returncode == 2 and "argument --link-mtu:" in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("how, code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_a_signal_ends_a_host_whose_board_went_silent_within_a_second(model, tmp_path, how, code):
+    """Mid-transfer the board stops answering; the signal aborts the transfer, the board
+    gets half a second for the last words, and the host is gone within a second."""
+    source = tmp_path / "data.bin"
+    source.write_bytes(os.urandom(8 << 20))
+    (tmp_path / "out").mkdir()
+    recv, port = start_recv(tmp_path, "--out", str(tmp_path / "out"))
+    sender = spawn(["send", str(source), f"127.0.0.1:{port}", "--board", model.link_address, "--local-port",
+                    str(model.netblt), "--rate", "8M"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(3)
+    model.proc.send_signal(signal.SIGSTOP)
+    try:
+        time.sleep(0.3)
+        signalled = time.monotonic()
+        sender.send_signal(how)
+        _, stderr = sender.communicate(timeout=30)
+        assert time.monotonic() - signalled < 1.0
+    finally:
+        model.proc.send_signal(signal.SIGCONT)
+    assert sender.returncode == code, stderr
+    assert f"interrupted ({how.name})" in stderr.splitlines()[-1] and "Traceback" not in stderr
+    recv.kill()
+
+
+def test_a_signal_while_the_host_waits_for_its_board_says_interrupted(model, tmp_path):
+    """A board that never answers (stopped): the host waits for it, and a SIGTERM ends the
+    wait at once with the one line and status 143."""
+    (tmp_path / "f").write_bytes(bytes(1000))
+    model.proc.send_signal(signal.SIGSTOP)
+    try:
+        sender = spawn(["send", str(tmp_path / "f"), "127.0.0.1:9", "--board", model.link_address],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(1.5)
+        signalled = time.monotonic()
+        sender.send_signal(signal.SIGTERM)
+        _, stderr = sender.communicate(timeout=30)
+        assert time.monotonic() - signalled < 1.0
+    finally:
+        model.proc.send_signal(signal.SIGCONT)
+    assert sender.returncode == 143 and stderr.strip().splitlines()[-1] == "netblt: interrupted (SIGTERM)", stderr
