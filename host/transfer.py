@@ -431,6 +431,10 @@ def _send_one(item: Outgoing, index: int, count: int, session: str, peer: Addres
             feedback.status(f"{opening} ...")
             stop = run(endpoint, dp, feedback, lambda: source.size, opening)
             report = _report(endpoint, dp, "sender", name=item.name, path=shown)
+            if options.board and conn.heard_at is None and stop is None:
+                report.note = (f"nothing came back to board {show(options.board)}'s NETBLT port "
+                               f"{dp.control.local_port}: the peer must reach that port (a netblt sim-board "
+                               "bridges only the NETBLT port it printed: give it as --local-port)")
             if isinstance(source, PortData):
                 counts = dp.counters()
                 report.source_taken, report.source_refused = counts["SOURCE_TAKEN"], counts["SOURCE_REFUSED"]

@@ -115,3 +115,15 @@ def test_a_signal_while_the_host_waits_for_its_board_says_interrupted(model, tmp
     finally:
         model.proc.send_signal(signal.SIGCONT)
     assert sender.returncode == 143 and stderr.strip().splitlines()[-1] == "netblt: interrupted (SIGTERM)", stderr
+
+
+def test_no_answer_through_a_board_names_the_port_the_answer_must_reach(model, tmp_path):
+    """An OPEN that no peer answers (here none listens; through sim-board, often a NETBLT
+    port it does not bridge): the failure names the board's NETBLT port and the fix."""
+    (tmp_path / "f").write_bytes(bytes(1000))
+    done = send(str(tmp_path / "f"), "127.0.0.1:9", "--board", model.link_address, "--local-port", "3999",
+                "--death-timer", "2")
+    assert done.returncode == 1 and "no answer to OPEN in 2 s" in done.stderr, done.stderr
+    assert done.stderr.strip().splitlines()[-1] == (
+        f"netblt: nothing came back to board {model.link_address}'s NETBLT port 3999: the peer must reach that "
+        "port (a netblt sim-board bridges only the NETBLT port it printed: give it as --local-port)")
