@@ -66,8 +66,8 @@ its default 90% of the wire): the pacing table's."""
 def run_probed(argv: list[str]) -> int:
     """``netblt ARGV`` with every BoardLink's datagrams, every request as the host submits
     it (before it waits for room in the window), and when the board data path takes a
-    buffer's COMPLETE and has its data, logged to $NETBLT_BENCH_PROBE."""
-    from ..driver import board, link
+    buffer's completion and has its data, logged to $NETBLT_BENCH_PROBE."""
+    from ..driver import board_receive, link
     from ..host.cli import main
 
     log: list = []
@@ -84,27 +84,21 @@ def run_probed(argv: list[str]) -> int:
         log.extend((now, "in", d) for d in came)
         return came
 
-    def probed_submit(self, requests: F.Requests, join: bool = False) -> list:
+    def probed_submit(self, requests: F.Requests, join: bool = False, urgent: bool = False) -> list:
         now = time.monotonic()
         log.extend((now, "submit", F.encode(F.Header(kind, value=value), body)) for kind, body, value in requests)
-        return submit(self, requests, join)
+        return submit(self, requests, join, urgent)
 
-    taken, downloaded = board.BoardDataPath._event, board.BoardDataPath._downloaded
+    completed = board_receive.ReceiveSlots._completed
 
-    def probed_event(self, event: dict[str, int]) -> None:
-        if event["kind"] == Event.RECEIVED and RECEIVED_FLAGS.unpack(event["flags"])["complete"] \
-                and event["slot"] in self.rx:
-            log.append((time.monotonic(), "complete", self.rx[event["slot"]].buffer.to_bytes(4, "big")))
-        taken(self, event)
-
-    def probed_downloaded(self) -> None:
-        pending = [slot for slot in self.rx.values() if slot.download]
-        downloaded(self)
-        now = time.monotonic()
-        log.extend((now, "downloaded", slot.buffer.to_bytes(4, "big")) for slot in pending if not slot.download)
+    def probed_completed(self, index: int, slot, last: bool, count: int) -> None:
+        log.append((time.monotonic(), "complete", slot.buffer.to_bytes(4, "big")))
+        completed(self, index, slot, last, count)
+        if slot.data is not None:
+            log.append((time.monotonic(), "downloaded", slot.buffer.to_bytes(4, "big")))
 
     link.BoardLink._send, link.BoardLink._receive, link.BoardLink.submit = probed_send, probed_receive, probed_submit
-    board.BoardDataPath._event, board.BoardDataPath._downloaded = probed_event, probed_downloaded
+    board_receive.ReceiveSlots._completed = probed_completed
     try:
         return main(argv)
     finally:

@@ -42,7 +42,8 @@ from rich.console import Console
 from rich.table import Table
 from scapy.utils import RawPcapReader
 
-from ..driver.board import DATA_SHARE, WIRE_BPS
+from ..driver.board import DATA_SHARE
+from ..driver.board_session import WIRE_BPS
 from ..formats import host_link as F
 from ..host.units import parse_duration, parse_probability, parse_rate, parse_size, positive
 from ..hw.boards import BOARDS

@@ -18,7 +18,8 @@ import os
 from rich.console import Console
 from rich.table import Table
 
-from ..driver.board import DATA_SHARE, WIRE_BPS
+from ..driver.board import DATA_SHARE
+from ..driver.board_session import WIRE_BPS
 from ..driver.transport import default_packet_size
 from ..hw.boards import BOARDS
 from ..protocol.params import Params, burst_for_rate, burst_rate_bps

@@ -118,6 +118,24 @@ class SoftwareDataPath(DataPathCore):
             self.flush_report()
             return self.take_events()
 
+    @property
+    def local_port(self) -> int:
+        return self.transport.local_port
+
+    @property
+    def address(self) -> str:
+        """The socket's address: the one it was bound to, or every address (0.0.0.0, ::)."""
+        return str(self.transport.sock.getsockname()[0])
+
+    def drain_lacks(self, checked: bool) -> str | None:
+        return "board"  # received buffers are drained only where a board receives them
+
+    def start_stamps(self, bits_per_second: float) -> None:
+        raise DataPathError("the software data path has no stamp source: it needs a board (--board)")
+
+    def counters(self) -> dict[str, int]:
+        return {}  # no hardware to count anything
+
     def interrupt(self) -> None:
         """A signal came: nothing here waits on anything but its own threads."""
 

@@ -18,7 +18,8 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from ..driver.board import BoardDataPath, leave, take
+from ..driver.board import BoardDataPath
+from ..driver.board_session import leave, take
 from ..driver.link import FIND_MOST, BoardLink, LinkError, find
 from ..driver.transport import TransportError, parse_address, show
 from ..formats.dram_csr import DramPhy

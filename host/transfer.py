@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Protocol
 
 from ..driver.board import BoardDataPath
+from ..driver.realtime import RealTimeDataPath
 from ..driver.software import SoftwareDataPath
 from ..driver.transport import DEFAULT_PORT, Address, Kind, Transport, host_address, show
 from ..formats.born import PatternBuffer, TakenBuffer
@@ -176,10 +177,6 @@ class TransferReport:
 # -- the run loop -----------------------------------------------------------------------------
 
 
-RealTimeDataPath = SoftwareDataPath | BoardDataPath
-"""What a transfer in real time runs on: this host's sockets, or a board."""
-
-
 @contextmanager
 def data_path(options: Options, feedback: Feedback, *, peer: Address | None = None,
               listen: Address | None = None) -> Iterator[RealTimeDataPath]:
@@ -189,13 +186,12 @@ def data_path(options: Options, feedback: Feedback, *, peer: Address | None = No
         dp = BoardDataPath.open(options.board, mtu=options.link_mtu, local_port=port, kind=options.kind, peer=peer,
                                 notice=feedback.status, drain_on_board=bool(options.board_sink))
         try:
-            lacks = ("sink port" if options.board_sink and not dp.geometry.sink else
-                     "pattern checker" if options.board_sink == "check" and not dp.geometry.check else None)
+            lacks = dp.drain_lacks(checked=options.board_sink == "check") if options.board_sink else None
             if lacks:
                 raise TransferError(f"board {show(options.board)} has no {lacks}: its bitstream was built without one")
             if listen and listen[0] and not host_address(listen).is_unspecified and \
-                    host_address(listen) != host_address((dp.geometry.address, 0)):
-                raise TransferError(f"the board's address is {dp.geometry.address}, not {listen[0]}")
+                    host_address(listen) != host_address((dp.address, 0)):
+                raise TransferError(f"the board's address is {dp.address}, not {listen[0]}")
             yield dp
         finally:
             dp.close()
@@ -427,13 +423,13 @@ def _send_one(item: Outgoing, index: int, count: int, session: str, peer: Addres
             endpoint = Endpoint(conn, dp, source=source, check_peer=check, cpu_clock=time.process_time)
             opening = f"connecting to {show(peer)}" + (f" (file {index} of {count})" if count > 1 else "")
             if options.board:  # the port the peer must answer, which a simulated board may not bridge
-                opening += f" through board {show(options.board)} from its NETBLT port {dp.control.local_port}"
+                opening += f" through board {show(options.board)} from its NETBLT port {dp.local_port}"
             feedback.status(f"{opening} ...")
             stop = run(endpoint, dp, feedback, lambda: source.size, opening)
             report = _report(endpoint, dp, "sender", name=item.name, path=shown)
             if options.board and conn.heard_at is None and stop is None:
                 report.note = (f"nothing came back to board {show(options.board)}'s NETBLT port "
-                               f"{dp.control.local_port}: the peer must reach that port (a netblt sim-board "
+                               f"{dp.local_port}: the peer must reach that port (a netblt sim-board "
                                "bridges only the NETBLT port it printed: give it as --local-port)")
             if isinstance(source, PortData):
                 counts = dp.counters()
@@ -616,11 +612,10 @@ def serve(listen: Address, output: Output, options: Options, feedback: Feedback 
         params = dp.fit(options.params, sending=False)
         if listening:
             if options.board is not None:
-                listening(f"{show((_board_host(options.board, dp.geometry.address), dp.control.local_port))} "
+                listening(f"{show((_board_host(options.board, dp.address), dp.local_port))} "
                           f"(board {show(options.board)})")
             else:
-                anywhere = "::" if dp.transport.family == socket.AF_INET6 else "0.0.0.0"
-                listening(show((listen[0] or anywhere, dp.transport.local_port)))
+                listening(show((dp.address, dp.local_port)))
         return _serve(dp, params, output, options, feedback, keep_serving, force, gate)
 
 

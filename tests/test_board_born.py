@@ -19,8 +19,14 @@ from clitools import NETBLT, SimBoard, finish, free_port, reports, send, spawn, 
 from link_board import ServedBoard
 from hypothesis import given, settings, strategies as st
 
+from register_link import session
+
+from netblt.driver import board_transmit as transmit
 from netblt.driver import core
-from netblt.driver import board as board_driver
+from netblt.driver.board import BoardDataPath
+from netblt.driver.board_receive import ReceiveSlots
+from netblt.driver.board_transmit import TransmitSlots
+from netblt.driver.link import BoardLink
 from netblt.formats.boards import SIMULATION
 from netblt.formats.registers import ADDRESS, COMMAND_WORD, CONNECTION_FLAGS, Command, PacingMode
 from netblt.formats.born import PatternBuffer
@@ -294,38 +300,40 @@ def test_the_model_keeps_a_boards_pace_through_a_stall_of_its_own_loop():
     assert bursts == [0.0, 0.001, 0.002, 0.003, 0.004, 0.005, 0.006]
 
 
+def sending_side(queued: list[int], pace: float) -> TransmitSlots:
+    """A transmit side over a register file, with buffers of ``queued`` bytes given to the
+    board and not yet sent, and a pace set in bytes a second."""
+    side = TransmitSlots(session(), [])
+    for number, size in enumerate(queued, 1):
+        side.send_buffer(number, PatternBuffer(number - 1, size), False)  # made on the board: nothing to upload
+    side.pace = pace
+    return side
+
+
 def test_a_board_is_left_alone_for_half_of_what_it_has_queued_less_the_buffer_it_may_be_finishing():
-    mib = 1 << 20
-    assert board_driver.unattended([], 100 * mib, 1.0) == board_driver.unattended([4 * mib], 100 * mib, 1.0) == 0
-    assert board_driver.unattended([4 * mib, 4 * mib], 0.0, 1.0) == 0  # no pace known yet
-    assert board_driver.unattended([4 * mib, 2 * mib, 4 * mib], 100 * mib, 1.0) == pytest.approx(0.03)
-    assert board_driver.unattended([4 * mib] * 16, 100 * mib, 0.25) == 0.25
+    mib, clean = 1 << 20, time.monotonic() + transmit.LOSS_MEMORY + 1  # the path clean by then
+    assert sending_side([], 100 * mib).unattended(clean) == sending_side([4 * mib], 100 * mib).unattended(clean) == 0
+    assert sending_side([4 * mib] * 2, 0.0).unattended(clean) == 0  # no pace known yet
+    assert sending_side([4 * mib, 2 * mib, 4 * mib], 100 * mib).unattended(clean) == pytest.approx(0.03)
+    assert sending_side([4 * mib] * 16, 50 * mib).unattended(clean) == transmit.LEAVE_CLEAN  # 0.6 s queued: at most
 
 
-def test_a_board_is_left_alone_longer_while_its_peer_asks_for_no_resends(monkeypatch):
+def test_a_board_is_left_alone_longer_while_its_peer_asks_for_no_resends():
     """On a clean path only OKs come, and a longer sleep takes several buffers' in one wake;
     a RESEND would wait that long, so for a while after the peer's last one the host
-    comes back as often as before."""
-    dp = object.__new__(board_driver.BoardDataPath)  # no link: what it sends is not looked at
-    dp.tx = {i: board_driver.Slot(i + 1, 4 << 20) for i in range(16)}
-    dp.pace, dp.uploads, dp.resent, dp.resent_at = 50 << 20, [], 0, -board_driver.LOSS_MEMORY
-    dp.link = types.SimpleNamespace(flush=lambda: None)
-    dp._operations = lambda operations, wait=False, urgent=False: []
-    now, slept = [1000.0], []
-    monkeypatch.setattr(board_driver.time, "monotonic", lambda: now[0])
-    monkeypatch.setattr(board_driver.time, "sleep", slept.append)
-
-    def leave() -> float:
-        dp._leave_board(now[0] + 10)
-        return slept.pop()
-
-    assert leave() == board_driver.LEAVE_CLEAN
-    dp.tx[3].sent = True
-    dp.resend(4, (7, 9))
-    now[0] += board_driver.LOSS_MEMORY - 0.01
-    assert leave() == board_driver.LEAVE_AT_MOST < board_driver.LEAVE_CLEAN
-    now[0] += 0.01
-    assert leave() == board_driver.LEAVE_CLEAN
+    comes back as often as before. A connection's path counts as lossy until it has been
+    clean that long."""
+    side = sending_side([4 << 20] * 16, 50 << 20)
+    side.configure()
+    now = time.monotonic()
+    assert side.unattended(now) == transmit.LEAVE_AT_MOST
+    now += transmit.LOSS_MEMORY
+    assert side.unattended(now) == transmit.LEAVE_CLEAN
+    side.sent(2)
+    side.resend(3, (7, 9))
+    resent = time.monotonic()
+    assert side.unattended(resent + transmit.LOSS_MEMORY - 0.01) == transmit.LEAVE_AT_MOST < transmit.LEAVE_CLEAN
+    assert side.unattended(resent + transmit.LOSS_MEMORY) == transmit.LEAVE_CLEAN
 
 
 def test_a_sending_host_leaves_a_board_with_buffers_queued_and_hears_each_push_once(tmp_path, monkeypatch):
@@ -339,13 +347,12 @@ def test_a_sending_host_leaves_a_board_with_buffers_queued_and_hears_each_push_o
     unacknowledged past its timeout and came again."""
     board = SimBoard("--model", "--board", "versa_ecp5", "--slots", "dram", "--mtu", "9000")
     seen = []  # "slept", "step" (a wake) and "buffer" (one given to the board), in order
-    step, send_buffer, leave = (board_driver.BoardLink.step, board_driver.BoardDataPath.send_buffer,
-                                board_driver.BoardDataPath._leave_board)
+    step, send_buffer, leave = BoardLink.step, BoardDataPath.send_buffer, BoardDataPath._leave_board
 
     def leaving(dp, end):
         started = time.monotonic()
         leave(dp, end)
-        if time.monotonic() - started >= board_driver.LEAVE_AT_LEAST:
+        if time.monotonic() - started >= transmit.LEAVE_AT_LEAST:
             seen.append("slept")
 
     def stepping(link, until):
@@ -353,10 +360,10 @@ def test_a_sending_host_leaves_a_board_with_buffers_queued_and_hears_each_push_o
         step(link, until)
         seen.append("step" if link.client.held_push == pushed else "pushed")
 
-    monkeypatch.setattr(board_driver.BoardLink, "step", stepping)
-    monkeypatch.setattr(board_driver.BoardDataPath, "send_buffer", lambda *a: seen.append("buffer") or send_buffer(*a))
-    monkeypatch.setattr(board_driver.BoardDataPath, "_leave_board", leaving)
-    monkeypatch.setattr(board_driver, "LOSS_MEMORY", 0.2)  # clean within the transfer: the long sleeps come
+    monkeypatch.setattr(BoardLink, "step", stepping)
+    monkeypatch.setattr(BoardDataPath, "send_buffer", lambda *a: seen.append("buffer") or send_buffer(*a))
+    monkeypatch.setattr(BoardDataPath, "_leave_board", leaving)
+    monkeypatch.setattr(transmit, "LOSS_MEMORY", 0.2)  # clean within the transfer: the long sleeps come
     size = 128 << 20
     try:
         recv, port = start_recv(tmp_path)
@@ -408,11 +415,11 @@ def test_a_receiving_board_drains_to_its_sink_port_in_the_order_sent(tmp_path, m
     each once; the receiver keeps nothing and reports what the port took."""
     board = ServedBoard()
     completed, drained = [], []
-    complete, command = board_driver.BoardDataPath._completed, board_driver.BoardDataPath._receive_command
-    monkeypatch.setattr(board_driver.BoardDataPath, "_completed",
-                        lambda dp, index, slot, *a: completed.append(slot.buffer) or complete(dp, index, slot, *a))
-    monkeypatch.setattr(board_driver.BoardDataPath, "_receive_command", lambda dp, op, index, *a: (
-        drained.append(a[0] + 1) if op == Command.DRAIN else None) or command(dp, op, index, *a))
+    complete, command = ReceiveSlots._completed, ReceiveSlots._command
+    monkeypatch.setattr(ReceiveSlots, "_completed",
+                        lambda side, index, slot, *a: completed.append(slot.buffer) or complete(side, index, slot, *a))
+    monkeypatch.setattr(ReceiveSlots, "_command", lambda side, op, index, *a: (
+        drained.append(a[0] + 1) if op == Command.DRAIN else None) or command(side, op, index, *a))
     size, out = 600_000, io.StringIO()
     result = {}
     receiving = threading.Thread(target=lambda: result.update(code=main(

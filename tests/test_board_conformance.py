@@ -33,8 +33,9 @@ from test_wireshark import assert_wireshark_agrees
 
 from netblt.bench import wire_pacing
 from netblt.driver.framing import HEADER_SIZE, parse_header
-from netblt.driver import board as board_driver
-from netblt.driver.board import BoardDataPath, leave
+from netblt.driver import board_transmit
+from netblt.driver.board import BoardDataPath
+from netblt.driver.board_session import leave
 from netblt.driver.link import BoardInUse, BoardLink, LinkError
 from netblt.formats import host_link as F
 from netblt.formats.boards import IP_ADDRESS, MAC_ADDRESS, SIMULATION
@@ -453,7 +454,7 @@ def test_a_take_waits_for_its_source_and_the_host_says_so(board, monkeypatch):
     """``--source port`` with no source offering: the TAKE waits, and its SEND behind it
     (nothing made up is sent; the model once sent the slot's old bytes), the host says
     the port takes nothing, and the buffer goes once the stamp source starts."""
-    monkeypatch.setattr(board_driver, "SOURCE_SILENCE", 0.5)
+    monkeypatch.setattr(board_transmit, "SOURCE_SILENCE", 0.5)
     notices = []
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as peer:
         peer.bind((board.host, 0))

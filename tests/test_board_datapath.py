@@ -1,18 +1,23 @@
-"""BoardDataPath's own logic, without a board: what it makes of register values."""
+"""The board data path's parts through their own calls (the session, the transmit and
+receive sides, over a register file), and the whole against the board's model."""
 
 from __future__ import annotations
 
 import random
 import socket
 import time
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 import pytest
 from link_board import ServedBoard
+from register_link import NAMES, RegisterLink, session
 
 from netblt.formats import host_link as F
-from netblt.driver.board import BoardClock, BoardDataPath, Slot
+from netblt.driver.board import BoardDataPath
+from netblt.driver.board_receive import ReceiveSlots
+from netblt.driver.board_session import BoardClock
 from netblt.driver.link import Request
 from netblt.formats.registers import (
     ADDRESS, EVENT_WORD, RECEIVED_FLAGS, Event,
@@ -22,15 +27,24 @@ from netblt.protocol import events as ev
 from netblt.protocol.params import Params
 
 
+def receive_side(link: RegisterLink) -> tuple[ReceiveSlots, list[ev.Event]]:
+    events: list[ev.Event] = []
+    side = ReceiveSlots(session(link), events, Counter())
+    side.reset(stale_high_ack=0)
+    side.configure(16384, 1448, 10 * 16384)
+    return side, events
+
+
 def flushed(stale: int, readings: list[int]) -> list[int]:
-    """The high-acks that reach the engine when RX_HIGH_ACK reads ``readings`` in turn,
-    the last connection having left it at ``stale``."""
-    dp = object.__new__(BoardDataPath)  # no link: the register reads are given below
-    dp.rx, dp.tx, dp.events, dp.tx_busy = {0: Slot(1)}, {}, [], False
-    dp.clock, dp.stale_high_ack = BoardClock(50_000_000), stale
-    values = iter([[1000 * i, 0, high_ack, 5, 1000 * i, 100] for i, high_ack in enumerate(readings)])
-    dp._operations = lambda operations, wait=False, urgent=False: next(values)
-    return [e.high_ack for _ in readings for e in dp.flush() if isinstance(e, ev.Arrivals)]
+    """The high-acks that reach the protocol core when RX_HIGH_ACK reads ``readings`` in
+    turn, the last connection having left it at ``stale``."""
+    side, events = receive_side(RegisterLink())
+    side.reset(stale)
+    side.post(1, 12)
+    for i, high_ack in enumerate(readings):
+        side.note_high_ack(high_ack)
+        side.arrivals([0], [5, 1000 * i, 100], 1000 * i, time.monotonic())
+    return [e.high_ack for e in events if isinstance(e, ev.Arrivals)]
 
 
 def test_the_last_connections_high_ack_acknowledges_nothing():
@@ -40,65 +54,89 @@ def test_the_last_connections_high_ack_acknowledges_nothing():
     assert flushed(0, [0, 3]) == [0, 3]
 
 
-def test_flush_reads_only_slots_whose_post_ran_and_goes_ahead_of_queued_data():
+def test_arrivals_are_read_only_from_slots_whose_post_ran():
+    """A slot whose POST the board has not run yet shows a previous buffer's status."""
+    side, _ = receive_side(RegisterLink())
+    side.post(1, 12)
+    side.post(2, 12)
+    side.slots[0].posted = [Request(F.Type.REGISTERS)]  # its POST's reply has not come
+    receiving, reads = side.arrival_reads()
+    assert receiving == [1]
+    assert [op.value for op in reads if op.register == ADDRESS["STATUS_SLOT"]] == [1]
+
+
+def test_flush_goes_ahead_of_queued_data():
     """A flush is the host's wait for the board's status before a timer fires. Its reads
     go before uploads and downloads queued (behind a 4 MiB upload, a RESEND reaching the
-    host waited the whole upload: 50 ms of a simulated 100 ms path), and read no slot
-    whose POST the board has not run yet: its status is a previous buffer's."""
-    dp = object.__new__(BoardDataPath)
-    dp.tx, dp.events, dp.tx_busy = {}, [], False
-    dp.clock, dp.stale_high_ack = BoardClock(50_000_000), None
-    waiting = Request(F.Type.REGISTERS)  # its reply has not come
-    done = Request(F.Type.REGISTERS, reply=(None, b""))
-    dp.rx = {0: Slot(1, posted=[waiting]), 1: Slot(2, posted=[done])}
+    host waited the whole upload: 50 ms of a simulated 100 ms path)."""
+    board = ServedBoard()
+    dp = BoardDataPath.open(("127.0.0.1", board.port), local_port=2998)
     asked = []
-
-    def operations(ops, wait=False, urgent=False):
-        asked.append((ops, urgent))
-        return [1000, 0, 0, 5, 900, 100]
-
-    dp._operations = operations
-    dp.flush()
-    (ops, urgent), = asked
-    assert urgent
-    assert [op.value for op in ops if op.register == ADDRESS["STATUS_SLOT"]] == [1]
+    submit = dp.session.submit
+    dp.session.submit = lambda operations, urgent=False: asked.append(urgent) or submit(operations, urgent)
+    try:
+        dp.flush()
+        assert asked == [True]  # one request, urgent
+    finally:
+        dp.close()
+        board.close()
 
 
-class LevellingBoard:
-    """Register operations on a board whose DRAM reads need levelling: DRAM_CSR reaches
+def test_a_slot_asked_for_its_missing_packets_gives_neither_the_paths_gap_nor_a_first_pass():
+    """Once a slot's missing packets were asked for, its mean gap and its arrival times
+    hold the wait for them (a data timer and a round trip): as the path's gap it would
+    lengthen the data timers that caused the wait, each repair waiting longer than the
+    last, and as a first pass it would tell the rate selector the path is slow. Asked
+    through the side's own call, as the protocol core asks."""
+    link = RegisterLink(lambda name, value: {"SLOT_STATE": 0b101, "SLOT_RECEIVED": 12}.get(name))
+    side, events = receive_side(link)
+    side.post(1, 12)
+    side.post(2, 12)
+    side.arrivals([0, 1], [5, 90_000, 500, 5, 80_000, 700], 100_000, time.monotonic())
+    side.query_missing(1)
+    side.arrivals([0, 1], [5, 90_000, 500, 5, 80_000, 700], 100_000, time.monotonic())
+    gaps = [e.mean_gap for e in events if isinstance(e, ev.Arrivals)]
+    assert gaps == [pytest.approx(500 / 50e6), 0.0]
+    complete = RECEIVED_FLAGS.pack(complete=1)
+    for index in (0, 1):
+        side.event(Event.RECEIVED, index, complete, 12)
+    passes = {e.buffer: e.first_pass for e in events if isinstance(e, ev.BufferComplete)}
+    assert passes[1] is None and passes[2] is not None
+    assert link.reads("SLOT_FIRST_AT") == 1  # buffer 2's only
+
+
+class LevellingBoard(RegisterLink):
+    """A register file whose DRAM reads need levelling: DRAM_CSR reaches
     ``dram`` (test_dram_levelling's model), each access busy for ``busy_reads`` reads of
     DRAM_CSR_BUSY; an access started while busy is ignored, as the port ignores it."""
 
     def __init__(self, dram, busy_reads: int) -> None:
         from netblt.formats.registers import DRAM_PHY_WORD, ENGINE_STATE
+        super().__init__(DRAM_PHY=DRAM_PHY_WORD.pack(**{**vars(dram.phy), "levelling": 1}),
+                         STATE=ENGINE_STATE.pack(slots_ready=0), DRAM_CSR_DATA=0)
         self.dram, self.busy_reads, self.busy, self.ignored = dram, busy_reads, 0, 0
-        self.registers = {"DRAM_PHY": DRAM_PHY_WORD.pack(**{**vars(dram.phy), "levelling": 1}),
-                          "STATE": ENGINE_STATE.pack(slots_ready=0), "DRAM_CSR_DATA": 0}
-        self.names = {address: name for name, address in ADDRESS.items()}
 
-    def operations(self, ops, wait=False, urgent=False) -> list[int]:
-        values = []
-        for op in ops:
-            name = self.names[op.register]
-            if op.opcode == F.Opcode.READ:
-                if name == "DRAM_CSR_BUSY":
-                    values.append(int(self.busy > 0))
-                    self.busy = max(0, self.busy - 1)
-                else:
-                    values.append(self.registers.get(name, 0))
-            elif name in ("DRAM_CSR_WRITE", "DRAM_CSR_READ"):
+    def _run(self, operations: list[F.Operation]) -> bytes:
+        out = []
+        for op in operations:
+            name = NAMES[op.register]
+            if op.opcode == F.Opcode.READ and name == "DRAM_CSR_BUSY":
+                out.append(F.Operation(op.opcode | F.DONE, op.register, int(self.busy > 0)))
+                self.busy = max(0, self.busy - 1)
+            elif op.opcode == F.Opcode.WRITE and name in ("DRAM_CSR_WRITE", "DRAM_CSR_READ"):
                 if self.busy:
                     self.ignored += 1
-                    continue
-                address = self.registers["DRAM_CSR_ADDRESS"]
-                if name == "DRAM_CSR_WRITE":
-                    self.dram.write(address, op.value)
                 else:
-                    self.registers["DRAM_CSR_DATA"] = self.dram.read(address)
-                self.busy = self.busy_reads
+                    address = self.registers["DRAM_CSR_ADDRESS"]
+                    if name == "DRAM_CSR_WRITE":
+                        self.dram.write(address, op.value)
+                    else:
+                        self.registers["DRAM_CSR_DATA"] = self.dram.read(address)
+                    self.busy = self.busy_reads
+                out.append(F.Operation(op.opcode | F.DONE, op.register, op.value))
             else:
-                self.registers[name] = op.value
-        return values
+                out.append(F.decode_operations(super()._run([op]))[0])
+        return F.encode_operations(out)
 
 
 def test_a_board_whose_dram_reads_need_levelling_is_levelled_and_handed_over():
@@ -114,9 +152,7 @@ def test_a_board_whose_dram_reads_need_levelling_is_levelled_and_handed_over():
     dram.registers[0] = DFII_CONTROL.pack(cke=1, odt=1, reset_n=1)  # software control, as the init leaves it
     board = LevellingBoard(dram, busy_reads=6)
     notices = []
-    dp = object.__new__(BoardDataPath)
-    dp.notice, dp._operations = notices.append, board.operations
-    dp._ready_dram()
+    session(board, notices.append).ready_dram()
     assert board.ignored == 0 and dram.bitslip == [3, 0] and dram.delay == [3, 5]
     assert DFII_CONTROL.unpack(dram.registers[0])["sel"] == 1
     assert notices == ["levelling the board's DRAM reads (once after power-up: a few seconds)"]
@@ -134,11 +170,9 @@ def test_a_board_whose_dram_reads_land_nowhere_is_one_clear_error():
     dram = ModelDram(VERSA, [(1, range(2, 5)), (2, range(0))])
     dram.registers[0] = DFII_CONTROL.pack(cke=1, odt=1, reset_n=1)
     board = LevellingBoard(dram, busy_reads=1)
-    dp = object.__new__(BoardDataPath)
-    dp.notice, dp._operations = lambda text: None, board.operations
     with pytest.raises(LinkError, match="^the board's DRAM: DRAM module 1: no bitslip and delay reads its "
                                         "pattern back; its slots cannot be used$"):
-        dp._ready_dram()
+        session(board).ready_dram()
 
 
 def test_a_board_left_with_events_pending_opens_cleanly():
@@ -157,7 +191,7 @@ def test_a_board_left_with_events_pending_opens_cleanly():
         dp.close()
     finally:
         board.close()
-    assert dp.tx == {} and dp.rx == {} and dp.events == []
+    assert dp.sending.slots == {} and dp.receiving.slots == {} and dp.events == []
     assert dp.dropped["board events for a released slot"] == 1
     assert dp.dropped["board missing-packet lists never asked for"] == 1
 
@@ -265,7 +299,7 @@ def test_buffers_are_uploaded_one_a_turn_of_the_run_loop():
         buffers = [bytes([n]) * 16384 for n in (1, 2)]
         for n, data in enumerate(buffers, 1):
             dp.send_buffer(n, data, n == 2)
-        memory, slot = board.engine.tx_memory, dp.geometry.slot_bytes
+        memory, slot = board.engine.tx_memory, dp.session.geometry.slot_bytes
         assert not any(memory[:2 * slot])
         dp.wait_events(0)
         assert memory[:16384] == buffers[0] and not any(memory[slot:2 * slot])
@@ -309,12 +343,12 @@ def test_the_first_buffer_is_uploaded_while_the_open_is_out():
             dp.wait_events(0.2)
             for _ in range(params.packets_per_buffer):
                 peer.recv(2000)  # buffer 1's DATA, sent from the slot loaded ahead
-            assert uploads == [16384] and not dp.uploads
+            assert uploads == [16384] and not dp.sending.uploads
 
             dp.load_ahead(2, bytes(16384))
             dp.send_buffer(2, first[:8192], False)  # not what was loaded: uploaded again
             dp.wait_events(0)
-            slot = dp.geometry.slot_bytes
+            slot = dp.session.geometry.slot_bytes
             assert uploads == [16384, 8192] and memory[slot:slot + 8192] == first[:8192]
 
             for n in (1, 2):
@@ -322,23 +356,7 @@ def test_the_first_buffer_is_uploaded_while_the_open_is_out():
             dp.load_ahead(3, bytes(16384))  # buffer 3 then found held by the peer, never sent
             for n in (4, 5):  # two slots: the one loaded ahead gives way
                 dp.send_buffer(n, bytes(16384), False)
-            assert sorted(s.buffer for s in dp.tx.values()) == [4, 5]
+            assert sorted(s.buffer for s in dp.sending.slots.values()) == [4, 5]
     finally:
         dp.close()
         board.close()
-
-
-def test_a_slot_asked_for_its_missing_packets_does_not_give_the_paths_gap():
-    """A slot's mean gap, once it was asked for its missing packets, holds the wait for
-    them (a data timer and a round trip); as the path's gap it would lengthen the data
-    timers that caused the wait, each repair waiting longer than the last."""
-    dp = object.__new__(BoardDataPath)
-    dp.tx, dp.events, dp.tx_busy = {}, [], False
-    dp.clock, dp.stale_high_ack = BoardClock(50_000_000), None
-    done = Request(F.Type.REGISTERS, reply=(None, b""))
-    dp.rx = {0: Slot(1, posted=[done])}
-    dp._operations = lambda ops, wait=False, urgent=False: [100_000, 0, 0, 5, 90_000, 500]
-    gaps = [e.mean_gap for e in dp.flush() if isinstance(e, ev.Arrivals)]
-    dp.rx[0].queried = True
-    gaps += [e.mean_gap for e in dp.flush() if isinstance(e, ev.Arrivals)]
-    assert gaps == [pytest.approx(500 / 50e6), 0.0]

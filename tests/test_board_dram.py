@@ -61,7 +61,7 @@ def test_the_host_reaches_the_dram_cores_registers(board):
     assert phy == DramPhy.read(DRAM_PHY_WORD.pack(phases=4, words=1, rdphase=2, wrphase=3, modules=2))
     path = BoardDataPath.open(("127.0.0.1", board.link), local_port=board.netblt)
     try:
-        injector = path.dram_injector(phy)
+        injector = path.session.dram_injector(phy)
         assert DFII_CONTROL.unpack(injector.read("dfii_control")) == {"sel": 1, "cke": 0, "odt": 0, "reset_n": 0}
         # The init sequence reached the injector: its last command, ZQ calibration, left
         # A10 in phase 0's address (sel resets to 1, so it alone would not show it).
