@@ -33,7 +33,8 @@ from .board_receive import ReceiveSlots
 from .board_session import HARDWARE_MATCH, WIRE_BPS, BoardSession, read, take, write
 from .board_transmit import LEAVE_AT_LEAST, LEAVE_CLEAN, TransmitSlots
 from .control_codec import ControlCodec
-from .link import BoardLink, LinkError, Pushed
+from .link import BoardLink
+from .link_client import LinkError, Pushed
 from .transport import Address, Kind
 
 DATA_SHARE = 0.9

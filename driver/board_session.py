@@ -22,7 +22,8 @@ from ..formats import host_link as F
 from ..formats.dram_csr import DramPhy
 from ..formats.registers import ADDRESS, COMMAND_WORD, DRAM_LEVELS_WORD, ENGINE_STATE, GEOMETRY_WORD, Command
 from .dram_levelling import Injector, LevellingFailed, level
-from .link import BoardInUse, BoardLink, LinkError, Part, Pushed, Request
+from .link import BoardLink
+from .link_client import BoardInUse, LinkError, Part, Pushed, Request
 
 WIRE_BPS = 1e9
 """The board's Ethernet: gigabit."""

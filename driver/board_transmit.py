@@ -12,7 +12,7 @@ from ..formats.born import BornBuffer, PatternBuffer, TakenBuffer
 from ..formats.registers import COMMAND_WORD, Command, PacingMode
 from ..protocol import events as ev
 from .board_session import WIRE_BPS, BoardSession, Operations, command, read, write
-from .link import LinkError
+from .link_client import LinkError
 
 LEAVE_AT_MOST = 0.05
 """Seconds a sending host leaves its board alone while the board's transmitter has work

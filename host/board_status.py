@@ -20,7 +20,8 @@ from rich.text import Text
 
 from ..driver.board import BoardDataPath
 from ..driver.board_session import leave, take
-from ..driver.link import FIND_MOST, BoardLink, LinkError, find
+from ..driver.link import FIND_MOST, BoardLink, find
+from ..driver.link_client import LinkError
 from ..driver.transport import TransportError, parse_address, show
 from ..formats.dram_csr import DramPhy
 from ..formats.host_link import LINK_PORT

@@ -36,7 +36,8 @@ from netblt.driver.framing import HEADER_SIZE, parse_header
 from netblt.driver import board_transmit
 from netblt.driver.board import BoardDataPath
 from netblt.driver.board_session import leave
-from netblt.driver.link import BoardInUse, BoardLink, LinkError
+from netblt.driver.link import BoardLink
+from netblt.driver.link_client import BoardInUse, LinkError
 from netblt.formats import host_link as F
 from netblt.formats.boards import IP_ADDRESS, MAC_ADDRESS, SIMULATION
 from netblt.formats.born import TakenBuffer

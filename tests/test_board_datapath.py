@@ -18,7 +18,7 @@ from netblt.formats import host_link as F
 from netblt.driver.board import BoardDataPath
 from netblt.driver.board_receive import ReceiveSlots
 from netblt.driver.board_session import BoardClock
-from netblt.driver.link import Request
+from netblt.driver.link_client import Request
 from netblt.formats.registers import (
     ADDRESS, EVENT_WORD, RECEIVED_FLAGS, Event,
 )
@@ -165,7 +165,7 @@ def test_a_board_whose_dram_reads_land_nowhere_is_one_clear_error():
     from test_dram_levelling import VERSA, ModelDram
 
     from netblt.formats.dram_csr import DFII_CONTROL
-    from netblt.driver.link import LinkError
+    from netblt.driver.link_client import LinkError
 
     dram = ModelDram(VERSA, [(1, range(2, 5)), (2, range(0))])
     dram.registers[0] = DFII_CONTROL.pack(cke=1, odt=1, reset_n=1)

@@ -22,7 +22,7 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import ARP, Ether
 from scapy.utils import checksum
 
-from ...driver.link import LinkClient
+from ...driver.link_client import LinkClient
 from ...formats import host_link as F
 from ...formats.boards import IP_ADDRESS, MAC_ADDRESS
 from ..frames import LINKTYPE_ETHERNET, Pcap

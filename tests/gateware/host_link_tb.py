@@ -21,7 +21,7 @@ from scapy.packet import Raw
 from scapy.utils import checksum
 
 from netblt.formats import host_link as F
-from netblt.driver.link import LinkClient, LinkError
+from netblt.driver.link_client import LinkClient, LinkError
 from netblt.gateware.receive_store import READ_AHEAD
 from netblt.formats.registers import ADDRESS, ENGINE_REGISTERS, LINK_REGISTERS, REGISTER_MAP
 from netblt.formats.rfc998 import UDP_PROTOCOL

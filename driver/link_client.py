@@ -1,0 +1,452 @@
+"""The host's side of the host link (docs/host-link.md), sans I/O: reliable, pipelined,
+exactly once.
+
+Guarantees, given a board that keeps the protocol:
+
+- every request is executed by the board exactly once, in the order submitted, however
+  many datagrams are lost, duplicated or reordered either way: a lost request is sent
+  again, a lost reply is asked for again (RESEND) and never re-executed, which matters
+  for FIFO pops, commands and uploads;
+- up to ``WINDOW`` requests are in flight at once, fewer after a loss;
+- every event and control packet the board pushes is delivered once, in order;
+- a board that does not answer for ``give_up`` seconds is an error naming its address,
+  and so is a board that lost the session (reset, reloaded or taken over): it is
+  reported, never silently resynchronised.
+
+:class:`LinkClient` has no sockets and no clock (time is passed in), so tests and the
+simulated board drive it exactly as driver/link.py's :class:`~.link.BoardLink` does over
+a UDP socket.
+"""
+
+from __future__ import annotations
+
+import secrets
+import socket
+from collections import deque
+from dataclasses import dataclass, field
+
+from ..formats import host_link as F
+from ..formats.registers import ENGINE_REGISTERS, LINK_REGISTERS, REGISTER_MAP
+from ..protocol.endpoint import DataPathError
+
+ID_MODULUS = 1 << 16
+
+
+def before(a: int, b: int) -> bool:
+    """``a`` comes before ``b`` in 16-bit serial order."""
+    return 0 < (b - a) % ID_MODULUS < ID_MODULUS // 2
+
+
+class LinkError(DataPathError):
+    """The link cannot go on; the message is one line for the user."""
+
+
+class BoardInUse(LinkError):
+    """Another host holds the board's session."""
+
+
+@dataclass
+class Request:
+    type: F.Type
+    body: bytes = b""
+    value: int = 0
+    flags: int = 0
+    id: int = 0
+    """Given as it goes out: the board runs requests in ID order, so an urgent request
+    submitted behind a queue of uploads still goes before them."""
+    reply: tuple[F.Header, bytes] | None = None
+    """The board's answer, once it came."""
+    sent_at: float | None = None
+    """When it was first sent: its reply times a round trip. None once it is sent again
+    (Karn's rule: a reply to a request sent twice times neither)."""
+
+
+@dataclass
+class Part:
+    """Register operations that joined an earlier request: their share of its reply."""
+
+    request: Request
+    start: int
+    length: int
+
+    @property
+    def reply(self) -> tuple[F.Header, bytes] | None:
+        if self.request.reply is None:
+            return None
+        header, body = self.request.reply
+        return header, body[self.start:self.start + self.length]
+
+
+class RetryTimer:
+    """How long the host link waits for a reply before asking where the board is, from
+    the round trips it measures, as TCP's retransmission timer (RFC 6298): the smoothed
+    round trip plus four times its variation, never under ``least`` (a board's own few
+    datagrams' time), doubled at each expiry in a row (up to :data:`BACKOFF` times) and
+    back to the measure at the next round trip timed. A fixed timer retried a board
+    that answered late into a storm, and a slow one made every loss cost the same wait."""
+
+    def __init__(self, least: float) -> None:
+        self.least = least
+        self.smoothed: float | None = None
+        self.variation = 0.0
+        self.backoff = 1
+
+    @property
+    def timeout(self) -> float:
+        measured = self.least if self.smoothed is None else self.smoothed + 4 * self.variation
+        return max(self.least, measured) * self.backoff
+
+    def sample(self, rtt: float) -> None:
+        if self.smoothed is None:
+            self.smoothed, self.variation = rtt, rtt / 2
+        else:
+            self.variation += (abs(self.smoothed - rtt) - self.variation) / 4
+            self.smoothed += (rtt - self.smoothed) / 8
+        self.backoff = 1
+
+    def expired(self) -> None:
+        self.backoff = min(BACKOFF, 2 * self.backoff)
+
+
+BACKOFF = 64
+"""The most a retry time is doubled to while the board stays silent."""
+
+
+@dataclass
+class Pushed:
+    """What the board pushed: EVENT words and control packets, in arrival order."""
+
+    events: list[int] = field(default_factory=list)
+    packets: list[F.ControlPacket] = field(default_factory=list)
+
+
+class LinkClient:
+    """One host-link session, sans I/O: :meth:`outgoing` says what to send, :meth:`receive`
+    takes what came, :meth:`timeout` is called at :attr:`deadline`."""
+
+    def __init__(self, *, retry: float = 0.05, give_up: float = 3.0, session: int | None = None) -> None:
+        """``retry``: the shortest retry time (:class:`RetryTimer`); ``give_up``: seconds
+        without a reply to what is in flight after which the board counts as gone."""
+        self.session = session or secrets.randbits(32) | 1
+        self.timer = RetryTimer(retry)
+        self.give_up = give_up
+        self.next_id = 1
+        self.opening: Request | None = None
+        self.waiting: deque[Request] = deque()
+        """Submitted, not yet sent (the window is full)."""
+        self.urgent: deque[Request] = deque()
+        """Submitted as urgent, not yet sent: these go before any of :attr:`waiting`."""
+        self.in_flight: dict[int, Request] = {}
+        """Given an ID and not yet answered, in ID order."""
+        self.due: deque[Request] = deque()
+        """Of those, the ones the board never saw (a recovery found): sent again, in ID
+        order and as the window allows, before anything new."""
+        self.pushed = Pushed()
+        self.held_push = 0
+        """The highest push number received with every one before it."""
+        self.ack_owed = False
+        self.heartbeat_owed = False
+        self.sent_at: float | None = None
+        """When the oldest unanswered datagram went out."""
+        self.waiting_since: float | None = None
+        """Since when an answer has been owed and none came: the first send since the link
+        last made progress (a reply to what it sent). A board that answers STATUS but runs
+        none of the requests (too large for the path to it) makes none."""
+        self.heard_at: float | None = None
+        """When the board last sent anything."""
+        self.largest = 0
+        """The largest datagram in flight, for the message when the board runs none."""
+        self.recovering = False
+        self.most = float(F.WINDOW)
+        """The widest window: the board's, or fewer where the host's socket holds fewer replies."""
+        self.window = self.most
+        """Requests kept in flight: :attr:`most` on a clean link; halved at each loss and
+        grown back by one a window's worth of replies, so that a lossy link does not send a
+        whole window again for each datagram it loses (the board runs requests in order only)."""
+        self.replays = 0
+        self.resent = 0
+        self.requests = 0
+        """Requests given an ID: the board runs each exactly once (its LINK_EXECUTED)."""
+        self.malformed_pushes = 0
+        """Pushes whose records could not be read: acknowledged and counted, never read."""
+        self._send: list[bytes] = []
+        self.snapshot: dict[str, int] | None = None
+        """The registers of the last STATUS asked for with :meth:`ask_status`."""
+        self.want_snapshot = False
+
+    # -- the caller's side ---------------------------------------------------------------------
+
+    def open(self, take_over: bool = False) -> Request:
+        self.opening = Request(F.Type.OPEN, flags=F.FLAG_TAKE_OVER if take_over else 0)
+        self._emit(self.opening)
+        return self.opening
+
+    @property
+    def opened(self) -> bool:
+        return self.opening is not None and self.opening.reply is not None
+
+    def submit(self, kind: F.Type, body: bytes = b"", value: int = 0, join: bool = False,
+               urgent: bool = False) -> Request | Part:
+        """Queue a request. With ``join``, register operations join the last request still
+        waiting in their queue when that is register operations with room: one datagram
+        instead of several, each way, and the same order of execution. An ``urgent``
+        request goes before every request waiting that is not (a resend must not wait
+        behind megabytes of upload); it must not need any of them done first."""
+        queue = self.urgent if urgent else self.waiting
+        last = queue[-1] if queue else None
+        if join and kind == F.Type.REGISTERS and last is not None and last.type == F.Type.REGISTERS \
+                and len(last.body) + len(body) <= F.MAX_OPERATIONS * F.OPERATION.end:
+            part = Part(last, len(last.body), len(body))
+            last.body += body
+            return part
+        request = Request(kind, body, value)
+        queue.append(request)
+        return request
+
+    def ask_status(self) -> None:
+        """Ask for a snapshot of the board's registers (no session needed): it is in
+        :attr:`snapshot` once it came."""
+        self.snapshot, self.want_snapshot = None, True
+        self._ask_status()
+
+    @property
+    def retry(self) -> float:
+        """Seconds to wait for a reply now (:class:`RetryTimer`), a quarter of ``give_up``
+        at most."""
+        return min(self.timer.timeout, max(self.timer.least, self.give_up / 4))
+
+    @property
+    def idle(self) -> bool:
+        return not self.waiting and not self.urgent and not self.in_flight and (self.opening is None or self.opened)
+
+    def heartbeat(self) -> None:
+        """Say this host is still there (an ACK), so its session is not taken over; if
+        nothing comes back, ask the board where it is, as for a request unanswered."""
+        self.ack_owed = self.heartbeat_owed = True
+
+    def take_pushed(self) -> Pushed:
+        out, self.pushed = self.pushed, Pushed()
+        return out
+
+    # -- the network's side -----------------------------------------------------------------------
+
+    def outgoing(self, now: float) -> list[bytes]:
+        """Datagrams to send now: requests the board never saw, new requests while the
+        window has room, recovery, acks."""
+        while self.due and not self.recovering and self._room(self.due[0].id):
+            self.resent += 1
+            self._emit(self.due.popleft())
+        while (self.urgent or self.waiting) and not self.due and self._room(self.next_id) and self.opened \
+                and not self.recovering:
+            request = (self.urgent or self.waiting).popleft()
+            request.id, self.next_id = self.next_id, (self.next_id + 1) % ID_MODULUS
+            request.sent_at = now
+            self.requests += 1
+            self.in_flight[request.id] = request
+            self._emit(request)
+        acks = int(self.ack_owed)
+        if self.ack_owed:
+            self._send.append(F.encode(F.Header(F.Type.ACK, session=self.session, ack=self.held_push)))
+            self.ack_owed = False
+        out, self._send = self._send, []
+        # A push's ACK expects no answer (a lost one brings the push again): only what does
+        # starts the retry timer. Each push used to bring a STATUS round trip after it.
+        if (len(out) > acks or self.heartbeat_owed) and self.sent_at is None:
+            self.sent_at = now
+        self.heartbeat_owed = False
+        if len(out) > acks and self.waiting_since is None:
+            self.waiting_since = now
+        return out
+
+    def _room(self, number: int) -> bool:
+        """ID ``number`` is within :attr:`window` (at most WINDOW) of the oldest unanswered
+        one: the board still keeps the replies to everything in flight."""
+        if not self.in_flight:
+            return True
+        oldest = next(iter(self.in_flight))  # requests go in flight in ID order
+        return (number - oldest) % ID_MODULUS < self.window
+
+    @property
+    def deadline(self) -> float | None:
+        """When :meth:`timeout` is due: the retry time after the last send or reply, or the
+        end of :attr:`give_up`, whichever is first."""
+        if self.sent_at is None:
+            return None
+        if self.waiting_since is None:
+            return self.sent_at + self.retry
+        return min(self.sent_at + self.retry, self.waiting_since + self.give_up)
+
+    def timeout(self, now: float) -> None:
+        """Nothing came back in time: ask where the board is (STATUS), or give up."""
+        if self.sent_at is None:
+            return
+        if self.waiting_since is not None and now >= self.waiting_since + self.give_up:
+            raise LinkError(self._silence(now))
+        if now < self.sent_at + self.retry:
+            return
+        self.timer.expired()
+        self.sent_at = None
+        if self.opening is not None and not self.opened:
+            self._emit(self.opening)
+        else:
+            self.recovering = False
+            self._ask_status()
+
+    def receive(self, datagram: bytes, now: float) -> None:
+        """One datagram from the board; raises LinkError when the session cannot go on."""
+        try:
+            header, body = F.decode(datagram)
+        except F.FormatError:
+            return
+        self.heard_at = now
+        if not self.in_flight and (self.opening is None or self.opened):
+            self.waiting_since = None  # nothing owed: the board's word is progress enough
+        if header.type == F.Type.EVENTS:
+            self._push(header, body)
+            return
+        kind = header.type & ~F.REPLY
+        if not header.type & F.REPLY:
+            return
+        if header.status == F.Status.NO_SESSION and kind != F.Type.STATUS:
+            raise LinkError("the board lost this session: it was reset or reloaded, or another host "
+                            "took it over")
+        if kind == F.Type.OPEN:
+            self._opened(header, bytes(body))
+        elif kind == F.Type.STATUS:
+            self._status(header, body)
+        elif header.id not in self.in_flight:
+            return  # a late copy: its request is answered already
+        elif header.status == F.Status.OUT_OF_WINDOW:
+            if kind == F.Type.RESEND and before(header.id, header.ack):
+                raise LinkError(f"the reply to request {header.id} was lost and the board no longer keeps it")
+            self._ask_status()
+        else:
+            if header.status == F.Status.NOT_OWNER:
+                raise LinkError("another host owns the board now")
+            request = self.in_flight.pop(header.id)
+            request.reply = (header, bytes(body))
+            if request.sent_at is not None:
+                self.timer.sample(now - request.sent_at)
+            self.grow(1)
+            self.progress(now)
+
+    def progress(self, now: float) -> None:
+        """A reply to what was in flight came: the silence ends."""
+        self.sent_at = now if self.in_flight or self.recovering else None
+        self.waiting_since = None if not self.in_flight else now
+
+    def _silence(self, now: float) -> str:
+        """Why the link gives up: the board is silent, or it answers but runs nothing (what
+        is in flight never reaches it: too large for the path, most likely)."""
+        if self.heard_at is None or now - self.heard_at > self.give_up or not self.in_flight:
+            return f"no answer for {self.give_up:g} s"
+        return (f"the board answers, but ran none of the {len(self.in_flight)} requests sent to it in "
+                f"{self.give_up:g} s (the largest {self.largest + F.IP_UDP_HEADERS} bytes as an IP datagram: "
+                f"does the path to it carry datagrams that large?)")
+
+    # -- inside ------------------------------------------------------------------------------------
+
+    def _emit(self, request: Request) -> None:
+        datagram = F.encode(F.Header(request.type, id=request.id, session=self.session, ack=self.held_push,
+                                     value=request.value, flags=request.flags), request.body)
+        self._send.append(datagram)
+        self.largest = max(self.largest, len(datagram)) if self.in_flight else len(datagram)
+        self.ack_owed = False
+
+    def _ask_status(self) -> None:
+        """Where is the board? Its STATUS reply's ``ack`` is the next ID it expects."""
+        if not self.recovering:
+            self.recovering = True
+            self._send.append(F.encode(F.Header(F.Type.STATUS, session=self.session, ack=self.held_push)))
+            self.ack_owed = False
+
+    def _opened(self, header: F.Header, body: bytes) -> None:
+        if self.opening is None or self.opened:
+            return
+        if header.status != F.Status.OK:
+            owner = F.words(body[:12]) if len(body) >= 12 else [0, 0, 0]
+            raise BoardInUse(f"the board is in use by {_dotted_quad(owner[0])}:{owner[1]} (last heard "
+                             f"{owner[2] / 1000:g} s ago by the board's clock)")
+        self.opening.reply = (header, body)
+        self.sent_at = self.waiting_since = None
+
+    def _status(self, header: F.Header, body: memoryview) -> None:
+        if header.session != self.session and self.opened:
+            raise LinkError("the board lost this session: it was reset or reloaded, or another host "
+                            "took it over")
+        if self.want_snapshot:
+            self.snapshot, self.want_snapshot = decode_snapshot(body), False
+        if self.recovering:
+            self.recovering = False
+            self.sent_at = None
+            self._recover(header.ack)
+
+    def grow(self, replies: int) -> None:
+        """``replies`` came in order: the window grows back towards :attr:`most`."""
+        self.window = min(self.most, self.window + replies / self.window)
+
+    def _recover(self, expected: int) -> None:
+        """The board expects ``expected`` next: what it ran is answered (an UPLOAD's reply
+        says nothing more than that it ran, so the STATUS is its answer: the quiet ones ask
+        for none) or its reply asked for again; what it never saw is sent again. Where
+        either was lost, fewer go in flight from now on (the board runs datagrams in the
+        order they come, so a board that was only slow has sent every reply of what it ran
+        before this STATUS's: that costs nothing but the STATUS)."""
+        self.due.clear()
+        lost = False
+        for request in list(self.in_flight.values()):
+            if before(request.id, expected) and request.type == F.Type.UPLOAD:
+                del self.in_flight[request.id]
+                request.reply = (F.Header(F.Type.UPLOAD | F.REPLY, id=request.id, session=self.session), b"")
+                continue
+            lost = True
+            if before(request.id, expected):
+                self.replays += 1
+                self._send.append(F.encode(F.Header(F.Type.RESEND, id=request.id, session=self.session,
+                                                    ack=self.held_push)))
+            else:
+                self.due.append(request)
+            request.sent_at = None  # a reply from now on may answer either sending
+        if lost:
+            self.window = max(1.0, self.window / 2)
+        if not self.in_flight:
+            self.sent_at = self.waiting_since = None
+
+    def _push(self, header: F.Header, body: memoryview) -> None:
+        self.ack_owed = True
+        if header.session != self.session or header.id != (self.held_push + 1) % ID_MODULUS:
+            return  # a copy of one already held (its ack was lost), or not ours
+        self.held_push = header.id
+        self.pushed_body(body)
+
+    def pushed_body(self, body: bytes | memoryview) -> None:
+        """The next push in sequence: its events and control packets (a malformed body
+        gives nothing; it is acknowledged all the same, as the board cannot mend it)."""
+        try:
+            events, packets = F.decode_events(body)
+        except F.FormatError:
+            self.malformed_pushes += 1
+            return
+        self.pushed.events += events
+        self.pushed.packets += packets
+
+
+def decode_snapshot(body: bytes | memoryview) -> dict[str, int]:
+    """A STATUS reply's body by register name: REGISTER_MAP, then every engine register
+    (0 where reading would pop), then every link register."""
+    try:
+        values = F.words(body)
+    except F.FormatError as exc:
+        raise LinkError(f"a malformed STATUS reply: {exc}") from None
+    if not values or values[0] != REGISTER_MAP:
+        shown = f"0x{values[0]:08x}" if values else "nothing"
+        raise LinkError(f"the board's register table is not this netblt's (REGISTER_MAP {shown}, expected "
+                        f"0x{REGISTER_MAP:08x}): build its bitstream from this version")
+    names = [r.name for r in ENGINE_REGISTERS + LINK_REGISTERS]
+    if len(values) != 1 + len(names):
+        raise LinkError(f"a STATUS reply of {len(values)} words; expected {1 + len(names)}")
+    return dict(zip(names, values[1:]))
+
+
+def _dotted_quad(value: int) -> str:
+    return socket.inet_ntoa(value.to_bytes(4, "big"))
