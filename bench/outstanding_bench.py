@@ -3,7 +3,7 @@ virtual time, at the Versa's DRAM geometry.
 
     python -m netblt.bench.outstanding_bench        (make bench-outstanding, about a minute)
 
-Each case is a whole transfer between the real host engines (sim/wan/virtual.py) with the
+Each case is a whole transfer between the real protocol cores (sim/wan/virtual.py) with the
 board's geometry: 4 MiB buffers, 16 outstanding (its 16 DRAM slots of 4 MiB each way),
 1448-byte packets, paced at the 900 Mb/s the board offers (hw/boards.py, driver/board.py).
 The board's own run of this, ``make bench-long-path``, takes hours of real time a case;

@@ -2,7 +2,7 @@
 
     python -m netblt.bench.rate_bench            (make bench-auto, about a minute)
 
-Each case is a whole transfer between the real engines over sim/wan/netem.py's path model
+Each case is a whole transfer between the real protocol cores over sim/wan/netem.py's path model
 in virtual time (sim/wan/virtual.py), with what ``netblt send`` proposes by default (1448-byte
 packets, 1024 per buffer, 8 outstanding, 950M a cap chosen automatically), next to
 the same transfer at 950M throughout with no selection (the sender's and receiver's

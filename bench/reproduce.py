@@ -583,7 +583,7 @@ class Study:
 STUDIES = (
     Study("rfc1030_wideband", 1987, "RFC 1030, appendix IV: NETBLT over the Wideband satellite channel", "Mb/s",
           "burst interval (ms), 5 packets a burst", rfc1030_wideband,
-          "Ours: netblt's engines in virtual time on the same settings, over a 1.8 s round trip at "
+          "Ours: netblt's protocol cores in virtual time on the same settings, over a 1.8 s round trip at "
           "1.045 Mb/s with 20 ms of jitter, losing each setting's share of packets as the report did; "
           "and, as root, one `netblt send` a setting through the same path in real time (`netblt netem "
           "--tun`'s relay between two network namespaces). "
@@ -598,7 +598,7 @@ STUDIES = (
           "Mb/s", "burst interval (ms), 5 packets a burst", lambda quick: rfc1030_lan(RFC1030_TOKEN_RING, TOKEN_RING_PC,
                                                                                  quick),
           "The report's PC/ATs, not its 10 Mb/s ring, bound these transfers: a PC sent a 1,990-byte packet in "
-          "8 ms and received one in 8 (its section 4), 1.99 Mb/s. Ours: netblt's engines in virtual time on the "
+          "8 ms and received one in 8 (its section 4), 1.99 Mb/s. Ours: netblt's protocol cores in virtual time on the "
           "same settings (1.4-2 MB), the sender's copying as the path's bottleneck (8 ms a 1,990-byte packet, in "
           "proportion for 1,438), the receiver's 8 ms for the last packet as the path's delay, and 3 ms for a "
           "control message on the way back (section 5: the 2-3 ms gap control messages force between bursts); "
@@ -625,7 +625,7 @@ STUDIES = (
           "data outstanding (MB)", keck_acts,
           "The report's ttcp over TCP reached about 15 Mb/s with the 1 MB window SunOS allowed, a third of "
           f"the 39 Mb/s of data its DS-3 carries; it puts the window the path needs at 3 MB. Ours: netblt's "
-          f"engines in virtual time over a {KECK_RTT} s round trip (what the report's 1 MB and 15 Mb/s imply) "
+          f"protocol cores in virtual time over a {KECK_RTT} s round trip (what the report's 1 MB and 15 Mb/s imply) "
           "at 39 Mb/s, with as much data outstanding (buffers of 256 KiB), memory to memory, 24 MiB, from "
           "the opening to the last byte. NETBLT's outstanding buffers bound it as TCP's window bounds TCP; "
           "its rate does not halve on a loss, which this clean path does not show (the report's bit-error "

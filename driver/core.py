@@ -1,6 +1,6 @@
 """The data-path interface, and its per-packet work with no I/O and no clock.
 
-:class:`DataPathCore` is what the engine drives (buffer-level calls in, buffer-level
+:class:`DataPathCore` is what the protocol core drives (buffer-level calls in, buffer-level
 events out). The software data path wraps it with sockets and threads; the virtual-time
 simulation wraps it with a simulated network. The board driver implements the same
 calls against the gateware.
@@ -27,7 +27,7 @@ REPORT_INTERVAL = 0.02
 
 class DataPathCore:
     """``peer`` is the address an active end opens to; a passive end learns it from the
-    engine at :meth:`configure`. Only the peer's DATA is placed."""
+    protocol core at :meth:`configure`. Only the peer's DATA is placed."""
 
     def __init__(self, local_port: int = 0, foreign_port: int = 0, peer: ev.Address = None) -> None:
         self.control = ControlCodec(local_port, foreign_port, peer)
@@ -48,7 +48,7 @@ class DataPathCore:
         return born is PatternBuffer
 
     def fit(self, params: Params, *, sending: bool, buffer_size_set: bool = True) -> Params:
-        return params  # this host holds whatever the engine negotiates
+        return params  # this host holds whatever the protocol core negotiates
 
     def unusable(self, params: Params, transfer_size: int | None, sending: bool) -> str | None:
         return None
@@ -61,7 +61,7 @@ class DataPathCore:
         self.rx = ReceiveBuffers(params.packet_size, params.buffer_size, self.control.local_port,
                                  self.control.foreign_port, params.data_checksum)
 
-    # -- calls from the engine (one per action) ---------------------------------------------
+    # -- calls from the protocol core (one per action) --------------------------------------
 
     def send_buffer(self, number: int, data: bytes | bytearray | memoryview | PatternBuffer, last: bool) -> None:
         """``data`` may be the pattern (:meth:`makes` says which born buffers it makes)."""
@@ -143,7 +143,7 @@ class DataPathCore:
 
     def receive(self, view: memoryview, now: float, source: ev.Address, segment: int = 0) -> None:
         """Datagrams from ``source``, each ``segment`` bytes (the last may be shorter; 0: one
-        datagram): the peer's DATA is placed, anything else goes to the engine."""
+        datagram): the peer's DATA is placed, anything else goes to the protocol core."""
         segment = segment or len(view)
         if self.rx is not None and source == self.peer and segment:
             events, others = self.rx.accept(view, segment, now)

@@ -164,7 +164,7 @@ GAP_SPAN = 2
 
 
 class ReceiveBuffers(Slots):
-    """The posted buffers, and the arrival reports that tell the engine how fast DATA comes."""
+    """The posted buffers, and the arrival reports that tell the protocol core how fast DATA comes."""
 
     def __init__(self, packet_size: int, buffer_size: int, local_port: int, foreign_port: int,
                  data_checksum: bool) -> None:

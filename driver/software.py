@@ -1,8 +1,8 @@
 """The software data path: the data-path core on a real socket, with two threads.
 
 A receive thread writes DATA payloads straight into their buffers; a transmit thread
-paces bursts with sleep-then-spin (sleep alone wakes 40-100 us late here). The engine
-runs on the caller's thread and sees only buffer-level events. A receiver that serves
+paces bursts with sleep-then-spin (sleep alone wakes 40-100 us late here). The protocol
+core runs on the caller's thread and sees only buffer-level events. A receiver that serves
 one transfer after another keeps its socket and threads and :meth:`reset` s the rest.
 """
 
@@ -34,7 +34,7 @@ def wait_until(deadline: float) -> None:
 
 class SoftwareDataPath(DataPathCore):
     """``peer`` is where an active end opens to (its port also names the peer's NETBLT port
-    until RESPONSE says otherwise); a passive end learns its peer from the engine."""
+    until RESPONSE says otherwise); a passive end learns its peer from the protocol core."""
 
     name = "software"
 
@@ -60,7 +60,7 @@ class SoftwareDataPath(DataPathCore):
         for thread in self._threads:
             thread.start()
 
-    # -- engine side (caller's thread) ------------------------------------------------------
+    # -- the protocol core's side (caller's thread) -----------------------------------------
 
     def reset(self) -> None:
         """Forget the finished connection; keep the socket, threads and unread events

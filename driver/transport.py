@@ -1,7 +1,7 @@
 """Datagram sockets for NETBLT: inside UDP (default) or natively on IP protocol 30.
 
 A socket is never connected: every datagram received comes with its source, and the
-engine decides who the peer is (the address opened to, or the source of the OPEN it
+protocol core decides who the peer is (the address opened to, or the source of the OPEN it
 accepted). ICMP errors are read from the socket's error queue together with the
 address of the datagram that drew them, so an error about anyone but the peer changes
 nothing. Addresses are ``(host, port)``; natively on IP the port is 0.

@@ -185,7 +185,7 @@ class Connection:
         self._out.append(ev.Transmit(packet, to))
 
     def fail(self, reason: str, now: float) -> None:
-        """Abort from inside the engine: tell the peer, then close."""
+        """Abort from inside the protocol core: tell the peer, then close."""
         if not self.finished:
             if self.state not in (State.LISTEN, State.ADMITTING):
                 self.transmit(Abort(reason), now)
@@ -248,7 +248,7 @@ class Connection:
             if self.state is State.QUIT_SENT:
                 self.finish(False, self._quit_outcome())
         elif isinstance(packet, Data):
-            pass  # DATA is the data path's; it never reaches the engine
+            pass  # DATA is the data path's; it never reaches the protocol core
         elif self.state is State.ESTABLISHED and self.role is not None:
             self.role.on_packet(packet, now)
 

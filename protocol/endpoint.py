@@ -1,6 +1,6 @@
-"""One end of a transfer: the engine, a data path, and the client's data.
+"""One end of a transfer: the protocol core, a data path, and the client's data.
 
-Carries out the engine's actions on any data path (software, simulated or board) and
+Carries out the protocol core's actions on any data path (software, simulated or board) and
 feeds the client's side back in. Both the real run loop and the virtual-time
 simulation drive an :class:`Endpoint`; neither knows the protocol.
 """
@@ -40,7 +40,7 @@ class DataPath(Protocol):
     def send_buffer(self, number: int, data: bytes | memoryview | BornBuffer, last: bool) -> None: ...
     def load_ahead(self, number: int, data: bytes | memoryview) -> None:
         """``data`` is likely to be buffer ``number``'s: a data path that loads buffers
-        slowly may start now. The engine still hands the buffer over with :meth:`send_buffer`."""
+        slowly may start now. The core still hands the buffer over with :meth:`send_buffer`."""
     def resend(self, number: int, packets: tuple[int, ...]) -> None: ...
     def release(self, number: int) -> None: ...
     def set_rate(self, burst_size: int, burst_interval_ms: int) -> None: ...

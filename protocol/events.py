@@ -1,7 +1,7 @@
-"""What goes into the sans-IO engine (events) and what comes out (actions).
+"""What goes into the sans-IO protocol core (events) and what comes out (actions).
 
 The data-path events and the data-path actions are the whole boundary between the
-engine and a data path (software, board or simulation): everything is per buffer or
+core and a data path (software, board or simulation): everything is per buffer or
 per control message, never per packet.
 """
 
@@ -15,9 +15,9 @@ from .params import Params
 
 Address = Hashable
 """Where a packet came from or goes to, as the data path names it (``(host, port)`` on
-sockets); the engine only ever compares addresses."""
+sockets); the core only ever compares addresses."""
 
-# -- events: into the engine --------------------------------------------------------------
+# -- events: into the core ----------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -119,7 +119,7 @@ class PeerUnreachable:
 Event = (PacketReceived | FirstPacket | LdataSeen | BufferComplete | MissingPackets | Arrivals
          | TransmitIdle | BufferReleased | LastBuffer | PeerUnreachable)
 
-# -- actions: out of the engine -----------------------------------------------------------
+# -- actions: out of the core -------------------------------------------------------------
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ import threading
 from collections.abc import Callable
 
 from netblt.formats.boards import SIMULATION, SlotGeometry
-from netblt.sim.model.engine import Engine
+from netblt.sim.model.engine_model import EngineModel
 from netblt.sim.model.host_link import HostLink
 from netblt.sim.model.serve import Served
 
@@ -18,7 +18,7 @@ Address = tuple[str, int]
 
 def board_model(geometry: SlotGeometry = SIMULATION) -> HostLink:
     """The board's functional model (sim/model): its host link, in front of its engine."""
-    return HostLink(Engine(geometry))
+    return HostLink(EngineModel(geometry))
 
 
 class LossyLink:

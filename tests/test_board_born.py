@@ -35,7 +35,7 @@ from netblt.formats.pattern import pattern_bytes
 from netblt.host.announce import Announcement, read
 from netblt.host.check import check
 from netblt.host.cli import main
-from netblt.sim.model.engine import Engine as ModelEngine
+from netblt.sim.model.engine_model import EngineModel
 from netblt.host.files import Expectation, FileSink, PatternCheck, PatternData, StampCheck
 
 
@@ -276,7 +276,7 @@ def test_a_board_without_a_pattern_source_a_port_or_a_checker_says_so(args, lack
 def test_the_models_fill_runs_after_its_reply_and_before_anything_after_it():
     """The gateware replies to a FILL at once and fills as the segmenter waits: the
     model's 4 MiB fill held its reply back so long that the host took it for lost."""
-    engine = ModelEngine(SIMULATION)
+    engine = EngineModel(SIMULATION)
     for name, value in (("ARG0", 7), ("ARG1", 64), ("COMMAND", COMMAND_WORD.pack(op=Command.FILL, slot=0, flag=1))):
         engine.write(ADDRESS[name], value, 0.0)
     assert engine.tx_memory[:64] == bytes(64)  # not while the request runs
@@ -288,7 +288,7 @@ def test_the_model_keeps_a_boards_pace_through_a_stall_of_its_own_loop():
     """A board's pacer never waits; the model's loop does, some 6 ms for a 4 MiB slot's
     fill: the DATA due meanwhile start at their paced times (its WAN delivers them then),
     not when the loop came back (which cost 16% of a 297 Mb/s pace through 4 MiB slots)."""
-    engine = ModelEngine(SIMULATION)
+    engine = EngineModel(SIMULATION)
     interval = SIMULATION.clock_hz // 1000  # a burst of 2 packets a millisecond
     for name, value in (("PACKET_SIZE", 64), ("PACING_MODE", PacingMode.BURSTS), ("BURST_SIZE", 2),
                         ("BURST_INTERVAL", interval), ("PEER_ADDRESS", 0x7F000001), ("UDP_PEER_PORT", 9),

@@ -245,7 +245,7 @@ def test_a_completion_whose_event_was_lost_is_recovered_from_the_slots_state():
 
 
 def test_a_late_completion_event_does_not_deliver_the_next_buffer_of_its_slot():
-    """A query's answer finds slot 0 whole before its RECEIVED event comes; the engine
+    """A query's answer finds slot 0 whole before its RECEIVED event comes; the protocol core
     takes buffer 1 and posts buffer 2 into slot 0; then the late event arrives. It was
     taken for buffer 2's completion, and buffer 2's half-filled slot was delivered (a
     SHA-256 mismatch through the Versa's DRAM in CI): now the slot's state, read in the
@@ -285,7 +285,7 @@ def test_a_late_completion_event_does_not_deliver_the_next_buffer_of_its_slot():
 
 
 def test_buffers_are_uploaded_one_a_turn_of_the_run_loop():
-    """The engine hands over every buffer a GO allows at once (16 of 4 MiB on the Versa).
+    """The protocol core hands over every buffer a GO allows at once (16 of 4 MiB on the Versa).
     The host uploads one a turn of its run loop (wait_events), so what came meanwhile (a
     RESEND, an OK) is acted on after one upload, not after all of them: through the Versa's
     design, a RESEND waited 450 ms of a 100 ms path. A buffer whose upload still waits is
@@ -320,7 +320,7 @@ def test_the_first_buffer_is_uploaded_while_the_open_is_out():
     (load_ahead; 43 ms of upload a 4 MiB buffer, which a long path's transfer waited
     before its first DATA): it is uploaded on the next turn, and the GO's SEND follows
     with no second upload. Other bytes for that buffer (the RESPONSE shrank the buffers)
-    are uploaded again; a slot loaded ahead and never handed over gives way to the engine's."""
+    are uploaded again; a slot loaded ahead and never handed over gives way to the core's."""
     board = ServedBoard()
     dp = BoardDataPath.open(("127.0.0.1", board.port), local_port=2998)
     uploads: list[int] = []

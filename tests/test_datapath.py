@@ -355,7 +355,7 @@ def test_compiled_and_python_packing_agree(packet_size, length, data_checksum, l
 
 
 def test_arrival_reports_flushed_packet_by_packet_still_time_the_gap():
-    # The engine flushes a report before every timer, often after a single packet: the
+    # The protocol core flushes a report before every timer, often after a single packet: the
     # inter-arrival time must come out all the same (data timers on a slow path need it).
     rx = ReceiveBuffers(PS, BS, 2, 1, False)
     rx.post(1, 10)

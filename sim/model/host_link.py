@@ -2,7 +2,7 @@
 
 Sessions, owners and take-over, exactly-once execution with the replay window, STATUS
 snapshots, pushed EVENTS with their acknowledgements, and the counters, as
-gateware/link_executor.py has them, in front of a model :class:`~.engine.Engine`. No
+gateware/link_executor.py has them, in front of an :class:`~.engine_model.EngineModel`. No
 I/O: datagrams in and replies out, each with the host's time.
 """
 
@@ -14,14 +14,14 @@ import struct
 from ...formats import host_link as F
 from ...formats.boards import GATEWAY, NETMASK
 from ...formats.registers import ADDRESS, ENGINE_REGISTERS, LINK_REGISTERS, REGISTER_MAP
-from .engine import Engine
+from .engine_model import EngineModel
 
 Address = tuple[str, int]
 DEFAULT_TAKEOVER_MS = 10_000
 
 
 class HostLink:
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: EngineModel) -> None:
         self.engine = engine
         self.session = 0
         self.owner: Address = ("0.0.0.0", 0)

@@ -27,7 +27,7 @@ from ...formats.registers import BOARD_NAMES
 from .. import frames
 from ..drops import DropReport
 from ..wan.netem import Path as WanPath, PathConfig, describe
-from .engine import Engine
+from .engine_model import EngineModel
 from .host_link import HostLink
 
 BATCH = 64
@@ -42,7 +42,7 @@ class Served:
 
     def __init__(self, geometry: SlotGeometry, settings: dict, board: str | None = None) -> None:
         number = next((n for n, name in BOARD_NAMES.items() if name == board), 0)
-        self.engine = Engine(geometry, board=number)
+        self.engine = EngineModel(geometry, board=number)
         self.link = HostLink(self.engine)
         self.mtu, self.link_delay = settings["mtu"], settings.get("link_delay", 0.0)
         self.link_address = settings.get("link_address", "127.0.0.1")

@@ -1,6 +1,6 @@
 """Two NETBLT endpoints across an emulated WAN, in virtual time.
 
-Deterministic for a given seed and fast: no wall-clock waits. The engines, the
+Deterministic for a given seed and fast: no wall-clock waits. The protocol cores, the
 data-path cores and the codec are the real ones; only the wire and the clock are not.
 """
 
@@ -78,7 +78,7 @@ class SimDataPath(DataPathCore):
 
 
 class SimSide:
-    """One endpoint in the world: its engine's timer and its data path's events."""
+    """One endpoint in the world: its protocol core's timer and its data path's events."""
 
     def __init__(self, world: World, endpoint: Endpoint, datapath: SimDataPath) -> None:
         self.world, self.endpoint, self.dp = world, endpoint, datapath
@@ -89,7 +89,7 @@ class SimSide:
         self.settle()
 
     def settle(self) -> None:
-        """Feed data-path events to the engine until quiet, then re-arm timers and pump."""
+        """Feed data-path events to the protocol core until quiet, then re-arm timers and pump."""
         ep, now = self.endpoint, self.world.now
         while events := self.dp.take_events():
             for event in events:

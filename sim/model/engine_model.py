@@ -1,8 +1,8 @@
 """The engine of a board as a functional model: registers, commands, events, slots.
 
 It does what gateware/engine.py does, per formats/registers.py, at host speed and with
-no I/O: datagrams come in through :meth:`Engine.arrive` and go out through
-:meth:`Engine.outgoing`, each with the host's time. Segmentation is the project's
+no I/O: datagrams come in through :meth:`EngineModel.arrive` and go out through
+:meth:`EngineModel.outgoing`, each with the host's time. Segmentation is the project's
 compiled packer (driver/framing.py) and placing the compiled reassembly core
 (driver/receive_buffers.py), so the model keeps up with a gigabit where Python per
 packet would not. Where the gateware counts a drop, the model counts the same one.
@@ -75,7 +75,7 @@ class ReceiveSlot:
     """Cycles, as the slot status registers read."""
 
 
-class Engine:
+class EngineModel:
     """One board's engine. ``now`` arguments are host seconds; CYCLES counts them at the
     geometry's clock."""
 

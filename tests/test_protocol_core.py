@@ -1,4 +1,4 @@
-"""The sans-IO engine, one packet type or timer at a time, in virtual time."""
+"""The sans-IO protocol core, one packet type or timer at a time, in virtual time."""
 
 from dataclasses import replace
 
