@@ -35,7 +35,7 @@ from .board_transmit import LEAVE_AT_LEAST, LEAVE_CLEAN, TransmitSlots
 from .control_codec import ControlCodec
 from .link import BoardLink
 from .link_client import LinkError, Pushed
-from .transport import Address, Kind
+from .transport import Address, Kind, socket_address
 
 DATA_SHARE = 0.9
 """Of the wire, the most a transfer through the board is offered: room for headers
@@ -157,7 +157,7 @@ class BoardDataPath:
         self.sending.start_stamps(bits_per_second)
 
     @property
-    def peer(self) -> Address | None:
+    def peer(self) -> ev.Address:
         return self.control.peer
 
     @property
@@ -171,12 +171,12 @@ class BoardDataPath:
 
     # -- the protocol core's calls ------------------------------------------------------------------
 
-    def configure(self, params: Params, peer: Address, transfer_size: int | None = None) -> None:
+    def configure(self, params: Params, peer: ev.Address, transfer_size: int | None = None) -> None:
         self.params = params
         self.sending.configure()
         self.receiving.configure(params.buffer_size, params.packet_size, transfer_size)
         self.control.configure(peer)
-        self._point_at(peer)
+        self._point_at(socket_address(peer))
         flags = CONNECTION_FLAGS.pack(udp=int(self.kind == "udp"), data_checksum=int(params.data_checksum))
         # Pacing off until the core sets its rate: that empties the pacer of the grants a
         # previous connection's rate left it, which it would otherwise spend at once (the
@@ -186,12 +186,12 @@ class BoardDataPath:
         self.session.set(PEER_PORT=self.control.foreign_port, PACKET_SIZE=params.packet_size, FLAGS=flags,
                          PACING_MODE=PacingMode.OFF)
 
-    def transmit(self, packet: Packet, to: Address) -> None:
+    def transmit(self, packet: Packet, to: ev.Address) -> None:
         if to != self.destination:
             if self.control.established:
                 self.dropped["control packets to others while busy (not sent)"] += 1
                 return
-            self._point_at(to)
+            self._point_at(socket_address(to))
         data = self.control.encode(packet, to)
         padded = data + bytes(-len(data) % 4)
         words = struct.unpack(f"<{len(padded) // 4}I", padded)  # the engine's lanes: first byte in bits 7:0

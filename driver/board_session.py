@@ -263,9 +263,13 @@ class BoardSession:
                 values = self.operations([read("DRAM_CSR_BUSY"), read("DRAM_CSR_DATA")], wait=True)
             return values[-1]
 
-        return Injector(phy, lambda address, value: access([write("DRAM_CSR_ADDRESS", address),
-                                                            write("DRAM_CSR_WRITE", value)]),
-                        lambda address: access([write("DRAM_CSR_ADDRESS", address), write("DRAM_CSR_READ", 1)]))
+        def store(address: int, value: int) -> None:
+            access([write("DRAM_CSR_ADDRESS", address), write("DRAM_CSR_WRITE", value)])
+
+        def load(address: int) -> int:
+            return access([write("DRAM_CSR_ADDRESS", address), write("DRAM_CSR_READ", 1)])
+
+        return Injector(phy, store, load)
 
 
 def take(address: tuple[str, int], *, mtu: int | None = None,

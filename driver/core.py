@@ -61,26 +61,36 @@ class DataPathCore:
         self.rx = ReceiveBuffers(params.packet_size, params.buffer_size, self.control.local_port,
                                  self.control.foreign_port, params.data_checksum)
 
+    @property
+    def _queue(self) -> TransmitQueue:
+        assert self.tx is not None, "configure() first: the protocol core sends nothing before"
+        return self.tx
+
+    @property
+    def _buffers(self) -> ReceiveBuffers:
+        assert self.rx is not None, "configure() first: the protocol core posts nothing before"
+        return self.rx
+
     # -- calls from the protocol core (one per action) --------------------------------------
 
     def send_buffer(self, number: int, data: bytes | bytearray | memoryview | PatternBuffer, last: bool) -> None:
         """``data`` may be the pattern (:meth:`makes` says which born buffers it makes)."""
         if isinstance(data, PatternBuffer):  # this host is where board-born data is made
             data = pattern(data.key, data.length)
-        self.tx.load(number, data, last)
+        self._queue.load(number, data, last)
         self._busy = True
 
     def load_ahead(self, number: int, data: bytes | memoryview) -> None:
         """Nothing to do: a buffer here is loaded by reference when it is sent."""
 
     def resend(self, number: int, packets: tuple[int, ...]) -> None:
-        if self.tx.resend(number, packets):
+        if self._queue.resend(number, packets):
             self._busy = True
         elif not self.tx:
             self._idle()
 
     def release(self, number: int) -> None:
-        self.tx.release(number)
+        self._queue.release(number)
 
     def set_rate(self, burst_size: int, burst_interval_ms: int) -> None:
         self.pacer.set_rate(burst_size, burst_interval_ms / 1000)
@@ -89,17 +99,17 @@ class DataPathCore:
         self.high_ack = high_ack
 
     def post_receive(self, number: int, capacity: int) -> None:
-        self.rx.post(number, capacity)
+        self._buffers.post(number, capacity)
 
     def drop_receive(self, number: int) -> None:
-        self.rx.drop(number)
+        self._buffers.drop(number)
 
     def query_missing(self, number: int) -> None:
-        self.rx.restart_gap()
-        self.events.append(ev.MissingPackets(number, self.rx.missing(number)))
+        self._buffers.restart_gap()
+        self.events.append(ev.MissingPackets(number, self._buffers.missing(number)))
 
     def take(self, number: int) -> memoryview:
-        return self.rx.take(number)
+        return self._buffers.take(number)
 
     @property
     def duplicates(self) -> int:
@@ -125,7 +135,7 @@ class DataPathCore:
         """Up to ``limit`` DATA packets the pacer allows now, consecutive in one buffer,
         packed back to back into ``out``: returns the bytes written and the size of every
         packet but the last (a shorter LDATA)."""
-        if self.tx is None or (allowed := self.pacer.allowance(now)) == 0:
+        if self.tx is None or self.params is None or (allowed := self.pacer.allowance(now)) == 0:
             return None
         run = self.tx.pop_run(min(limit, allowed))
         if run is None:

@@ -12,6 +12,7 @@ from typing import NamedTuple
 
 from ..formats import rfc998 as L
 from ..formats.checksum import internet_checksum
+from .compiled import fastpath
 
 HEADER_SIZE = L.DATA_HEADER_SIZE
 _STRUCT = struct.Struct(">" + L.HEADER.struct.format[1:] + L.DATA.struct.format[1:])
@@ -22,11 +23,7 @@ assert _NAMES == ("checksum", "version", "type", "length", "local_port", "foreig
                   "buffer", "high_ack", "packet", "data_checksum", "flags"), _NAMES
 _PADDING = (b"", b"\0\0\0", b"\0\0", b"\0")
 
-try:
-    from . import _fastpath as fastpath
-except ImportError:  # not built: the pure-Python code below does the same
-    fastpath = None
-else:
+if fastpath is not None:
     _FIELDS = {f.name: f for f in L.HEADER.fields + L.DATA.fields}
     fastpath.layout(tuple((_FIELDS[name].offset, _FIELDS[name].width) for name in (
                         # the order of the C code's field enum
@@ -51,7 +48,7 @@ class FrameError(ValueError):
     """A DATA/LDATA packet to count and drop; the message names the reason."""
 
 
-def build_header(buf: bytearray, *, local_port: int, foreign_port: int, buffer: int, packet: int,
+def build_header(buf: bytearray | memoryview, *, local_port: int, foreign_port: int, buffer: int, packet: int,
                  high_ack: int, ldata: bool, last_buffer: bool, payload: memoryview,
                  data_checksum: bool) -> bytes:
     """The 24-byte header for ``payload``, plus the padding that aligns the packet."""

@@ -9,19 +9,21 @@ import errno
 import select
 import socket
 import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from ..formats import host_link as F
-from .link_client import ID_MODULUS, LinkClient, LinkError, Request, decode_snapshot
+from .compiled import linkpath
+from .link_client import ID_MODULUS, LinkClient, LinkError, Part, Request, decode_snapshot
 from .transport import (GSO_MAX_BYTES, GSO_MAX_SEGMENTS, IP_MTU_DISCOVER, IPV6_MTU_DISCOVER, MTU, PMTUDISC_DO,
                         segmented, show)
 
 
-try:
-    from . import _linkpath
-except ImportError:  # not built: the requests below do the same, one Python step a datagram
-    _linkpath = None
-else:
-    _linkpath.layout(tuple((F.HEADER.field(name).offset, F.HEADER.field(name).width) for name in (
+if TYPE_CHECKING:
+    from ._linkpath import BulkRun
+
+if linkpath is not None:
+    linkpath.layout(tuple((F.HEADER.field(name).offset, F.HEADER.field(name).width) for name in (
                          # the order of the C code's field enum
                          "version", "type", "status", "flags", "id", "ack", "session", "value")),
                      F.HEADER.end, F.VERSION, F.REPLY, F.Type.EVENTS, F.Type.REGISTERS, F.Type.UPLOAD,
@@ -203,7 +205,7 @@ class BoardLink:
 
     def wait(self, requests: list[Request | Part]) -> list[tuple[F.Header, bytes]]:
         self._run(lambda: all(r.reply is not None for r in requests))
-        return [r.reply for r in requests]
+        return [r.answer for r in requests]
 
     def run(self, kind: F.Type, body: bytes = b"", value: int = 0) -> tuple[F.Header, bytes]:
         return self.many([(kind, body, value)])[0]
@@ -216,6 +218,7 @@ class BoardLink:
         """Every register that does not pop, by name; needs no session."""
         self.client.ask_status()
         self._run(lambda: self.client.snapshot is not None)
+        assert self.client.snapshot is not None
         return self.client.snapshot
 
     def upload(self, word_address: int, data: bytes | memoryview) -> None:
@@ -239,7 +242,7 @@ class BoardLink:
         the client recovering what a run left in flight and the next going on from there.
         (The rest of a slot once went through the client, a request and a reply at a time in
         Python: on a board that answered late, nearly every request of a slot.)"""
-        if _linkpath is None:
+        if linkpath is None:
             self._bulk_requests(kind, word_address, data, first)
             return
         client, step, view, at = self.client, F.max_words(self.mtu), memoryview(data), 0
@@ -247,12 +250,12 @@ class BoardLink:
             self._run(lambda: client.idle)  # the run takes the next IDs
             here = word_address + at // 4
             try:
-                run = _linkpath.bulk(self.sock.fileno(), int(kind), client.session, client.held_push, client.next_id,
+                run = linkpath.bulk(self.sock.fileno(), int(kind), client.session, client.held_push, client.next_id,
                                      int(client.window), here, view[at:], step, client.retry,
                                      first.body if first else None, self.offload)
             except ConnectionRefusedError:
                 raise self._gone() from None
-            if run["first"] is not None:
+            if run["first"] is not None and first is not None:
                 header, body = F.decode(run["first"])
                 first.reply = (header, bytes(body))
             specs = F.BulkRequests(kind, here, view[at:], step, first.body if first else None)
@@ -263,7 +266,7 @@ class BoardLink:
                     first.reply = request.reply
                 elif kind == F.Type.DOWNLOAD:
                     start = at + specs.offset(index)
-                    view[start:start + 4 * step] = request.reply[1][:len(view) - start]
+                    view[start:start + 4 * step] = request.answer[1][:len(view) - start]
             at += specs.offset(run["next"])
             if at >= len(view):
                 return
@@ -276,14 +279,15 @@ class BoardLink:
                                first.body if first else None)
         requests = [self.client.submit(*specs[index]) for index in range(len(specs))]
         self.wait(requests)
+        view = memoryview(data)
         for index, request in enumerate(requests):
             if first is not None and index == 0:
                 first.reply = request.reply
             elif kind == F.Type.DOWNLOAD:
                 start = specs.offset(index)
-                data[start:start + 4 * specs.step] = request.reply[1][:len(data) - start]
+                view[start:start + 4 * specs.step] = request.answer[1][:len(data) - start]
 
-    def _take_over(self, run: dict, specs: F.BulkRequests) -> list[tuple[int, Request]]:
+    def _take_over(self, run: BulkRun, specs: F.BulkRequests) -> list[tuple[int, Request]]:
         """The client's state after a compiled run: its IDs, pushes, bytes and round trips;
         the requests it sent but saw no answer to, in flight (by their index in ``specs``);
         and what came that the run could not take, given to the client."""
@@ -335,7 +339,7 @@ class BoardLink:
                              "(a simulated board stopped, or the board's port changed)")
         return LinkError(f"no board at {self.shown}: nothing listens on that port")
 
-    def _run(self, done) -> None:
+    def _run(self, done: Callable[[], bool]) -> None:
         while not done():
             if self.deadline is not None and time.monotonic() >= self.deadline:
                 raise LinkError(f"board {self.shown}: no time left to hear from it")
@@ -397,7 +401,7 @@ class BoardLink:
 
     def _receive(self) -> list[bytes]:
         """Every datagram waiting on the socket, without blocking."""
-        came = []
+        came: list[bytes] = []
         while True:
             try:
                 datagram = self.sock.recv(65536)

@@ -60,6 +60,12 @@ class Request:
     """When it was first sent: its reply times a round trip. None once it is sent again
     (Karn's rule: a reply to a request sent twice times neither)."""
 
+    @property
+    def answer(self) -> tuple[F.Header, bytes]:
+        """The reply, asked for once it came."""
+        assert self.reply is not None, "its reply has not come"
+        return self.reply
+
 
 @dataclass
 class Part:
@@ -74,6 +80,12 @@ class Part:
         if self.request.reply is None:
             return None
         header, body = self.request.reply
+        return header, body[self.start:self.start + self.length]
+
+    @property
+    def answer(self) -> tuple[F.Header, bytes]:
+        """Its share of the reply, asked for once it came."""
+        header, body = self.request.answer
         return header, body[self.start:self.start + self.length]
 
 

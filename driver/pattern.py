@@ -6,11 +6,7 @@ driver/_fastpath.c writes them where the Makefile built it, else a Python loop d
 from __future__ import annotations
 
 from ..formats.pattern import pattern_bytes, seed
-
-try:
-    from . import _fastpath as fastpath
-except ImportError:  # not built
-    fastpath = None
+from .compiled import fastpath
 
 
 def pattern(key: int, length: int) -> bytearray:

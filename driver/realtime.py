@@ -12,7 +12,6 @@ from ..formats.born import BornBuffer
 from ..protocol import events as ev
 from ..protocol.endpoint import DataPath
 from ..protocol.params import Params
-from .transport import Address
 
 
 class RealTimeDataPath(DataPath, Protocol):
@@ -22,8 +21,8 @@ class RealTimeDataPath(DataPath, Protocol):
     """CPU seconds of its own threads when the connection was configured."""
 
     @property
-    def peer(self) -> Address | None:
-        """Where an active end opens to; once established, the peer."""
+    def peer(self) -> ev.Address:
+        """Where an active end opens to; once established, the peer (None: not known yet)."""
 
     @property
     def local_port(self) -> int:

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ..protocol import events as ev
-from .framing import HEADER_SIZE, DataHeader, FrameError, fastpath, is_data, parse_header
+from .compiled import fastpath
+from .framing import HEADER_SIZE, DataHeader, FrameError, is_data, parse_header
 
 @dataclass
 class _Slot:
@@ -157,7 +159,10 @@ class PythonSlots:
         return out
 
 
-Slots = fastpath.Slots if fastpath else PythonSlots
+if TYPE_CHECKING:
+    Slots = PythonSlots  # the compiled one has the same calls (driver/_fastpath.pyi)
+else:
+    Slots = fastpath.Slots if fastpath else PythonSlots
 
 GAP_SPAN = 2
 """Packets over which one inter-arrival sample is timed."""

@@ -11,14 +11,17 @@ from __future__ import annotations
 import errno
 import threading
 import time
+from collections.abc import Callable
 
+from ..formats.born import PatternBuffer
 from ..protocol import events as ev
 from ..protocol.endpoint import DataPathError
 from ..protocol.packets import Packet
 from ..protocol.params import Params
 from .core import DataPathCore
 from .framing import HEADER_SIZE
-from .transport import GSO_MAX_BYTES, GSO_MAX_SEGMENTS, MTU, TOO_LARGE, Address, Transport, overhead, show
+from .transport import (GSO_MAX_BYTES, GSO_MAX_SEGMENTS, MTU, TOO_LARGE, Address, Transport, overhead, show,
+                        socket_address)
 
 SPIN = 0.0002
 """Sleep until this close to a deadline, then spin."""
@@ -41,6 +44,8 @@ class SoftwareDataPath(DataPathCore):
     def __init__(self, transport: Transport, peer: Address | None = None) -> None:
         super().__init__(transport.local_port, peer[1] if peer else 0, transport.address(peer) if peer else None)
         self.transport = transport
+        self.peer_address = transport.address(peer) if peer else None
+        """The peer, as the socket sends to it."""
         self._lock = threading.Lock()
         self._work = threading.Condition(self._lock)
         self._events_ready = threading.Condition(threading.Lock())
@@ -71,18 +76,19 @@ class SoftwareDataPath(DataPathCore):
             self.events, self.dropped, self.control = events, dropped, control.fresh()
             self.unreachable = self.too_large = None
 
-    def configure(self, params: Params, peer: Address, transfer_size: int | None = None) -> None:
+    def configure(self, params: Params, peer: ev.Address, transfer_size: int | None = None) -> None:
         with self._lock:
             super().configure(params, peer)
+            self.peer_address = socket_address(peer)
         self.cpu_at_configure = self.thread_cpu()
 
-    def transmit(self, packet: Packet, to: Address) -> None:
+    def transmit(self, packet: Packet, to: ev.Address) -> None:
         try:
-            self.transport.send([self.encode(packet, to)], to)
+            self.transport.send([self.encode(packet, to)], socket_address(to))
         except OSError:
             self._icmp_errors()
 
-    def send_buffer(self, number: int, data, last: bool) -> None:
+    def send_buffer(self, number: int, data: bytes | bytearray | memoryview | PatternBuffer, last: bool) -> None:
         with self._work:
             super().send_buffer(number, data, last)
             self._work.notify()
@@ -169,9 +175,12 @@ class SoftwareDataPath(DataPathCore):
     def _too_large(self) -> None:
         """DATA does not fit the path (a tunnel, a VPN, PPPoE), here or at a router that said
         so: nothing of it would ever arrive, while control packets, smaller, still do."""
+        peer = self.peer_address
+        if peer is None:
+            return  # nothing of a connection's was sent yet
         packet = self.params.packet_size if self.params else 0
-        headers = overhead(self.peer[0], self.transport.kind)
-        self.too_large = (f"DATA packets of {packet} bytes do not fit the path to {show(self.peer)}: its MTU is "
+        headers = overhead(peer[0], self.transport.kind)
+        self.too_large = (f"DATA packets of {packet} bytes do not fit the path to {show(peer)}: its MTU is "
                           f"under {packet + headers}; give a --packet-size {headers} bytes under it "
                           f"({MTU - headers} for {MTU})")
         self._notify_events()
@@ -180,7 +189,7 @@ class SoftwareDataPath(DataPathCore):
         with self._events_ready:
             self._events_ready.notify()
 
-    def _timed(self, name: str, loop) -> None:
+    def _timed(self, name: str, loop: Callable[[], None]) -> None:
         self._clocks[name] = time.pthread_getcpuclockid(threading.get_ident())
         try:
             loop()
@@ -228,7 +237,8 @@ class SoftwareDataPath(DataPathCore):
                 continue
             size, segment = packed
             try:
-                self.transport.send_segments(memoryview(out)[:size], segment, self.peer)
+                assert self.peer_address is not None  # configured: DATA is packed only then
+                self.transport.send_segments(memoryview(out)[:size], segment, self.peer_address)
             except OSError as exc:
                 if exc.errno == errno.EMSGSIZE:
                     self._too_large()

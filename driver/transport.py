@@ -13,6 +13,7 @@ import errno
 import ipaddress
 import socket
 import struct
+from collections.abc import Hashable
 from typing import Literal
 
 from ..formats.rfc998 import IP_PROTOCOL
@@ -50,6 +51,15 @@ ICMP_ERRORS = {errno.ECONNREFUSED: "port unreachable", errno.EHOSTUNREACH: "host
 
 Kind = Literal["udp", "ip"]
 Address = tuple[str, int]
+
+
+def socket_address(address: Hashable) -> Address:
+    """An address the protocol core passed on, as a socket takes it: the core's are opaque
+    to it (any hashable value; sim/wan/virtual.py's are names), a socket's are (host, port)."""
+    if isinstance(address, tuple) and len(address) == 2 and isinstance(address[0], str) \
+            and isinstance(address[1], int):
+        return address[0], address[1]
+    raise TypeError(f"{address!r} is not a socket address")
 
 
 class TransportError(OSError):
@@ -96,7 +106,7 @@ def parse_address(text: str, default_port: int = DEFAULT_PORT) -> Address:
         raise TransportError(f"cannot resolve host {host!r}") from None
     # Prefer IPv4 where a name has both, as the rest of the path most likely does.
     family, *_, sockaddr = min(info, key=lambda entry: entry[0] != socket.AF_INET)
-    return sockaddr[0], port
+    return str(sockaddr[0]), port
 
 
 def show(address: Address | None) -> str:
@@ -170,14 +180,14 @@ class Transport:
         NETBLT port, not part of its address."""
         return given if self.kind == "udp" else (given[0], 0)
 
-    def destination(self, to: Address) -> tuple:
+    def destination(self, to: Address) -> Address:
         """Where the socket sends for ``to``; IPv4 peers are mapped on an IPv6 socket."""
         host, port = to
         if self.family == socket.AF_INET6 and ":" not in host:
             host = f"::ffff:{host}"
         return host, port if self.kind == "udp" else 0
 
-    def send(self, parts: list, to: Address) -> None:
+    def send(self, parts: list[bytes | memoryview], to: Address) -> None:
         self.sock.sendmsg(parts, [], 0, self.destination(to))
 
     def send_segments(self, view: memoryview, segment: int, to: Address) -> None:
@@ -224,7 +234,7 @@ class Transport:
 
     def errors(self) -> list[tuple[Address | None, str]]:
         """The queued ICMP errors: the address of the datagram that drew each, and what it said."""
-        out = []
+        out: list[tuple[Address | None, str]] = []
         while True:
             try:
                 _, ancillary, _, address = self.sock.recvmsg(1, 1024, socket.MSG_ERRQUEUE | socket.MSG_DONTWAIT)

@@ -34,7 +34,7 @@ class SlotGeometry:
     sink: bool = True
     """Whether DRAIN has a sink port to run on: received buffers out to gateware."""
 
-    def fields(self) -> dict:
+    def fields(self) -> dict[str, int | bool]:
         return asdict(self)
 
 

@@ -56,7 +56,7 @@ class DramPhy:
     @classmethod
     def read(cls, word: int) -> DramPhy:
         fields = DRAM_PHY_WORD.unpack(word)
-        return cls(**{name: (bool(value) if name == "levelling" else value) for name, value in fields.items()})
+        return cls(levelling=bool(fields.pop("levelling")), **fields)
 
     @property
     def csrs(self) -> dict[str, int]:

@@ -12,10 +12,11 @@ import enum
 import operator
 import struct
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from .layout import sequential
+from .layout import Layout, sequential
 
 LINK_PORT = 2990
 """The board's UDP port for the host link (a build option)."""
@@ -210,11 +211,15 @@ class BulkRequests:
     takes it, built when asked for."""
 
     def __init__(self, kind: Type, word_address: int, data: memoryview, step: int, first: bytes | None = None):
-        self.kind, self.word_address, self.data, self.step, self.first = kind, word_address, data, step, first
+        self.kind, self.word_address, self.data, self.step = kind, word_address, data, step
+        self.first = first or b""
         self.lead = int(first is not None)
 
     def __len__(self) -> int:
         return self.lead - (-len(self.data) // (4 * self.step))
+
+    def __iter__(self) -> Iterator[tuple[Type, bytes, int]]:
+        return (self[index] for index in range(len(self)))
 
     def offset(self, index: int) -> int:
         """Where request ``index``'s data starts in ``data`` (or ends, past the last)."""
@@ -258,7 +263,7 @@ HEADER_DOCS = {
 }
 
 
-def _fields(layout) -> str:
+def _fields(layout: Layout) -> str:
     """``opcode, register, 2 zero bytes, value``: a layout's fields in words."""
     return ", ".join(f"{f.width} zero bytes" if f.name.startswith("pad") else f.name for f in layout.fields)
 

@@ -17,11 +17,12 @@ from .packets import (
 )
 
 _U16 = struct.Struct(">H")
-_BY_TYPE = {
-    L.PacketType.OPEN: Open, L.PacketType.RESPONSE: Response,
-    L.PacketType.KEEPALIVE: KeepAlive, L.PacketType.QUITACK: QuitAck, L.PacketType.DONE: Done,
-    L.PacketType.QUIT: Quit, L.PacketType.ABORT: Abort, L.PacketType.REFUSED: Refused,
-}
+_SETUP: dict[L.PacketType, type[Open | Response]] = {L.PacketType.OPEN: Open, L.PacketType.RESPONSE: Response}
+_REASONED: dict[L.PacketType, type[Quit | Abort | Refused]] = {
+    L.PacketType.QUIT: Quit, L.PacketType.ABORT: Abort, L.PacketType.REFUSED: Refused}
+_BARE: dict[L.PacketType, type[KeepAlive | QuitAck | Done]] = {
+    L.PacketType.KEEPALIVE: KeepAlive, L.PacketType.QUITACK: QuitAck, L.PacketType.DONE: Done}
+assert set(_REASONED) == L.STRING_TYPES and set(_BARE) == L.BARE_TYPES  # formats/rfc998.py's, by class
 
 
 class CodecError(ValueError):
@@ -151,22 +152,22 @@ def decode(datagram: bytes | bytearray | memoryview, *, data_checksum: bool = Fa
 
 def _decode_body(kind: L.PacketType, buf: memoryview, data_checksum: bool) -> Packet:
     end = len(buf)
-    if kind in (L.PacketType.OPEN, L.PacketType.RESPONSE):
+    if kind in _SETUP:
         f = unpack(L.OPEN, buf)
-        return _BY_TYPE[kind](
+        return _SETUP[kind](
             uid=f["uid"], buffer_size=f["buffer_size"], transfer_size=f["transfer_size"],
             packet_size=f["packet_size"], burst_size=f["burst_size"],
             burst_interval=f["burst_interval"], death_timer=f["death_timer"],
             max_buffers=f["max_buffers"], data_checksum=bool(f["flags"] & L.FLAG_DATA_CHECKSUM),
             write_mode=bool(f["flags"] & L.FLAG_WRITE_MODE),
             client_string=decode_string(buf[L.OPEN.end:end], "client string"))
-    if kind in L.STRING_TYPES:
+    if kind in _REASONED:
         reason = decode_string(buf[L.HEADER.end:end], "reason").decode("utf-8", "replace")
-        return _BY_TYPE[kind](reason)
+        return _REASONED[kind](reason)
     if kind in L.EXACT_TYPES and end != L.MIN_LENGTH[kind]:
         raise CodecError(f"{kind.name} must be {L.MIN_LENGTH[kind]} bytes, length says {end}")
-    if kind in L.BARE_TYPES:
-        return _BY_TYPE[kind]()
+    if kind in _BARE:
+        return _BARE[kind]()
     if kind is L.PacketType.NULL_ACK:
         f = unpack(L.NULL_ACK, buf)
         return NullAck(f["high_ack"], f["burst_size"], f["burst_interval"])
@@ -194,7 +195,8 @@ def decode_string(field: memoryview, what: str) -> bytes:
 
 
 def _decode_messages(buf: memoryview) -> list[Message]:
-    messages, at = [], 0
+    messages: list[Message] = []
+    at = 0
     while at < len(buf):
         if len(buf) - at < L.MESSAGE.end:
             raise CodecError(f"truncated control message at offset {at}")

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import enum
 import random
+from typing import TypedDict
 
 from . import events as ev
-from .packets import Abort, Data, KeepAlive, Open, Packet, Quit, QuitAck, Refused, Response, Setup
+from .packets import Abort, Data, KeepAlive, Open, Packet, Quit, QuitAck, Refused, Response
 from .params import ParamError, Params, Timing
 from .receiver import Receiver
 from .role import Role, TransferStats
@@ -26,6 +27,21 @@ BUSY = "busy with another transfer; try again when it ends"
 HELD = "still holding this port pair's last connection"
 """Begins the REFUSED a passive end gives a new OPEN from its peer's own address and port
 while the old connection may be alive; the active end keeps trying (reading A21)."""
+
+
+class _Proposal(TypedDict):
+    """An OPEN's or RESPONSE's values but its UID."""
+
+    buffer_size: int
+    packet_size: int
+    burst_size: int
+    burst_interval: int
+    death_timer: int
+    max_buffers: int
+    data_checksum: bool
+    write_mode: bool
+    transfer_size: int
+    client_string: bytes
 
 
 class State(enum.Enum):
@@ -66,7 +82,7 @@ class Connection:
         self.timers = Timers()
         self.role: Role | None = None
         self.stats = TransferStats()
-        self.setup: Setup | None = None
+        self.setup: Open | Response | None = None
         """The OPEN we sent (active) or the RESPONSE we sent (passive)."""
         self.peer_death = 0
         self.open_tries = 0
@@ -96,7 +112,7 @@ class Connection:
 
     def connect(self, now: float) -> list[ev.Action]:
         """Active end: send OPEN and start the open timer."""
-        self.setup = Open(uid=self.uid, **self._proposal())
+        self.setup = Open(uid=self.uid, **self._proposal(self.local))
         self.open_tries, self.open_until = 0, now + self.local.death_timer
         self._send_open(now)
         return self._drain()
@@ -155,10 +171,7 @@ class Connection:
         self._learn_size(packet)
         if client_string is not None:
             self.client_string = client_string
-        self.setup = Response(uid=packet.uid, **self._proposal() | dict(
-            buffer_size=final.buffer_size, packet_size=final.packet_size,
-            burst_size=final.burst_size, burst_interval=final.burst_interval,
-            max_buffers=final.max_buffers, data_checksum=final.data_checksum))
+        self.setup = Response(uid=packet.uid, **self._proposal(final))
         self.transmit(self.setup, now)
         self._establish(packet.client_string, now, held=held, last=last)
         self._after(now)
@@ -199,21 +212,29 @@ class Connection:
 
     # -- setup -----------------------------------------------------------------------------
 
-    def _proposal(self) -> dict:
-        p, size = self.local, self.transfer_size or 0
-        return dict(buffer_size=p.buffer_size, packet_size=p.packet_size, burst_size=p.burst_size,
-                    burst_interval=p.burst_interval, death_timer=p.death_timer,
-                    max_buffers=p.max_buffers, data_checksum=p.data_checksum,
-                    write_mode=self.is_sender if self.active else not self.is_sender,
-                    transfer_size=size if size < 1 << 32 else 0,  # 0: unknown (reading A18)
-                    client_string=self.client_string)
+    @property
+    def _sent_setup(self) -> Open | Response:
+        """The OPEN or RESPONSE this end sent: there is one in every state that asks for it."""
+        assert self.setup is not None
+        return self.setup
+
+    def _proposal(self, p: Params) -> _Proposal:
+        """What this end's OPEN or RESPONSE says: ``p``'s values (its own, or the ones
+        settled), always with its own death timer."""
+        size = self.transfer_size or 0
+        return _Proposal(buffer_size=p.buffer_size, packet_size=p.packet_size, burst_size=p.burst_size,
+                         burst_interval=p.burst_interval, death_timer=self.local.death_timer,
+                         max_buffers=p.max_buffers, data_checksum=p.data_checksum,
+                         write_mode=self.is_sender if self.active else not self.is_sender,
+                         transfer_size=size if size < 1 << 32 else 0,  # 0: unknown (reading A18)
+                         client_string=self.client_string)
 
     def _send_open(self, now: float) -> None:
         # Doubling up to the longest control interval, for as long as the death timer: a
         # path whose round trip is longer than the first few intervals still opens. No gap
         # is longer than a quarter of the death timer, so its end is tried too: a peer that
         # holds its port for a host it still waits for lets us in part-way through.
-        self.transmit(self.setup, now)
+        self.transmit(self._sent_setup, now)
         wait = min(self.timing.open_timeout * 2 ** self.open_tries, self.timing.control_max,
                    self.local.death_timer / 4)
         self.timers.set("open", min(now + wait, self.open_until))
@@ -246,7 +267,7 @@ class Connection:
             self._quit_received(packet, now)
         elif isinstance(packet, QuitAck):
             if self.state is State.QUIT_SENT:
-                self.finish(False, self._quit_outcome())
+                self._quit_done()
         elif isinstance(packet, Data):
             pass  # DATA is the data path's; it never reaches the protocol core
         elif self.state is State.ESTABLISHED and self.role is not None:
@@ -264,7 +285,7 @@ class Connection:
         that has been quiet for two of its keepalive intervals (half the death timer) is
         gone: this connection ends so that a new one can take the port pair (reading A21);
         until then the OPEN is told how long, and this connection goes on."""
-        if self.state in (State.OPEN_SENT, State.ADMITTING) or packet.uid == self.setup.uid:
+        if self.state in (State.OPEN_SENT, State.ADMITTING) or packet.uid == self._sent_setup.uid:
             return False
         quiet, limit = now - (self.heard_at or now), self.params.death_timer / 2
         if quiet >= limit:
@@ -272,7 +293,7 @@ class Connection:
             self.finish(False, f"replaced: its peer opened connection {packet.uid:#010x} on the same port pair "
                                f"after {quiet:.0f} s of silence (it restarted)")
         else:
-            self.transmit(Refused(f"{HELD} ({self.setup.uid:#010x}, its peer heard {quiet:.0f} s ago); "
+            self.transmit(Refused(f"{HELD} ({self._sent_setup.uid:#010x}, its peer heard {quiet:.0f} s ago); "
                                   f"a new one replaces it after {limit:.0f} s of silence"), now)
         return True
 
@@ -282,12 +303,12 @@ class Connection:
                 self._answered(packet, now)
         elif self.state is State.ADMITTING:
             pass  # the same OPEN again, while its client decides
-        elif packet.uid == self.setup.uid:
+        elif packet.uid == self._sent_setup.uid:
             if isinstance(packet, Open) and not self.active:
-                self.transmit(self.setup, now)  # our RESPONSE was lost: say it again
+                self.transmit(self._sent_setup, now)  # our RESPONSE was lost: say it again
         elif self.state is not State.OPEN_SENT:
             # Only one connection per port pair: a different UID is a second attempt.
-            self.transmit(Abort(f"connection {self.setup.uid:#010x} is already open on this port pair"), now)
+            self.transmit(Abort(f"connection {self._sent_setup.uid:#010x} is already open on this port pair"), now)
 
     def _accept(self, packet: Open, source: ev.Address) -> None:
         wants_write = not self.is_sender
@@ -312,7 +333,7 @@ class Connection:
             self.fail(f"unusable parameters in RESPONSE: {exc}", now)
             return
         why = final.widens(self.local) or (
-            "the transfer mode changed" if packet.write_mode != self.setup.write_mode else None)
+            "the transfer mode changed" if packet.write_mode != self._sent_setup.write_mode else None)
         if why:
             self.fail(f"RESPONSE is not a valid answer: {why}", now)
             return
@@ -351,7 +372,14 @@ class Connection:
             self.state, self.quit_reason = State.QUIT_RECEIVED, packet.reason
             self.timers.keep_only("death")
         # Dally so a lost QUITACK can be answered again (reading A23).
-        self.timers.set("quit-dally", now + max(2 * self.role.answer_time(), 4 * self.timing.quit_timeout))
+        answer = self.role.answer_time() if self.role is not None else 0.0
+        self.timers.set("quit-dally", now + max(2 * answer, 4 * self.timing.quit_timeout))
+
+    def _quit_done(self) -> None:
+        """The QUIT exchange in progress is over: the connection ends with its outcome."""
+        outcome = self._quit_outcome()
+        assert outcome is not None  # called only while one is in progress
+        self.finish(False, outcome)
 
     def _quit_outcome(self) -> str | None:
         """How a QUIT in progress ends the connection, or None if there is none."""
@@ -392,12 +420,12 @@ class Connection:
         elif key == "quit":
             self._send_quit(now)
         elif key == "quit-dally":
-            self.finish(False, self._quit_outcome())
+            self._quit_done()
         elif self.role is not None:
             self.role.on_timer(key, now)
 
     def _after(self, now: float) -> None:
-        if self.state is State.ESTABLISHED and not self.finished:
+        if self.state is State.ESTABLISHED and not self.finished and self.role is not None:
             self.role.after(now)
 
     def _drain(self) -> list[ev.Action]:

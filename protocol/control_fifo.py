@@ -83,7 +83,8 @@ class ControlFifo:
 
     def packet(self, now: float) -> Control:
         """The lowest unacknowledged messages that fit the budget, marked as sent now."""
-        messages, size = [], HEADER.end
+        messages: list[Message] = []
+        size = HEADER.end
         for entry in self._entries:
             message = replace(entry.message, seq=entry.message.seq % SEQ_MODULUS)
             wire = encode_message(message)

@@ -174,6 +174,16 @@ class Endpoint:
     def finished(self) -> bool:
         return self.conn.finished
 
+    @property
+    def _source(self) -> Source:
+        assert self.source is not None, "a sending endpoint has a source"
+        return self.source
+
+    @property
+    def _sink(self) -> Sink:
+        assert self.sink is not None, "a receiving endpoint has a sink"
+        return self.sink
+
     def start(self, now: float) -> None:
         self.cpu_start = self.cpu_clock()
         if self.conn.active:
@@ -207,9 +217,9 @@ class Endpoint:
                 dp.resend(n, packets)
             case ev.ReleaseSendBuffer(buffer=n, index=index, sent=sent):
                 dp.release(n)
-                self.source.release(index)
+                self._source.release(index)
                 size = conn.params.buffer_size
-                size = size if self.source.size is None else min(size, self.source.size - index * size)
+                size = size if self._source.size is None else min(size, self._source.size - index * size)
                 if sent:
                     progress.buffer_done(now, size)
                 else:
@@ -258,10 +268,10 @@ class Endpoint:
         """Let the data path load the first buffer while the OPEN is out (a board's upload
         of 4 MiB is 43 ms). Only from a source that can give it again at the size the
         RESPONSE settles on; an error reading it is reported when the buffer is due."""
-        if self.source.size is None:
+        if self._source.size is None:
             return
         try:
-            found = self.source.buffer(0, self.conn.params.buffer_size)
+            found = self._source.buffer(0, self.conn.params.buffer_size)
         except OSError:
             return
         if found is not None and not isinstance(found[0], BornBuffer):
@@ -270,11 +280,12 @@ class Endpoint:
     def _send(self, n: int, index: int, last: bool, now: float) -> list[ev.Action]:
         """Load a buffer from the client; a stream's client says where its data ends."""
         try:
-            found = self.source.buffer(index, self.conn.params.buffer_size)
+            found = self._source.buffer(index, self.conn.params.buffer_size)
         except OSError as exc:
             return self.conn.quit(f"sender cannot read its data: {exc.strerror or exc}", now)
         if found is None:  # GO'd past a stream's end, which is now known
-            buffers = max(1, math.ceil(self.source.size / self.conn.params.buffer_size))
+            assert self._source.size is not None
+            buffers = max(1, math.ceil(self._source.size / self.conn.params.buffer_size))
             return self.conn.handle(ev.LastBuffer(buffers), now)
         data, ends = found
         self.dp.send_buffer(n, data, last or ends)
@@ -284,8 +295,8 @@ class Endpoint:
 
     def _deliver(self, n: int, index: int, size: int, final: bool, now: float) -> list[ev.Action]:
         try:
-            self.sink.write(index * self.conn.params.buffer_size, self.dp.take(n))
-            problem = self.sink.problem() if final else None
+            self._sink.write(index * self.conn.params.buffer_size, self.dp.take(n))
+            problem = self._sink.problem() if final else None
         except OSError as exc:
             return self.conn.quit(f"receiver cannot store the data: {exc.strerror or exc}", now)
         self.dp.drop_receive(n)

@@ -30,7 +30,8 @@ from netblt.driver.link import BoardLink
 from netblt.formats.boards import SIMULATION
 from netblt.formats.registers import ADDRESS, COMMAND_WORD, CONNECTION_FLAGS, Command, PacingMode
 from netblt.formats.born import PatternBuffer
-from netblt.driver.pattern import fastpath, first_difference, pattern
+from netblt.driver.compiled import fastpath
+from netblt.driver.pattern import first_difference, pattern
 from netblt.formats.pattern import pattern_bytes
 from netblt.host.announce import Announcement, read
 from netblt.host.check import check

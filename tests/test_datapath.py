@@ -8,7 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from netblt.driver.core import DataPathCore
-from netblt.driver.framing import FrameError, build_header, fastpath, parse_header
+from netblt.driver.compiled import fastpath
+from netblt.driver.framing import FrameError, build_header, parse_header
 from netblt.driver.burst_pacer import BurstPacer
 from netblt.driver.receive_buffers import PythonSlots, ReceiveBuffers
 from netblt.driver.txqueue import TransmitQueue

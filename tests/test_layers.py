@@ -119,7 +119,7 @@ BLOCKER = textwrap.dedent("""
     for layer in {layers!r}:
         package = importlib.import_module("netblt." + layer)
         for info in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
-            if not info.name.endswith("_fastpath"):
+            if not info.name.endswith(("_fastpath", "_linkpath")):
                 importlib.import_module(info.name)
     from netblt.host.cli import main
     sys.exit(main(sys.argv[1:]))

@@ -283,7 +283,7 @@ def test_bulk_runs_are_exact_and_run_once_through_a_bad_path(seed, compiled, mon
     once, in order, and the bytes are exact both ways. A download's register operations
     before it (``first``) run in its run, just before its data, and their reply comes back."""
     if not compiled:
-        monkeypatch.setattr(link_module, "_linkpath", None)
+        monkeypatch.setattr(link_module, "linkpath", None)
     board = ServedBoard(BUILDS["versa_ecp5"]["block"])
     relay = LossyRelay(board.port, seed)
     link = BoardLink(("127.0.0.1", relay.port), give_up=10)
@@ -357,7 +357,7 @@ def test_an_upload_run_asks_for_one_reply_in_several():
 
 def test_the_bulk_path_is_compiled_here():
     """make builds driver/_linkpath.c; without it the same runs go one Python step a datagram."""
-    assert link_module._linkpath is not None
+    assert link_module.linkpath is not None
 
 
 def test_a_long_missing_list_waits_for_room_and_reaches_the_host_whole():
