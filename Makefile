@@ -35,7 +35,7 @@ reproduce: $(STAMP)
 test: $(STAMP)
 	@command -v tshark >/dev/null || ($(SUDO) apt-get update -q >/dev/null && $(SUDO) env DEBIAN_FRONTEND=noninteractive \
 		apt-get install -y -q tshark >/dev/null) || echo "make: tshark not installed: its tests will be skipped"
-	$(BIN)/python -m pytest -q -n 2 --dist loadgroup --no-loadscope-reorder
+	$(BIN)/python -m pytest -q -n 2 --dist loadgroup --no-loadscope-reorder --durations=15
 
 bench: $(STAMP)
 	$(BIN)/python -m netblt.bench.software_bench

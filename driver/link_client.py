@@ -119,6 +119,10 @@ class RetryTimer:
     def expired(self) -> None:
         self.backoff = min(BACKOFF, 2 * self.backoff)
 
+    def answered(self) -> None:
+        """The board is making progress: no backoff, though nothing was timed."""
+        self.backoff = 1
+
 
 BACKOFF = 64
 """The most a retry time is doubled to while the board stays silent."""
@@ -325,7 +329,7 @@ class LinkClient:
         if kind == F.Type.OPEN:
             self._opened(header, bytes(body))
         elif kind == F.Type.STATUS:
-            self._status(header, body)
+            self._status(header, body, now)
         elif header.id not in self.in_flight:
             return  # a late copy: its request is answered already
         elif header.status == F.Status.OUT_OF_WINDOW:
@@ -382,7 +386,7 @@ class LinkClient:
         self.opening.reply = (header, body)
         self.sent_at = self.waiting_since = None
 
-    def _status(self, header: F.Header, body: memoryview) -> None:
+    def _status(self, header: F.Header, body: memoryview, now: float) -> None:
         if header.session != self.session and self.opened:
             raise LinkError("the board lost this session: it was reset or reloaded, or another host "
                             "took it over")
@@ -391,13 +395,13 @@ class LinkClient:
         if self.recovering:
             self.recovering = False
             self.sent_at = None
-            self._recover(header.ack)
+            self._recover(header.ack, now)
 
     def grow(self, replies: int) -> None:
         """``replies`` came in order: the window grows back towards :attr:`most`."""
         self.window = min(self.most, self.window + replies / self.window)
 
-    def _recover(self, expected: int) -> None:
+    def _recover(self, expected: int, now: float) -> None:
         """The board expects ``expected`` next: what it ran is answered (an UPLOAD's reply
         says nothing more than that it ran, so the STATUS is its answer: the quiet ones ask
         for none) or its reply asked for again; what it never saw is sent again. Where
@@ -406,6 +410,11 @@ class LinkClient:
         before this STATUS's: that costs nothing but the STATUS)."""
         self.due.clear()
         lost = False
+        if any(before(request.id, expected) for request in self.in_flight.values()):
+            # The board ran some of it: progress, whatever became of the replies. A board that
+            # runs nothing (the requests never reach it) is asked less and less often.
+            self.timer.answered()
+            self.waiting_since = now
         for request in list(self.in_flight.values()):
             if before(request.id, expected) and request.type == F.Type.UPLOAD:
                 del self.in_flight[request.id]
