@@ -5,7 +5,7 @@
  * calls both ways (an upload's datagrams cut by the kernel, UDP segmentation offload), and
  * one REGISTERS request before them (the reads that go with a download: a buffer's steps in
  * one run, in the order the board runs them). An upload asks for a reply from one request
- * in a quarter window and the last of each batch (QUIET on the rest): the board runs
+ * in half a window and the last of each batch (QUIET on the rest): the board runs
  * requests in ID order, so a reply says the quiet ones before it ran. Replies to the run are
  * matched here; the board's event pushes that are
  * next in sequence are held (and acknowledged in the following requests); anything else
@@ -370,7 +370,7 @@ static PyObject *bulk(PyObject *self, PyObject *args, PyObject *kwargs)
     r.data = view.buf, r.size = view.len;
     r.words = (view.len + 3) / 4;
     r.lead = r.first.len > 0;
-    r.loud_every = r.window / 4 > 1 ? r.window / 4 : 1;
+    r.loud_every = r.window / 2 > 1 ? r.window / 2 : 1;  /* each reply a wake: a quarter window cost twice the CPU */
     r.count = (r.step > 0 ? (r.words + r.step - 1) / r.step : 0) + r.lead;
     if ((r.kind != (int)type_upload && r.kind != (int)type_download) || r.window < 1 || r.step < 1
         || header_size + 4 * r.step > MAX_DATAGRAM || r.first.len > 4 * r.step || r.count > 0x4000

@@ -345,6 +345,10 @@ class BoardDataPath:
     def host_link_requests(self) -> int:
         return int(self.link.client.requests)
 
+    @property
+    def host_link_slow_path(self) -> int:
+        return int(self.link.client.received)
+
     # -- inside -------------------------------------------------------------------------------------
 
     def _pushed(self, pushed: Pushed) -> None:

@@ -41,8 +41,8 @@ class DataPathCore:
         """Bad packets counted and dropped, by reason."""
         self._busy = False
 
-    host_link_bytes = host_link_requests = 0
-    """Bytes and requests over a board's host link: none here."""
+    host_link_bytes = host_link_requests = host_link_slow_path = 0
+    """What crosses a board's host link: nothing here."""
     def makes(self, born: type[BornBuffer]) -> bool:
         """It makes the pattern (in C); it has no source port."""
         return born is PatternBuffer

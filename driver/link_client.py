@@ -183,6 +183,8 @@ class LinkClient:
         self.resent = 0
         self.requests = 0
         """Requests given an ID: the board runs each exactly once (its LINK_EXECUTED)."""
+        self.received = 0
+        """Datagrams taken here, one at a time (the compiled bulk path takes its own)."""
         self.malformed_pushes = 0
         """Pushes whose records could not be read: acknowledged and counted, never read."""
         self._send: list[bytes] = []
@@ -310,6 +312,7 @@ class LinkClient:
 
     def receive(self, datagram: bytes, now: float) -> None:
         """One datagram from the board; raises LinkError when the session cannot go on."""
+        self.received += 1
         try:
             header, body = F.decode(datagram)
         except F.FormatError:

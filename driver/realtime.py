@@ -86,6 +86,10 @@ class RealTimeDataPath(DataPath, Protocol):
     def host_link_requests(self) -> int:
         """Requests this host sent its board (0 in software)."""
 
+    @property
+    def host_link_slow_path(self) -> int:
+        """Datagrams from its board this host took one at a time (0 in software)."""
+
     # -- its life ------------------------------------------------------------------------------
 
     def reset(self) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import random
+import resource
 import secrets
 import socket
 import stat
@@ -29,7 +30,7 @@ from ..driver.transport import DEFAULT_PORT, Address, Kind, Transport, host_addr
 from ..formats.born import PatternBuffer, TakenBuffer
 from ..protocol import events as ev
 from ..protocol.connection import Connection, State
-from ..protocol.endpoint import Admission, DataPathError, Endpoint
+from ..protocol.endpoint import Admission, DataPathError, Endpoint, Usage
 from ..protocol.params import Params, Timing
 from . import announce
 from .auth import Secret
@@ -158,12 +159,18 @@ class TransferReport:
     """CPU this process used over ``seconds``, all threads."""
     datapath_cpu_seconds: float = 0.0
     """Of which the data path's receive and transmit threads (per-packet work)."""
+    wakes: int = 0
+    """Times this process went to sleep and was woken (voluntary context switches, all
+    threads) over ``seconds``: each costs a host CPU far more than the work it wakes for."""
     data_path: str = "software"
     """What carried the packets: "software" (this host) or "board"."""
     host_link_bytes: int = 0
     """With a board: UDP payload bytes between this host and the board, both ways."""
     host_link_requests: int = 0
     """With a board: host-link requests this host sent, each run once by the board."""
+    host_link_slow_path: int = 0
+    """With a board: datagrams from it that this host took one at a time in Python (replies
+    and pushes; the compiled bulk path takes an upload's and a download's)."""
     dropped: dict[str, int] = field(default_factory=dict)
     """Bad packets counted and dropped, by reason."""
     duplicates: int = 0
@@ -175,6 +182,11 @@ class TransferReport:
 
 
 # -- the run loop -----------------------------------------------------------------------------
+
+
+def process_usage() -> Usage:
+    """This process's CPU seconds and wakes so far."""
+    return Usage(time.process_time(), resource.getrusage(resource.RUSAGE_SELF).ru_nvcsw)
 
 
 @contextmanager
@@ -268,10 +280,13 @@ def _report(endpoint: Endpoint, dp: RealTimeDataPath, role: str, **fields) -> Tr
         ok=bool(result and result.ok), reason=result.reason if result else "not finished", role=role,
         established=started is not None, bytes=progress.bytes_done, resumed_bytes=progress.resumed_bytes,
         peer=show(conn.peer) if conn.peer else "", dropped=dp.drop_counts(), duplicates=dp.duplicates,
-        data_path=dp.name, host_link_bytes=dp.host_link_bytes, host_link_requests=dp.host_link_requests, **fields)
+        data_path=dp.name, host_link_bytes=dp.host_link_bytes, host_link_requests=dp.host_link_requests,
+        host_link_slow_path=dp.host_link_slow_path, **fields)
     if started is not None:
         report.seconds = round(now - started, 3)
-        report.cpu_seconds = round(time.process_time() - endpoint.cpu_start, 3)
+        used, start = process_usage(), endpoint.usage_start
+        report.cpu_seconds = round(used.cpu - start.cpu, 3)
+        report.wakes = used.wakes - start.wakes
         report.datapath_cpu_seconds = round(dp.thread_cpu() - dp.cpu_at_configure, 3)
     if p is not None:
         report.burst_size, report.burst_interval_ms = p.burst_size, p.burst_interval
@@ -420,7 +435,7 @@ def _send_one(item: Outgoing, index: int, count: int, session: str, peer: Addres
             conn = Connection(active=True, sender=True, params=params, timing=options.timing,
                               transfer_size=source.size, client_string=client_string, uid=uid, peer=dp.peer)
             check = (lambda answer: secret.check_response(uid, client_string, answer)) if secret else None
-            endpoint = Endpoint(conn, dp, source=source, check_peer=check, cpu_clock=time.process_time)
+            endpoint = Endpoint(conn, dp, source=source, check_peer=check, usage=process_usage)
             opening = f"connecting to {show(peer)}" + (f" (file {index} of {count})" if count > 1 else "")
             if options.board:  # the port the peer must answer, which a simulated board may not bridge
                 opening += f" through board {show(options.board)} from its NETBLT port {dp.local_port}"
@@ -630,7 +645,7 @@ def _serve(dp: RealTimeDataPath, params: Params, output: Output, options: Option
                           client_string=b"netblt-recv")
         reception = Reception(output, gate, feedback, force=force, session=session, finished=finished)
         endpoint = Endpoint(conn, dp, sink=reception, admit=reception.admit, refused=reception.refused,
-                            cpu_clock=time.process_time)
+                            usage=process_usage)
         if reopening is not None:  # the OPEN that replaced the last connection
             endpoint.handle(reopening, time.monotonic())
             reopening = None

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from ..formats.born import BornBuffer
 from . import events as ev
@@ -151,24 +151,31 @@ class Progress:
         return 8 * self.bytes_done / elapsed if elapsed > 0 else 0.0
 
 
+class Usage(NamedTuple):
+    """What the process has used so far: CPU seconds, and wakes (voluntary context switches)."""
+
+    cpu: float = 0.0
+    wakes: int = 0
+
+
 class Endpoint:
     """``admit`` answers an acceptable OPEN (default: admit it); ``check_peer`` judges the
-    peer's client string once established and says why to abort, if it must; ``cpu_clock``
-    gives the process's CPU seconds, read at the start and once established (``cpu_start``)."""
+    peer's client string once established and says why to abort, if it must; ``usage``
+    says what the process has used, read at the start and once established (``usage_start``)."""
 
     def __init__(self, conn: Connection, datapath: DataPath, *, source: Source | None = None,
                  sink: Sink | None = None, admit: Callable[[ev.Admit], Admission] | None = None,
                  refused: Callable[[ev.Admit, str], None] | None = None,
                  check_peer: Callable[[bytes], str | None] | None = None,
-                 cpu_clock: Callable[[], float] = lambda: 0.0) -> None:
+                 usage: Callable[[], Usage] = Usage) -> None:
         self.conn, self.dp = conn, datapath
         self.source, self.sink = source, sink
         self.admit, self.check_peer = admit, check_peer
         self.refused = refused
         """Told of an OPEN the data path turns down (the client's ``admit`` never sees it)."""
         self.progress = Progress()
-        self.cpu_clock = cpu_clock
-        self.cpu_start = 0.0
+        self.usage = usage
+        self.usage_start = Usage()
 
     @property
     def finished(self) -> bool:
@@ -185,7 +192,7 @@ class Endpoint:
         return self.sink
 
     def start(self, now: float) -> None:
-        self.cpu_start = self.cpu_clock()
+        self.usage_start = self.usage()
         if self.conn.active:
             self.run(self.conn.connect(now), now)
             if self.conn.is_sender:
@@ -247,7 +254,7 @@ class Endpoint:
                 progress.resumed_bytes = answer.resumed_bytes
                 return conn.admit(now, held=answer.held, last=answer.last, client_string=answer.client_string)
             case ev.Established(params=params, peer_client_string=peer_string, peer=peer, transfer_size=size):
-                self.cpu_start = self.cpu_clock()
+                self.usage_start = self.usage()
                 progress.params = params
                 progress.established_at = now
                 if why := dp.unusable(params, size, conn.is_sender):
