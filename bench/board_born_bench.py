@@ -17,9 +17,13 @@ the board's functional model (``netblt sim-board --model``) to ``netblt recv`` o
    took against those that arrived, and the words the stamps' numbers show missing
    against those the board counted refused.
 
+0. First, what each further GB costs the host: its CPU sending ``--size`` less its CPU
+   sending ``--small``, over the bytes between (a connection's own set-up and end cost
+   the same in both), on the Versa's geometry.
+
 Every run is checked by the receiver (the pattern byte for byte; the stamps' numbers).
-Medians of ``--runs``.
-The figures are a 2-core machine's: the model, the host and the receiver share it.
+Medians of ``--runs``. On two cores or more the host has core 0 to itself and the model
+and the receiver share core 1 (bench/offload_bench.py ``on_core``).
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ..host.units import parse_rate, parse_size, positive
-from .offload_bench import NETBLT, Model, free_port, report, started
+from .offload_bench import HOST, NETBLT, Model, free_port, on_core, report, started
 
 GEOMETRIES = {
     "Versa DRAM, 16 x 4 MiB slots, 9000-byte host link": (["--board", "versa_ecp5", "--slots", "dram", "--mtu", "9000"],
@@ -80,7 +84,8 @@ def send_born(out: Path, size: int, model_args: list[str], send_args: list[str],
         recv = started(NETBLT + ["recv", "--listen", f"127.0.0.1:{port}", "--out", str(out), "--json"], out)
         sender = subprocess.run(NETBLT + ["send", "--source", source, "--size", str(size), f"127.0.0.1:{port}",
                                           "--json", "--board", f"127.0.0.1:{model.link}", "--local-port",
-                                          str(model.netblt), *send_args], capture_output=True, text=True, timeout=3600)
+                                          str(model.netblt), *send_args], capture_output=True, text=True, timeout=3600,
+                                **on_core(HOST))
         received, _ = recv.communicate(timeout=300)
         model_cpu = model.cpu()
     finally:
@@ -109,6 +114,8 @@ def median_run(runs: list[Run]) -> Run:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="netblt bench-board-born", description=__doc__.split("\n\n")[0])
     parser.add_argument("--size", type=parse_size, default=1 << 30, help="bytes per transfer (default: 1G)")
+    parser.add_argument("--small", type=parse_size, default=128 << 20,
+                        help="the smaller transfer the marginal cost is taken against (default: 128M)")
     parser.add_argument("--runs", type=positive, default=3, help="runs per case, for medians (default: 3)")
     parser.add_argument("--paced-rate", type=parse_rate, default=300e6, metavar="RATE",
                         help="the sender's pace in the paced case and through the long path (default: 300M, "
@@ -124,6 +131,12 @@ def main(argv: list[str] | None = None) -> int:
         versa_model + LONG_PATH, versa_send + paced)
     results = {}
     with tempfile.TemporaryDirectory() as directory:
+        marginal = []
+        for attempt in range(args.runs):
+            console.print(f"[dim]each further GB: run {attempt + 1} of {args.runs} ...[/]")
+            cpu = [send_born(Path(directory) / f"marginal{attempt}-{size}", size, versa_model, versa_send)[0]
+                   ["cpu_seconds"] for size in (args.small, args.size)]
+            marginal.append((cpu[1] - cpu[0]) / (args.size - args.small) * 1e9)
         for number, (name, (model_args, send_args)) in enumerate(cases.items()):
             runs = []
             for attempt in range(args.runs):
@@ -132,6 +145,8 @@ def main(argv: list[str] | None = None) -> int:
             results[name] = median_run(runs)
         console.print("[dim]stamps faster than the long path ...[/]")
         stamps = send_stamps(Path(directory) / "stamps", args, versa_model + LONG_PATH, versa_send)
+    console.print(f"Each further GB ({args.small / 2**20:g} MiB -> {args.size / 2**20:g} MiB), Versa DRAM geometry: "
+                  f"{statistics.median(marginal):.3f} host CPU seconds (runs: {', '.join(f'{m:.3f}' for m in marginal)})")
     print_table(console, results, args)
     print_stamps(console, stamps)
     return 0
