@@ -246,15 +246,10 @@ class BoardDataPath:
                 break
             if time.monotonic() - link.sent_at > HEARTBEAT:
                 client.heartbeat()
-            until = min(end, link.sent_at + HEARTBEAT)
-            if client.ack_owed:
-                # The board has one push out at a time and sends the next when this ACK
-                # reaches it: wait that long for it before leaving the board alone (a
-                # host that slept here took one OK a sleep, 20 buffers a second).
-                until = min(until, time.monotonic() + client.retry)
-            else:
-                self._leave_board(end)
-            link.step(until)
+            # A push holds every control packet the board had (one wake for all): the next
+            # comes as this one's ACK reaches the board, and waits for the next wake.
+            self._leave_board(end)
+            link.step(min(end, link.sent_at + HEARTBEAT))
         # What was pushed is acknowledged by the next flush, on the request its events
         # bring (one datagram instead of two), or alone.
         return self.take_events()

@@ -139,7 +139,8 @@ class BoardSession:
         self.clock = BoardClock(self.geometry.clock_hz)
         self._measure_clock(values["CYCLES"])
         self.link.client.timer.least, self.link.client.give_up = self._link_timers()
-        self.set(TAKEOVER_AFTER=max(1, round(HOLD * 1000 * self.clock.scale)))
+        # Each push as large as the link takes: every control packet waiting, one wake for all.
+        self.set(TAKEOVER_AFTER=max(1, round(HOLD * 1000 * self.clock.scale)), PUSH_LIMIT=F.push_limit(link.mtu))
 
     @property
     def shown(self) -> str:

@@ -26,7 +26,12 @@ WINDOW = 32
 full 1500-byte UPLOADs cover a 200 us host-board round trip at a gigabit with room to
 spare (16 would carry 0.9 Gb/s)."""
 EVENTS_PER_PUSH = 248
-"""EVENT words in one push at most; room is left for one control packet after them."""
+"""EVENT words in one push at most; room is left for control packets after them."""
+PUSH_WORDS = 768
+"""The most words one push holds, its link header included (the board's store keeps it
+until acknowledged): EVENTS_PER_PUSH events and a control FIFO's 512 words at least."""
+PUSH_LEAST = 137
+"""The least a host may set PUSH_LIMIT to (an IPv4 datagram of 576 bytes); less counts as this."""
 MAX_OPERATIONS = 30
 """Register operations in one request: its reply, two words each after the link header,
 must fit the board's stored reply of 64 words (one for each ID in the window)."""
@@ -197,6 +202,24 @@ def decode_events(body: bytes | memoryview) -> tuple[list[int], list[ControlPack
 def max_words(mtu: int) -> int:
     """Words of slot memory one UPLOAD or DOWNLOAD moves at this MTU."""
     return (mtu - IP_UDP_HEADERS - HEADER.end) // 4
+
+
+def push_limit(mtu: int) -> int:
+    """PUSH_LIMIT for a host link of this MTU: the words of its largest datagram."""
+    return (mtu - IP_UDP_HEADERS) // 4
+
+
+def push_room(limit: int) -> tuple[int, int]:
+    """What a push may hold under PUSH_LIMIT ``limit``: (words in all, events at most).
+    Control packets join it, in the order they came, while the push stays within its
+    words; the first goes whatever its size, so that none waits for ever."""
+    words = min(PUSH_WORDS, max(PUSH_LEAST, limit))
+    return words, min(EVENTS_PER_PUSH, words - HEADER.end // 4)
+
+
+def record_words(length: int) -> int:
+    """Words a control packet of ``length`` bytes takes in a push: its record and itself."""
+    return CONTROL_RECORD.end // 4 + (length + 3) // 4
 
 
 Requests = list[tuple[Type, bytes, int]]

@@ -73,7 +73,7 @@ class ControlStatus(wiring.Component):
             "control": In(stream.Signature(config.data_width)),
             "control_meta": In(stream.Signature(CONTROL_META)),
             "events_waiting": Out(1),
-            "control_waiting": Out(1),
+            "control_next": Out(16),  # bytes of the next control packet waiting (0: none)
             "send_word": Out(32),
             "send_push": Out(1),
             "send_length": Out(16),
@@ -149,7 +149,8 @@ class ControlStatus(wiring.Component):
         m.submodules.events = self.events = fifo.SyncFIFOBuffered(width=32, depth=self.config.fifo_depth)
         self.command_rejected = Signal(name="rejected")
         self.event_lost = Signal(name="lost")
-        m.d.comb += [self.events_waiting.eq(self.events.r_rdy), self.control_waiting.eq(self.control_meta.valid)]
+        m.d.comb += [self.events_waiting.eq(self.events.r_rdy),
+                     self.control_next.eq(Mux(self.control_meta.valid, self.control_meta.payload.length, 0))]
 
     def _writes(self) -> None:
         m, rw, bus = self.m, self.rw, self.bus

@@ -37,7 +37,7 @@ class Engine(wiring.Component):
             "net_tx": Out(ip_stream(self.config.data_width)),
             "net_rx": In(ip_stream(self.config.data_width)),
             "events_waiting": Out(1),
-            "control_waiting": Out(1),
+            "control_next": Out(16),  # bytes of the next control packet waiting (0: none)
             "download_level": Out(range(READ_AHEAD + 1)),  # DOWNLOAD_DATA reads that will find a word
             "upload_room": Out(range(UPLOAD_ROOM + 1)),  # UPLOAD_DATA writes that will be taken
             # The source port (TAKE), and the built-in stamp source a top may feed it from.
@@ -110,7 +110,7 @@ class Engine(wiring.Component):
             ctl.rx_control.eq(rx.control_queued),
             ctl.rejected.eq(tx.rejected | out.rejected),
             ctl.events_lost.eq(rx.events_lost), ctl.drops.eq(rx.drops),
-            self.events_waiting.eq(ctl.events_waiting), self.control_waiting.eq(ctl.control_waiting),
+            self.events_waiting.eq(ctl.events_waiting), self.control_next.eq(ctl.control_next),
             ctl.download_level.eq(rx.download_level), self.download_level.eq(rx.download_level),
             ctl.upload_room.eq(tx.upload_room), self.upload_room.eq(tx.upload_room),
         ]

@@ -42,7 +42,7 @@ class HostLink(wiring.Component):
             "net_tx": Out(ip_stream(32)),
             "bus": Out(RegisterBus()),
             "events_waiting": In(1),
-            "control_waiting": In(1),
+            "control_next": In(16),
             "download_level": In(range(READ_AHEAD + 1)),
             "upload_room": In(range(UPLOAD_ROOM + 1)),
             "link_up": In(1),
@@ -68,7 +68,7 @@ class HostLink(wiring.Component):
         wiring.connect(m, executor.body, sender.body)
         m.d.comb += [executor.sender_busy.eq(sender.busy), executor.sender_start.eq(sender.start),
                      executor.events_waiting.eq(self.events_waiting),
-                     executor.control_waiting.eq(self.control_waiting),
+                     executor.control_next.eq(self.control_next),
                      executor.download_level.eq(self.download_level), executor.upload_room.eq(self.upload_room),
                      executor.dropped.eq(intake.dropped), executor.link_up.eq(self.link_up),
                      self.netmask.eq(executor.netmask), self.gateway.eq(executor.gateway)]

@@ -82,7 +82,7 @@ class LinkExecutor(wiring.Component):
             "sender_busy": In(1),
             "sender_start": In(STORE_ADDRESS_WIDTH),
             "events_waiting": In(1),
-            "control_waiting": In(1),
+            "control_next": In(16),  # bytes of the next control packet waiting (0: none)
             "download_level": In(range(READ_AHEAD + 1)),  # the engine's DOWNLOAD_LEVEL, as a wire
             "upload_room": In(range(UPLOAD_ROOM + 1)),  # the engine's UPLOAD_ROOM, as a wire
             "dropped": In(2),
@@ -96,7 +96,8 @@ class LinkExecutor(wiring.Component):
         self.m = m
         ident = self.identity
         defaults = {"NETMASK": ident.netmask, "GATEWAY": ident.gateway,
-                    "PUSH_TIMEOUT": ident.clock_hz // 1000, "TAKEOVER_AFTER": 10_000}
+                    "PUSH_TIMEOUT": ident.clock_hz // 1000, "TAKEOVER_AFTER": 10_000,
+                    "PUSH_LIMIT": F.push_limit(1500)}
         self.regs = regs = {r.name: Signal(r.width, name=r.name.lower(), init=defaults.get(r.name, 0))
                             for r in LINK_REGISTERS if r.name not in COUNTERS}
         m.d.comb += [self.netmask.eq(regs["NETMASK"]), self.gateway.eq(regs["GATEWAY"])]
@@ -254,7 +255,7 @@ class LinkExecutor(wiring.Component):
         m, regs = self.m, self.regs
         push_due = regs["LINK_SESSION"].any() & Mux(
             self.push_pending, (self.cycles - self.push_sent_at) > regs["PUSH_TIMEOUT"],
-            self.events_waiting | self.control_waiting)
+            self.events_waiting | self.control_next.any())
         with m.State("IDLE"):
             # A push goes first: a host keeps requests queued for as long as a file's
             # uploads take, and events waiting behind them would wait that long. Pushes
@@ -517,10 +518,15 @@ class LinkExecutor(wiring.Component):
             m.next = "HEAD"
 
     def _push(self) -> None:
-        """An unacknowledged push again; else a new one of waiting events and at most one
-        control packet, each popped over the bus exactly once."""
+        """An unacknowledged push again; else a new one: the events waiting, then the
+        control packets, each popped over the bus exactly once, while they fit the push's
+        words (PUSH_LIMIT, within the store's area: formats/host_link.py ``push_room``),
+        the first whatever its size."""
         m, regs = self.m, self.regs
         issued, in_flight, left = Signal(12), Signal(range(3)), Signal(12)
+        room, event_room, packed = Signal(range(F.PUSH_WORDS + 1)), Signal(range(F.EVENTS_PER_PUSH + 1)), Signal()
+        limit = regs["PUSH_LIMIT"]
+        words = Mux(limit > F.PUSH_WORDS, F.PUSH_WORDS, Mux(limit < F.PUSH_LEAST, F.PUSH_LEAST, limit))
         with m.State("PUSH"):
             with m.If(self.push_pending):
                 m.d.sync += [self.at.eq(self.push_words - HEADER_WORDS), self.sum.eq(self.push_sum),
@@ -528,12 +534,15 @@ class LinkExecutor(wiring.Component):
                 self._count("LINK_PUSH_RETRIES")
                 m.next = "SEND"
             with m.Elif(self.writable):
-                m.d.sync += [issued.eq(0), in_flight.eq(0), self.reply_id.eq(regs["LINK_PUSH_NUMBER"] + 1)]
+                m.d.sync += [issued.eq(0), in_flight.eq(0), self.reply_id.eq(regs["LINK_PUSH_NUMBER"] + 1),
+                             room.eq(words), packed.eq(0),
+                             event_room.eq(Mux(words - HEADER_WORDS < F.EVENTS_PER_PUSH, words - HEADER_WORDS,
+                                               F.EVENTS_PER_PUSH))]
                 m.next = "PUSH_EVENTS"
         with m.State("PUSH_EVENTS"):
             # EVENT reads one a cycle while events wait; reading past the last one pops nothing
             # and reads 0 (its valid bit, bit 31, clear), so a read or two too many is harmless.
-            issue = (issued != F.EVENTS_PER_PUSH) & self.events_waiting
+            issue = (issued != event_room) & self.events_waiting
             with m.If(issue):
                 self.bus_read(ADDRESS["EVENT"])
                 m.d.sync += issued.eq(issued + 1)
@@ -543,8 +552,10 @@ class LinkExecutor(wiring.Component):
             with m.If((~issue) & (in_flight == 0) & ~self.returned):
                 m.next = "PUSH_CONTROL"
         with m.State("PUSH_CONTROL"):
-            with m.If(self.control_waiting):
+            record = F.CONTROL_RECORD.end // 4 + ((self.control_next + 3) >> 2)
+            with m.If(self.control_next.any() & (~packed | (HEADER_WORDS + self.at + record <= room))):
                 self.bus_read(ADDRESS["CONTROL_LENGTH"])
+                m.d.sync += packed.eq(1)
                 m.next = "PUSH_LENGTH"
             with m.Else():
                 m.next = "PUSH_DONE"
@@ -575,7 +586,7 @@ class LinkExecutor(wiring.Component):
             with m.If(self.returned):
                 self.append(self.bus.r_data)  # packet words are kept in wire order already
             with m.If(~issue & (in_flight == 0) & ~self.returned):
-                m.next = "PUSH_DONE"
+                m.next = "PUSH_CONTROL"  # the next, if it fits
         with m.State("PUSH_DONE"):
             with m.If(self.at == 0):
                 m.next = "IDLE"  # nothing was waiting after all

@@ -24,9 +24,8 @@ AREA_WORDS = 64
 """One stored reply with its link header: up to F.MAX_OPERATIONS operations."""
 STATUS_WORDS = 128
 """A status snapshot: the link header, REGISTER_MAP and every register."""
-PUSH_WORDS = 768
-"""An event push: its header, F.EVENTS_PER_PUSH events and one control packet of up to
-a control FIFO's 512 words."""
+PUSH_WORDS = F.PUSH_WORDS
+"""An event push: its header, its events and control packets (formats/host_link.py)."""
 SCRATCH = F.WINDOW * AREA_WORDS
 """Replies kept for replay (one area for each ID in the window) lie below; here, those
 not kept (refusals, OPEN)."""

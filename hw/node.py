@@ -83,7 +83,7 @@ class NetbltNode(wiring.Component):
         m.submodules.ethernet = ethernet = self.ethernet
         wiring.connect(m, link.bus, engine.bus)
         wiring.connect(m, engine.net_tx, link.engine_tx)
-        m.d.comb += [link.events_waiting.eq(engine.events_waiting), link.control_waiting.eq(engine.control_waiting),
+        m.d.comb += [link.events_waiting.eq(engine.events_waiting), link.control_next.eq(engine.control_next),
                      link.download_level.eq(engine.download_level), link.upload_room.eq(engine.upload_room),
                      link.link_up.eq(self.link_up),
                      ethernet.netmask.eq(link.netmask), ethernet.gateway.eq(link.gateway)]

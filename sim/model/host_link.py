@@ -37,7 +37,7 @@ class HostLink:
         self.counts = {r.name: 0 for r in LINK_REGISTERS if r.name.startswith("LINK_") and r.width == 32
                        and r.name not in ("LINK_SESSION", "LINK_OWNER_ADDRESS", "LINK_OWNER_SILENT")}
         self.settings = {"PUSH_TIMEOUT": engine.geometry.clock_hz // 1000, "TAKEOVER_AFTER": DEFAULT_TAKEOVER_MS,
-                         "NETMASK": _ipv4(NETMASK), "GATEWAY": _ipv4(GATEWAY)}
+                         "PUSH_LIMIT": F.push_limit(1500), "NETMASK": _ipv4(NETMASK), "GATEWAY": _ipv4(GATEWAY)}
 
     def reset(self) -> None:
         """Power cycled: every session and stored reply is gone."""
@@ -84,7 +84,8 @@ class HostLink:
 
     def pushes(self, now: float) -> list[bytes]:
         """An unacknowledged push again once PUSH_TIMEOUT has passed; else a new one, when
-        events or control packets wait."""
+        events or control packets wait: the events, then the control packets while they fit
+        (formats/host_link.py ``push_room``), the first whatever its size."""
         if not self.session:
             return []
         if self.push_sent is not None:
@@ -94,8 +95,13 @@ class HostLink:
             self.counts["LINK_PUSH_RETRIES"] += 1
         elif self.engine.events or self.engine.control_in:
             self.push_number = (self.push_number + 1) % (1 << 16)
-            events = self.engine.take_events(F.EVENTS_PER_PUSH)
-            packets = [self.engine.control_in.popleft()] if self.engine.control_in else []
+            room, event_room = F.push_room(self.settings["PUSH_LIMIT"])
+            events = self.engine.take_events(event_room)
+            packets, words = [], F.HEADER.end // 4 + len(events)
+            waiting = self.engine.control_in
+            while waiting and (not packets or words + F.record_words(len(waiting[0].packet)) <= room):
+                packets.append(waiting.popleft())
+                words += F.record_words(len(packets[-1].packet))
             self.push_sent = F.encode(F.Header(F.Type.EVENTS, id=self.push_number, session=self.session),
                                       F.encode_events(events, packets))
         else:

@@ -70,7 +70,7 @@ class EngineModel:
         dut, v = self.dut, self.values
         while True:
             dut.events_waiting.value = int(bool(self.events))
-            dut.control_waiting.value = int(bool(self.packets))
+            dut.control_next.value = len(self.packets[0][0]) if self.packets else 0
             # A write of DOWNLOAD_ADDRESS empties the level in its own cycle, as the store's
             # seek does: set it once the block's registered bus outputs have settled.
             await ReadWrite()
@@ -298,10 +298,39 @@ async def test_events_and_control_packets_are_pushed_once_and_in_order_through_l
         got_packets.extend(pushed.packets)
         return len(got_events) == len(events) and len(got_packets) == len(packets)
 
+    held = client.held_push
     await drive(net, client, all_in, limit_us=60_000)
     assert got_events == events
     assert [(p.packet, p.address, p.port) for p in got_packets] == packets
     assert engine.reads["CONTROL_LENGTH"] >= len(packets)
+    assert client.held_push - held == 2  # 248 events and every packet, then the other 52 events
+
+
+@cocotb.test()
+async def test_a_push_holds_the_control_packets_that_fit_its_limit_and_a_larger_one_alone(dut):
+    """PUSH_LIMIT (the host link's MTU, in words) bounds what a push holds: control packets
+    join it in order while they fit; one larger than the room goes alone, never held for
+    ever. Each is popped once."""
+    engine, net, client = await setup(dut, seed=6)
+    await drive(net, client, lambda: True)
+    request = client.submit(F.Type.REGISTERS, registers(F.Operation(F.Opcode.WRITE, ADDRESS["PUSH_TIMEOUT"], 2000),
+                                                        F.Operation(F.Opcode.WRITE, ADDRESS["PUSH_LIMIT"], F.PUSH_LEAST)))
+    await drive(net, client, lambda: request.reply is not None)
+    sizes = [40, 700, 60, 60, 1200, 20]
+    packets = [(bytes([n]) * size, 0x0A000000 + n, 2998) for n, size in enumerate(sizes)]
+    engine.packets.extend(packets)
+    groups: list[list[int]] = []
+    taken = client.pushed_body
+
+    def grouped(body) -> None:
+        groups.append([p.packet[0] for p in F.decode_events(body)[1]])
+        taken(body)
+
+    client.pushed_body = grouped
+    await drive(net, client, lambda: sum(map(len, groups)) == len(sizes), limit_us=60_000)
+    # 137 words: the 40-byte packet; the 700 alone; both 60s; the 1200 alone; the 20.
+    assert groups == [[0], [1], [2, 3], [4], [5]], groups
+    assert engine.reads["CONTROL_LENGTH"] == len(sizes)
 
 
 @cocotb.test()
