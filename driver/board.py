@@ -100,18 +100,22 @@ class BoardDataPath:
 
     # -- what the board can hold -------------------------------------------------------------
 
-    def fit(self, params: Params, *, sending: bool, buffer_size_set: bool = True) -> Params:
+    def fit(self, params: Params, *, sending: bool, defaults: frozenset[str] = frozenset()) -> Params:
         """``params`` restricted to what the board holds (a notice says what changed). A
-        sender whose buffer size was not set sends a slot's worth a buffer: a buffer costs
-        its host one turn, whatever its size."""
+        sender's buffer size and outstanding buffers left at their ``defaults`` fill the
+        board's slots, all of them: a buffer costs its host one turn, whatever its size,
+        and the more the board holds, the longer its host may leave it alone."""
         g, scale = self.session.geometry, self.session.clock.scale
         packet_size = params.packet_size - params.packet_size % g.beat_bytes
         slots = g.tx_slots if sending else g.rx_slots
         largest = min(g.slot_bytes, packet_size * g.max_packets)
-        buffer_size = min(params.buffer_size, largest) if buffer_size_set or not sending else largest
-        fitted = replace(params, packet_size=packet_size, buffer_size=buffer_size,
-                         max_buffers=min(params.max_buffers, slots))
-        asked = replace(params, buffer_size=buffer_size) if not buffer_size_set and sending else params
+        asked = params
+        if sending and "buffer_size" in defaults:
+            asked = replace(asked, buffer_size=largest)
+        if sending and "max_buffers" in defaults:
+            asked = replace(asked, max_buffers=slots)
+        fitted = replace(asked, packet_size=packet_size, buffer_size=min(asked.buffer_size, largest),
+                         max_buffers=min(asked.max_buffers, slots))
         changes = [f"{what} {getattr(asked, name)} -> {getattr(fitted, name)}"
                    for name, what in (("packet_size", "packet size"), ("buffer_size", "buffer size"),
                                       ("max_buffers", "outstanding buffers"))

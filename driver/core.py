@@ -47,7 +47,7 @@ class DataPathCore:
         """It makes the pattern (in C); it has no source port."""
         return born is PatternBuffer
 
-    def fit(self, params: Params, *, sending: bool, buffer_size_set: bool = True) -> Params:
+    def fit(self, params: Params, *, sending: bool, defaults: frozenset[str] = frozenset()) -> Params:
         return params  # this host holds whatever the protocol core negotiates
 
     def unusable(self, params: Params, transfer_size: int | None, sending: bool) -> str | None:

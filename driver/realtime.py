@@ -34,9 +34,9 @@ class RealTimeDataPath(DataPath, Protocol):
 
     # -- what it holds and makes ---------------------------------------------------------------------
 
-    def fit(self, params: Params, *, sending: bool, buffer_size_set: bool = True) -> Params:
-        """``params`` restricted to what it can carry (a board's slots and wire); a sender's
-        buffers as large as suits it where ``buffer_size_set`` is False."""
+    def fit(self, params: Params, *, sending: bool, defaults: frozenset[str] = frozenset()) -> Params:
+        """``params`` restricted to what it can carry (a board's slots and wire); the values
+        named in ``defaults`` (the user left them) as suits it."""
 
     def makes(self, born: type[BornBuffer]) -> bool:
         """It can make buffers of this kind itself (formats/born.py)."""

@@ -360,7 +360,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         options = Options(params_from(args, limits=args.command == "recv", peer=where[0] or "0.0.0.0"), kind=args.transport,
                           timing=Timing(), secret=Secret.load(args.secret_file), board=args.board,
                           local_port=getattr(args, "local_port", 0), link_mtu=args.link_mtu,
-                          buffer_size_set=args.buffer_size is not None,
+                          defaults=frozenset(name for name, given in (("buffer_size", args.buffer_size),
+                                                                      ("max_buffers", args.buffers)) if given is None),
                           stamp_rate=getattr(args, "stamp_rate", None) or STAMP_RATE, board_sink=sink or "")
         if args.command == "send":
             items, notes = _outgoing(args)

@@ -104,8 +104,9 @@ class Options:
     """The host link of the board that carries the data (None: the software data path)."""
     local_port: int = 0
     """A sender's own UDP port (0: any; on a board, its NETBLT port)."""
-    buffer_size_set: bool = True
-    """The user chose the buffer size (else a board's sender fills its slots)."""
+    defaults: frozenset[str] = frozenset()
+    """The parameters the user left at their defaults, which a data path may set as suits it
+    (a board's sender fills its slots)."""
     link_mtu: int | None = None
     """The largest IP datagram between this host and its board (None: the largest of
     Ethernet's and jumbo frames that reaches it)."""
@@ -431,7 +432,7 @@ def _send_one(item: Outgoing, index: int, count: int, session: str, peer: Addres
         with data_path(options, feedback, peer=peer) as dp:
             if item.born:
                 _start_born(item.born, dp, options)
-            params = dp.fit(options.params, sending=True, buffer_size_set=options.buffer_size_set)
+            params = dp.fit(options.params, sending=True, defaults=options.defaults)
             conn = Connection(active=True, sender=True, params=params, timing=options.timing,
                               transfer_size=source.size, client_string=client_string, uid=uid, peer=dp.peer)
             check = (lambda answer: secret.check_response(uid, client_string, answer)) if secret else None

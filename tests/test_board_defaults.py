@@ -40,17 +40,19 @@ def sent_through(model: SimBoard, tmp_path, *options: str, size: int = 6 << 20) 
 @pytest.mark.parametrize("model", [1500, 9000], indirect=True)
 def test_a_board_sender_fills_its_slots_in_the_largest_datagrams_that_reach_the_board(model, tmp_path):
     """No --buffer-size: a buffer a slot (4 MiB; the software path's default is 1024
-    packets); no --link-mtu: jumbo frames where they reach the board, else 1500 bytes
+    packets), and no --buffers: as many outstanding as the board has slots (16; 8 in
+    software); no --link-mtu: jumbo frames where they reach the board, else 1500 bytes
     (the requests show which: 4 MiB is 2,881 uploads at 1500 and 469 at 9000)."""
     report, _ = sent_through(model, tmp_path)
-    assert report["buffer_size"] == 4 << 20
+    assert report["buffer_size"] == 4 << 20 and report["outstanding_buffers"] == 16
     uploads = sum(-(-size // (4 * F.max_words(int(model.proc.args[-1])))) for size in (4 << 20, 2 << 20))
     assert uploads <= report["host_link_requests"] < uploads + 100  # and a few dozen register requests
 
 
-def test_a_buffer_size_given_is_kept(model, tmp_path):
-    report, received = sent_through(model, tmp_path, "--buffer-size", "1M")
+def test_a_buffer_size_and_buffers_given_are_kept(model, tmp_path):
+    report, received = sent_through(model, tmp_path, "--buffer-size", "1M", "--buffers", "4")
     assert report["buffer_size"] == received["buffer_size"] == 1 << 20
+    assert report["outstanding_buffers"] == 4
 
 
 def test_a_link_mtu_the_board_cannot_take_ends_at_once_in_one_line(model, tmp_path):
