@@ -252,41 +252,6 @@ def link_to(board) -> tuple[str, int]:
     return address, int(port)
 
 
-def test_a_push_carries_every_control_packet_waiting_once_and_in_order_through_a_lossy_link(board):
-    """The board pushes every control packet it holds in one push, as far as its room
-    allows: a dozen sent to its NETBLT port at once reach the host each once and in order
-    through a host link that loses, duplicates and reorders a tenth of its datagrams, in
-    fewer pushes than packets."""
-    simulated(board)  # the packets come from this host, to the board's NETBLT port
-    port = relay(board.link_address, "10%", 11, duplicate="10%", reorder="10%")
-    owner = BoardLink(("127.0.0.1", port), give_up=60)
-    owner.open(take_over=True)
-    flags = CONNECTION_FLAGS.pack(udp=1)
-    try:
-        owner.many([(F.Type.REGISTERS, operations(*(F.Operation(F.Opcode.WRITE, ADDRESS[name], value) for name, value in (
-            ("LOCAL_PORT", board.netblt), ("UDP_LOCAL_PORT", board.netblt), ("FLAGS", flags),
-            ("PUSH_TIMEOUT", 1 << 24)))), 0)])  # the push again after a third of a second: losses cost little
-        before = board.status()
-        reasons = [f"quit {n}: " + "x" * (13 * n) for n in range(12)]
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as peer:
-            peer.bind(("127.0.0.1", 0))
-            for reason in reasons:
-                peer.sendto(codec.encode(packets.Quit(reason), peer.getsockname()[1], board.netblt),
-                            (board.host, board.netblt))
-        got: list[str] = []
-        deadline = time.monotonic() + 300
-        while len(got) < len(reasons) and time.monotonic() < deadline:
-            owner.step(time.monotonic() + 1)
-            got += [codec.decode(record.packet).packet.reason for record in owner.client.take_pushed().packets]
-        owner.flush()  # the last push's acknowledgement
-        after = board.status()
-    finally:
-        leave(owner)
-    assert got == reasons
-    pushes = (after["LINK_PUSHES"] - after["LINK_PUSH_RETRIES"]) - (before["LINK_PUSHES"] - before["LINK_PUSH_RETRIES"])
-    assert pushes < len(reasons), pushes
-
-
 def test_one_host_owns_the_board_and_another_is_refused(board):
     owner = BoardLink(link_to(board))
     try:
@@ -452,6 +417,41 @@ def test_a_quiet_upload_runs_unanswered_and_a_resend_answers_it(board):
         owner.client.next_id = first + 3
         owner.sock.setblocking(False)
         leave(owner)
+
+
+def test_a_push_carries_every_control_packet_waiting_once_and_in_order_through_a_lossy_link(board):
+    """The board pushes every control packet it holds in one push, as far as its room
+    allows: a dozen sent to its NETBLT port at once reach the host each once and in order
+    through a host link that loses, duplicates and reorders a tenth of its datagrams, in
+    fewer pushes than packets."""
+    simulated(board)  # the packets come from this host, to the board's NETBLT port
+    port = relay(board.link_address, "10%", 11, duplicate="10%", reorder="10%")
+    owner = BoardLink(("127.0.0.1", port), give_up=60)
+    owner.open(take_over=True)
+    flags = CONNECTION_FLAGS.pack(udp=1)
+    try:
+        owner.many([(F.Type.REGISTERS, operations(*(F.Operation(F.Opcode.WRITE, ADDRESS[name], value) for name, value in (
+            ("LOCAL_PORT", board.netblt), ("UDP_LOCAL_PORT", board.netblt), ("FLAGS", flags),
+            ("PUSH_TIMEOUT", 1 << 24)))), 0)])  # the push again after a third of a second: losses cost little
+        before = board.status()
+        reasons = [f"quit {n}: " + "x" * (13 * n) for n in range(12)]
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as peer:
+            peer.bind(("127.0.0.1", 0))
+            for reason in reasons:
+                peer.sendto(codec.encode(packets.Quit(reason), peer.getsockname()[1], board.netblt),
+                            (board.host, board.netblt))
+        got: list[str] = []
+        deadline = time.monotonic() + 300
+        while len(got) < len(reasons) and time.monotonic() < deadline:
+            owner.step(time.monotonic() + 1)
+            got += [codec.decode(record.packet).packet.reason for record in owner.client.take_pushed().packets]
+        owner.flush()  # the last push's acknowledgement
+        after = board.status()
+    finally:
+        leave(owner)
+    assert got == reasons
+    pushes = (after["LINK_PUSHES"] - after["LINK_PUSH_RETRIES"]) - (before["LINK_PUSHES"] - before["LINK_PUSH_RETRIES"])
+    assert pushes < len(reasons), pushes
 
 
 def test_a_resend_goes_out_ahead_of_the_buffers_queued(board):
