@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import enum
 import random
+from dataclasses import replace
 from typing import TypedDict
 
 from . import events as ev
@@ -337,8 +338,7 @@ class Connection:
         if why:
             self.fail(f"RESPONSE is not a valid answer: {why}", now)
             return
-        self.params = Params(**{**final.__dict__, "death_timer": self.local.death_timer,
-                                "auto_rate": self.local.auto_rate})
+        self.params = replace(final, death_timer=self.local.death_timer, auto_rate=self.local.auto_rate)
         self.peer_death = packet.death_timer
         self._learn_size(packet)
         self._establish(packet.client_string, now)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from ..formats.rfc998 import PacketType
 
@@ -30,12 +31,12 @@ class Setup:
 
 @dataclass(frozen=True)
 class Open(Setup):
-    type = PacketType.OPEN
+    type: ClassVar[PacketType] = PacketType.OPEN
 
 
 @dataclass(frozen=True)
 class Response(Setup):
-    type = PacketType.RESPONSE
+    type: ClassVar[PacketType] = PacketType.RESPONSE
 
 
 @dataclass(frozen=True)
@@ -45,32 +46,32 @@ class _Reason:
 
 @dataclass(frozen=True)
 class Quit(_Reason):
-    type = PacketType.QUIT
+    type: ClassVar[PacketType] = PacketType.QUIT
 
 
 @dataclass(frozen=True)
 class Abort(_Reason):
-    type = PacketType.ABORT
+    type: ClassVar[PacketType] = PacketType.ABORT
 
 
 @dataclass(frozen=True)
 class Refused(_Reason):
-    type = PacketType.REFUSED
+    type: ClassVar[PacketType] = PacketType.REFUSED
 
 
 @dataclass(frozen=True)
 class KeepAlive:
-    type = PacketType.KEEPALIVE
+    type: ClassVar[PacketType] = PacketType.KEEPALIVE
 
 
 @dataclass(frozen=True)
 class QuitAck:
-    type = PacketType.QUITACK
+    type: ClassVar[PacketType] = PacketType.QUITACK
 
 
 @dataclass(frozen=True)
 class Done:
-    type = PacketType.DONE
+    type: ClassVar[PacketType] = PacketType.DONE
 
 
 @dataclass(frozen=True)
@@ -95,7 +96,7 @@ class NullAck:
     high_ack: int
     burst_size: int
     burst_interval: int
-    type = PacketType.NULL_ACK
+    type: ClassVar[PacketType] = PacketType.NULL_ACK
 
 
 @dataclass(frozen=True)
@@ -127,7 +128,7 @@ Message = Go | Ok | Resend
 @dataclass(frozen=True)
 class Control:
     messages: tuple[Message, ...] = field(default_factory=tuple)
-    type = PacketType.CONTROL
+    type: ClassVar[PacketType] = PacketType.CONTROL
 
 
 Packet = Open | Response | KeepAlive | Quit | QuitAck | Abort | Data | NullAck | Control | Refused | Done
