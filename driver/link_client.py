@@ -252,8 +252,10 @@ class LinkClient:
         """Datagrams to send now: requests the board never saw, new requests while the
         window has room, recovery, acks."""
         while self.due and not self.recovering and self._room(self.due[0].id):
-            self.resent += 1
-            self._emit(self.due.popleft())
+            request = self.due.popleft()
+            if request.id in self.in_flight:  # not answered since: a late first copy ran after all
+                self.resent += 1
+                self._emit(request)
         while (self.urgent or self.waiting) and not self.due and self._room(self.next_id) and self.opened \
                 and not self.recovering:
             request = (self.urgent or self.waiting).popleft()
@@ -349,6 +351,14 @@ class LinkClient:
             self.grow(1)
             self.progress(now)
 
+    def _uploads_ran(self, expected: int) -> None:
+        """The board runs requests in ID order and has run those before ``expected``: the
+        UPLOADs among them are answered (an UPLOAD's reply says only that it ran, and the
+        quiet ones send none)."""
+        for request in [r for r in self.in_flight.values() if before(r.id, expected) and r.type == F.Type.UPLOAD]:
+            del self.in_flight[request.id]
+            request.reply = (F.Header(F.Type.UPLOAD | F.REPLY, id=request.id, session=self.session), b"")
+
     def progress(self, now: float) -> None:
         """A reply to what was in flight came: the silence ends."""
         self.sent_at = now if self.in_flight or self.recovering else None
@@ -418,11 +428,8 @@ class LinkClient:
             # runs nothing (the requests never reach it) is asked less and less often.
             self.timer.answered()
             self.waiting_since = now
-        for request in list(self.in_flight.values()):
-            if before(request.id, expected) and request.type == F.Type.UPLOAD:
-                del self.in_flight[request.id]
-                request.reply = (F.Header(F.Type.UPLOAD | F.REPLY, id=request.id, session=self.session), b"")
-                continue
+        self._uploads_ran(expected)
+        for request in self.in_flight.values():
             lost = True
             if before(request.id, expected):
                 self.replays += 1

@@ -556,3 +556,23 @@ def test_a_bulk_run_goes_on_compiled_after_a_recovery(monkeypatch):
         link.close()
         relay.close()
         board.close()
+
+
+def test_a_request_answered_while_it_waits_to_be_sent_again_is_not_sent_again():
+    """A recovery found two requests the board had not run and queues them to go again, a
+    window (here one) at a time; then the replies to both come after all (their first
+    copies were only late): the one still waiting is not sent a second time."""
+    client = LinkClient(retry=0.01)
+    client.opening = Request(F.Type.OPEN, reply=(F.Header(F.Type.OPEN | F.REPLY), b""))
+    client.window = client.most = 2.0
+    a, b = (client.submit(F.Type.REGISTERS, write_and_pop(i)) for i in range(2))
+    assert len(client.outgoing(0.0)) == 2
+    client.timeout(client.retry)
+    assert [F.decode(d)[0].type for d in client.outgoing(client.retry)] == [F.Type.STATUS]
+    client.receive(F.encode(F.Header(F.Type.STATUS | F.REPLY, session=client.session, ack=a.id)), client.retry)
+    assert [F.decode(d)[0].id for d in client.outgoing(client.retry)] == [a.id]  # the window is one now
+    for request in (a, b):
+        client.receive(F.encode(F.Header(F.Type.REGISTERS | F.REPLY, id=request.id, session=client.session),
+                                request.body), client.retry)
+    assert a.reply and b.reply and client.outgoing(client.retry) == []
+    assert client.resent == 1
