@@ -241,8 +241,11 @@ def responder(ports: multiprocessing.Queue) -> None:
         header, body = F.decode(datagram)
         if header.type in (F.Type.ACK, F.Type.EVENTS) or header.flags & F.FLAG_QUIET:
             continue
-        data = bytes(4 * int.from_bytes(body, "big")) if header.type == F.Type.DOWNLOAD else b""
-        sock.sendto(F.encode(F.Header(header.type | F.REPLY, id=header.id, session=header.session), data), source)
+        parts = F.download_parts(body) if header.type == F.Type.DOWNLOAD else None
+        words, step = parts if parts and parts[0] else (0, 1)
+        for at in range(0, max(words, 1), step):  # a DOWNLOAD's replies, each its part of the words
+            reply = F.Header(header.type | F.REPLY, id=header.id, session=header.session, value=header.value + at)
+            sock.sendto(F.encode(reply, bytes(4 * min(step, words - at))), source)
 
 
 def link_speed(mtu: int, chunk: int = 16 << 10) -> dict[str, tuple[float, float]]:

@@ -4,7 +4,8 @@
  * equal requests into or out of slot memory, up to the window in flight, batched system
  * calls both ways (an upload's datagrams cut by the kernel, UDP segmentation offload), and
  * one REGISTERS request before them (the reads that go with a download: a buffer's steps in
- * one run, in the order the board runs them). An upload asks for a reply from one request
+ * one run, in the order the board runs them). A DOWNLOAD asks for its words in several
+ * reply datagrams, the request done when each has come. An upload asks for a reply from one request
  * in half a window and the last of each batch (QUIET on the rest): the board runs
  * requests in ID order, so a reply says the quiet ones before it ran. Replies to the run are
  * matched here; the board's event pushes that are
@@ -80,7 +81,9 @@ typedef struct {
     int fd, kind, offload;  /* offload: the socket takes segmentation offload */
     uint32_t session, held, first_id, word_address;
     uint32_t acked;  /* the push acknowledged by the last request sent */
-    Py_ssize_t count, window, step, words;  /* requests; in flight at most; words each (the last: fewer) */
+    Py_ssize_t count, window, step, words;  /* requests; in flight at most; words a datagram; words in all */
+    Py_ssize_t parts, stride;  /* a DOWNLOAD's reply datagrams, and the words it reads (the last: fewer) */
+    uint32_t *got;  /* each DOWNLOAD's replies come, a bit each */
     uint8_t *data;
     Py_ssize_t size;
     Py_buffer first;  /* the REGISTERS request's body before the data's requests, if len > 0 */
@@ -92,7 +95,7 @@ typedef struct {
     Py_ssize_t loud_every;  /* an upload asks for its reply one in this many (and each batch's last) */
     long long bytes_out, bytes_in, sent;
     uint8_t *out;  /* datagrams being built: a window of them, end to end, then the REGISTERS request */
-    Py_ssize_t stride;  /* bytes each in out: the longest of the data's requests */
+    Py_ssize_t room;  /* bytes each in out: the longest of the data's requests */
     PyObject *others, *pushes;
     const char *stopped;
 } Run;
@@ -105,10 +108,16 @@ static double monotonic(void)
     return (double)t.tv_sec + t.tv_nsec * 1e-9;
 }
 
+/* Words the data's request ``i`` moves. */
 static Py_ssize_t request_words(Run *r, Py_ssize_t i)
 {
-    Py_ssize_t left = r->words - i * r->step;
-    return left < r->step ? left : r->step;
+    Py_ssize_t left = r->words - i * r->stride;
+    return left < r->stride ? left : r->stride;
+}
+
+static void put_word(uint8_t *w, uint32_t v)
+{
+    w[0] = (uint8_t)(v >> 24), w[1] = (uint8_t)(v >> 16), w[2] = (uint8_t)(v >> 8), w[3] = (uint8_t)v;
 }
 
 /* Request ``i`` into ``d``; its length. */
@@ -127,16 +136,19 @@ static Py_ssize_t build(Run *r, Py_ssize_t i, uint8_t *d)
     i -= r->lead;
     Py_ssize_t words = request_words(r, i), body = r->kind == (int)type_upload ? 4 * words : 4;
     put(d, H_TYPE, (uint32_t)r->kind);
-    put(d, H_VALUE, r->word_address + (uint32_t)(i * r->step));
+    put(d, H_VALUE, r->word_address + (uint32_t)(i * r->stride));
     if (r->kind == (int)type_upload && (i + 1) % r->loud_every && i + r->lead + 1 < r->count)
         put(d, H_FLAGS, flag_quiet);  /* a later reply says it ran */
     if (r->kind == (int)type_upload) {
-        Py_ssize_t at = 4 * i * r->step, have = r->size - at < 4 * words ? r->size - at : 4 * words;
+        Py_ssize_t at = 4 * i * r->stride, have = r->size - at < 4 * words ? r->size - at : 4 * words;
         memcpy(d + header_size, r->data + at, have);
         memset(d + header_size + have, 0, 4 * words - have);
     } else {
-        uint8_t *w = d + header_size;
-        w[0] = (uint8_t)(words >> 24), w[1] = (uint8_t)(words >> 16), w[2] = (uint8_t)(words >> 8), w[3] = (uint8_t)words;
+        put_word(d + header_size, (uint32_t)words);
+        if (words > r->step) {  /* in several replies (formats/host_link.py download_body) */
+            put_word(d + header_size + 4, (uint32_t)r->step);
+            body = 8;
+        }
     }
     return header_size + body;
 }
@@ -163,7 +175,7 @@ static int send_window(Run *r)
     size_t len[BATCH];
     int n = 0;
     while (r->next < r->count && r->next - r->oldest < r->window && n < BATCH) {
-        at[n] = r->out + (r->next < r->lead ? r->window : r->next % r->window) * r->stride;
+        at[n] = r->out + (r->next < r->lead ? r->window : r->next % r->window) * r->room;
         len[n] = (size_t)build(r, r->next, at[n]);
         n++, r->next++;
     }
@@ -233,11 +245,21 @@ static int answer(Run *r, const uint8_t *d, Py_ssize_t len)
     } else if (get(d, H_TYPE) != ((uint32_t)r->kind | reply_bit)) {
         return 1;
     } else if (r->kind == (int)type_download) {
-        Py_ssize_t j = i - r->lead, words = request_words(r, j), at = 4 * j * r->step;
-        if (len - header_size != 4 * words)
+        /* One of its replies: the words from its value on, a part of the request's. */
+        Py_ssize_t j = i - r->lead, words = request_words(r, j), base = j * r->stride;
+        Py_ssize_t part = (Py_ssize_t)((get(d, H_VALUE) - r->word_address - (uint32_t)base) & 0xFFFFFFFF);
+        Py_ssize_t parts = (words + r->step - 1) / r->step, size = words < r->step ? words : r->step;
+        if (part % r->step || part / r->step >= (parts ? parts : 1))
             return 1;
-        Py_ssize_t have = r->size - at < 4 * words ? r->size - at : 4 * words;
+        if (words - part < size)
+            size = words - part;
+        if (len - header_size != 4 * size)
+            return 1;
+        Py_ssize_t at = 4 * (base + part), have = r->size - at < 4 * size ? r->size - at : 4 * size;
         memcpy(r->data + at, d + header_size, have);
+        r->got[j] |= 1u << (part / r->step);
+        if (parts > 1 && r->got[j] != (parts == 32 ? 0xFFFFFFFFu : (1u << parts) - 1))
+            return 0;  /* more to come */
     }
     r->done[i] = 1;
     if (r->now - r->sent_at[i] > r->slowest)
@@ -345,7 +367,7 @@ static int go(Run *r, int timeout_ms)
 static PyObject *bulk(PyObject *self, PyObject *args, PyObject *kwargs)
 {
     static char *names[] = {"fd", "kind", "session", "held", "first_id", "window", "word_address", "data",
-                            "step", "timeout", "first", "offload", NULL};
+                            "step", "timeout", "first", "offload", "parts", NULL};
     Run r;
     memset(&r, 0, sizeof r);
     Py_buffer view;
@@ -355,10 +377,10 @@ static PyObject *bulk(PyObject *self, PyObject *args, PyObject *kwargs)
         PyErr_SetString(PyExc_RuntimeError, "layout() first");
         return NULL;
     }
-    r.offload = 1;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "iiIIInIOnd|Op", names, &r.fd, &r.kind, &r.session, &r.held,
+    r.offload = 1, r.parts = 1;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "iiIIInIOnd|Opn", names, &r.fd, &r.kind, &r.session, &r.held,
                                      &r.first_id, &r.window, &r.word_address, &data, &r.step, &timeout, &first,
-                                     &r.offload))
+                                     &r.offload, &r.parts))
         return NULL;
     if (PyObject_GetBuffer(data, &view, r.kind == (int)type_download ? PyBUF_WRITABLE : PyBUF_SIMPLE) < 0)
         return NULL;  /* a download needs somewhere to write */
@@ -371,21 +393,25 @@ static PyObject *bulk(PyObject *self, PyObject *args, PyObject *kwargs)
     r.words = (view.len + 3) / 4;
     r.lead = r.first.len > 0;
     r.loud_every = r.window / 2 > 1 ? r.window / 2 : 1;  /* each reply a wake: a quarter window cost twice the CPU */
-    r.count = (r.step > 0 ? (r.words + r.step - 1) / r.step : 0) + r.lead;
+    if (r.kind != (int)type_download)
+        r.parts = 1;
+    r.stride = r.step * r.parts;
+    r.count = (r.stride > 0 ? (r.words + r.stride - 1) / r.stride : 0) + r.lead;
     if ((r.kind != (int)type_upload && r.kind != (int)type_download) || r.window < 1 || r.step < 1
-        || header_size + 4 * r.step > MAX_DATAGRAM || r.first.len > 4 * r.step || r.count > 0x4000
-        || r.window > 0x4000) {
-        PyErr_SetString(PyExc_ValueError, "bulk: a kind of UPLOAD or DOWNLOAD, a window, a step, a request first "
-                                          "no longer than one of the data's, and at most 16384 requests (their "
-                                          "IDs must not wrap)");
+        || r.parts < 1 || r.parts > 32 || r.stride > 0xFFFF || header_size + 4 * r.step > MAX_DATAGRAM
+        || r.first.len > 4 * r.step || r.count > 0x4000 || r.window > 0x4000) {
+        PyErr_SetString(PyExc_ValueError, "bulk: a kind of UPLOAD or DOWNLOAD, a window, a step, 1 to 32 parts, a "
+                                          "request first no longer than one of the data's, and at most 16384 "
+                                          "requests (their IDs must not wrap)");
         goto done;
     }
     r.done = PyMem_Calloc(r.count ? r.count : 1, 1);
+    r.got = PyMem_Calloc(r.count ? r.count : 1, sizeof(uint32_t));
     r.sent_at = PyMem_Calloc(r.count ? r.count : 1, sizeof(double));
-    r.stride = header_size + (r.kind == (int)type_upload ? 4 * r.step : 4);
-    r.out = PyMem_Malloc((size_t)r.window * r.stride + header_size + 4 * r.step);
+    r.room = header_size + (r.kind == (int)type_upload ? 4 * r.step : 8);
+    r.out = PyMem_Malloc((size_t)r.window * r.room + header_size + 4 * r.step);
     r.others = PyList_New(0), r.pushes = PyList_New(0);
-    if (!r.done || !r.sent_at || !r.out || !r.others || !r.pushes) {
+    if (!r.done || !r.got || !r.sent_at || !r.out || !r.others || !r.pushes) {
         PyErr_NoMemory();
         goto done;
     }
@@ -411,6 +437,7 @@ done:
     if (r.first.obj)
         PyBuffer_Release(&r.first);
     PyMem_Free(r.done);
+    PyMem_Free(r.got);
     PyMem_Free(r.sent_at);
     PyMem_Free(r.out);
     Py_XDECREF(r.others);
@@ -423,9 +450,9 @@ static PyMethodDef methods[] = {
     {"layout", layout, METH_VARARGS,
      "layout(fields, header_size, version, reply_bit, type_events, status_ok): the header's layout."},
     {"bulk", (PyCFunction)(void (*)(void))bulk, METH_VARARGS | METH_KEYWORDS,
-     "bulk(fd, kind, session, held, first_id, window, word_address, data, step, timeout, first=None) -> dict: "
-     "a REGISTERS request with the body first, then a run of UPLOADs of data or DOWNLOADs into it, until every "
-     "one is answered or the link needs link.py."},
+     "bulk(fd, kind, session, held, first_id, window, word_address, data, step, timeout, first=None, offload=True, "
+     "parts=1) -> dict: a REGISTERS request with the body first, then a run of UPLOADs of data or DOWNLOADs into "
+     "it (each in ``parts`` replies of ``step`` words), until every one is answered or the link needs link.py."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -121,10 +121,13 @@ class BoardLink:
         moment left to tell the board and its peer."""
 
     def _set_mtu(self, mtu: int) -> None:
-        """Requests up to ``mtu`` bytes, and as many in flight as the socket holds replies of."""
+        """Requests up to ``mtu`` bytes, and as many in flight as the socket holds replies
+        of: a window of requests, a DOWNLOAD's several replies each."""
         self.mtu = mtu
         held = self.sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF) // (2 * (mtu + 1024))
         self.client.most = self.client.window = float(max(1, min(F.WINDOW, held)))
+        self.parts = max(1, min(F.DOWNLOAD_PARTS, held // F.WINDOW))
+        """Reply datagrams a DOWNLOAD asks for."""
 
     def open(self, take_over: bool = False) -> None:
         self.client.open(take_over)
@@ -252,13 +255,13 @@ class BoardLink:
             try:
                 run = linkpath.bulk(self.sock.fileno(), int(kind), client.session, client.held_push, client.next_id,
                                      int(client.window), here, view[at:], step, client.retry,
-                                     first.body if first else None, self.offload)
+                                     first.body if first else None, self.offload, self.parts)
             except ConnectionRefusedError:
                 raise self._gone() from None
             if run["first"] is not None and first is not None:
                 header, body = F.decode(run["first"])
                 first.reply = (header, bytes(body))
-            specs = F.BulkRequests(kind, here, view[at:], step, first.body if first else None)
+            specs = F.BulkRequests(kind, here, view[at:], step, first.body if first else None, self.parts)
             rest = self._take_over(run, specs)
             self.wait([request for _, request in rest])
             for index, request in rest:
@@ -266,7 +269,7 @@ class BoardLink:
                     first.reply = request.reply
                 elif kind == F.Type.DOWNLOAD:
                     start = at + specs.offset(index)
-                    view[start:start + 4 * step] = request.answer[1][:len(view) - start]
+                    view[start:start + 4 * specs.stride] = request.answer[1][:len(view) - start]
             at += specs.offset(run["next"])
             if at >= len(view):
                 return
@@ -276,7 +279,7 @@ class BoardLink:
                        first: Request | None) -> None:
         """The same as requests of the client's, one Python step a datagram (no compiler)."""
         specs = F.BulkRequests(kind, word_address, memoryview(data), F.max_words(self.mtu),
-                               first.body if first else None)
+                               first.body if first else None, self.parts)
         requests = [self.client.submit(*specs[index]) for index in range(len(specs))]
         self.wait(requests)
         view = memoryview(data)
@@ -285,7 +288,7 @@ class BoardLink:
                 first.reply = request.reply
             elif kind == F.Type.DOWNLOAD:
                 start = specs.offset(index)
-                view[start:start + 4 * specs.step] = request.answer[1][:len(data) - start]
+                view[start:start + 4 * specs.stride] = request.answer[1][:len(data) - start]
 
     def _take_over(self, run: BulkRun, specs: F.BulkRequests) -> list[tuple[int, Request]]:
         """The client's state after a compiled run: its IDs, pushes, bytes and round trips;

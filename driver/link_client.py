@@ -59,12 +59,32 @@ class Request:
     sent_at: float | None = None
     """When it was first sent: its reply times a round trip. None once it is sent again
     (Karn's rule: a reply to a request sent twice times neither)."""
+    parts: dict[int, bytes] = field(default_factory=dict)
+    """A DOWNLOAD's reply datagrams so far, by the word address each starts at, where it
+    asked for several."""
 
     @property
     def answer(self) -> tuple[F.Header, bytes]:
         """The reply, asked for once it came."""
         assert self.reply is not None, "its reply has not come"
         return self.reply
+
+    def take(self, header: F.Header, body: bytes | memoryview) -> bool:
+        """A reply to it came: true once it has its whole reply (a DOWNLOAD that asked for
+        several datagrams, each the words from its ``value`` on, has them all)."""
+        wanted = F.download_parts(self.body) if self.type == F.Type.DOWNLOAD and header.status == F.Status.OK else None
+        if wanted is None or wanted[0] <= wanted[1]:
+            self.reply = (header, bytes(body))
+            return True
+        words, step = wanted
+        at = header.value - self.value
+        if at % step == 0 and 0 <= at < words and len(body) == 4 * min(step, words - at):
+            self.parts[at] = bytes(body)
+        if len(self.parts) * step < words:
+            return False
+        self.reply = (header._replace(value=self.value), b"".join(self.parts[at] for at in sorted(self.parts)))
+        self.parts = {}
+        return True
 
 
 @dataclass
@@ -344,8 +364,11 @@ class LinkClient:
         else:
             if header.status == F.Status.NOT_OWNER:
                 raise LinkError("another host owns the board now")
-            request = self.in_flight.pop(header.id)
-            request.reply = (header, bytes(body))
+            request = self.in_flight[header.id]
+            if not request.take(header, body):
+                self.progress(now)  # a part of its reply: the board is working on it
+                return
+            del self.in_flight[header.id]
             if request.sent_at is not None:
                 self.timer.sample(now - request.sent_at)
             self.grow(1)

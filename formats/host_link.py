@@ -37,6 +37,15 @@ MAX_OPERATIONS = 30
 must fit the board's stored reply of 64 words (one for each ID in the window)."""
 IP_UDP_HEADERS = 28
 """IPv4 and UDP headers around every datagram."""
+DOWNLOAD_PARTS = 8
+"""Reply datagrams one DOWNLOAD asks for at most: at 1500 bytes a datagram carries 1,456
+bytes of slot memory, and a request each would be as many datagrams out as in."""
+DOWNLOAD_MOST = 0xFFFF
+"""Words one DOWNLOAD reads at most (the board keeps the count for replay in 16 bits):
+more reads this many."""
+PART_MOST = 4091
+"""Words one DOWNLOAD reply carries at most (the board's sender counts a datagram's words
+in 12 bits, its link header's four among them): more come in parts of this many."""
 
 HEADER = sequential(
     "link header", 0,
@@ -226,27 +235,48 @@ Requests = list[tuple[Type, bytes, int]]
 """(type, body, value) of each request, as LinkClient.submit takes them."""
 
 
+def download_body(words: int, step: int) -> bytes:
+    """A DOWNLOAD's body: ``words`` to read, in replies of ``step`` words (one reply when
+    ``step`` covers them all)."""
+    return struct.pack(">I", words) if words <= step else struct.pack(">II", words, step)
+
+
+def download_parts(body: bytes | memoryview) -> tuple[int, int] | None:
+    """A DOWNLOAD's (words, words a reply), or None where its body is not one. A second
+    word of 0, or of the words or more, asks for one reply (as the board has them: at
+    most DOWNLOAD_MOST words, in replies of PART_MOST at most)."""
+    if len(body) not in (4, 8):
+        return None
+    words, step = (*struct.unpack(">I", body), 0) if len(body) == 4 else struct.unpack(">II", body)
+    words = min(words, DOWNLOAD_MOST)
+    return words, min(PART_MOST, step if 0 < step < words else words)
+
+
 class BulkRequests:
     """The requests that move ``data`` into transmit slot memory (UPLOAD) or receive slot
     memory into it (DOWNLOAD) from ``word_address`` on, ``step`` words each (the last
-    fewer; an upload padded to whole words), after one REGISTERS request with the body
-    ``first`` if given: request ``index`` as (type, body, value), as LinkClient.submit
-    takes it, built when asked for."""
+    fewer; an upload padded to whole words; a DOWNLOAD ``parts`` such steps, a reply
+    datagram each), after one REGISTERS request with the body ``first`` if given:
+    request ``index`` as (type, body, value), as LinkClient.submit takes it, built when
+    asked for."""
 
-    def __init__(self, kind: Type, word_address: int, data: memoryview, step: int, first: bytes | None = None):
+    def __init__(self, kind: Type, word_address: int, data: memoryview, step: int, first: bytes | None = None,
+                 parts: int = 1):
         self.kind, self.word_address, self.data, self.step = kind, word_address, data, step
+        self.stride = step * (parts if kind == Type.DOWNLOAD else 1)
+        """Words each request moves."""
         self.first = first or b""
         self.lead = int(first is not None)
 
     def __len__(self) -> int:
-        return self.lead - (-len(self.data) // (4 * self.step))
+        return self.lead - (-len(self.data) // (4 * self.stride))
 
     def __iter__(self) -> Iterator[tuple[Type, bytes, int]]:
         return (self[index] for index in range(len(self)))
 
     def offset(self, index: int) -> int:
         """Where request ``index``'s data starts in ``data`` (or ends, past the last)."""
-        return min(len(self.data), 4 * self.step * max(0, index - self.lead))
+        return min(len(self.data), 4 * self.stride * max(0, index - self.lead))
 
     def __getitem__(self, index: int) -> tuple[Type, bytes, int]:
         if not 0 <= index < len(self):
@@ -258,8 +288,8 @@ class BulkRequests:
         if self.kind == Type.UPLOAD:
             body = bytes(self.data[at:at + 4 * self.step])
             return Type.UPLOAD, body + bytes(-len(body) % 4), value
-        words = min(self.step, -(-(len(self.data) - at) // 4))
-        return Type.DOWNLOAD, words.to_bytes(4, "big"), value
+        words = min(self.stride, -(-(len(self.data) - at) // 4))
+        return Type.DOWNLOAD, download_body(words, self.step), value
 
 
 def upload_requests(word_address: int, data: bytes, mtu: int) -> Requests:
@@ -267,10 +297,10 @@ def upload_requests(word_address: int, data: bytes, mtu: int) -> Requests:
     return list(BulkRequests(Type.UPLOAD, word_address, memoryview(data), max_words(mtu)))
 
 
-def download_requests(word_address: int, size: int, mtu: int) -> Requests:
+def download_requests(word_address: int, size: int, mtu: int, parts: int = 1) -> Requests:
     """DOWNLOADs of ``size`` bytes from ``word_address`` on, each reply as large as the MTU
-    allows; their bodies joined, cut to ``size``, are the data."""
-    return list(BulkRequests(Type.DOWNLOAD, word_address, memoryview(bytes(size)), max_words(mtu)))
+    allows, ``parts`` replies a request; their bodies joined, cut to ``size``, are the data."""
+    return list(BulkRequests(Type.DOWNLOAD, word_address, memoryview(bytes(size)), max_words(mtu), parts=parts))
 
 
 HEADER_DOCS = {
@@ -282,7 +312,7 @@ HEADER_DOCS = {
     "id": "the request's packet ID (a reply's is its request's); EVENTS: the push's number",
     "ack": "from the host: the highest EVENTS number it holds; from the board: the next request ID it expects",
     "session": "the session the host opened; the board's replies carry the board's own (0: none)",
-    "value": "UPLOAD/DOWNLOAD: a word address in slot memory",
+    "value": "UPLOAD/DOWNLOAD: a word address in slot memory (a DOWNLOAD's reply: that of its first word)",
 }
 
 
@@ -300,7 +330,9 @@ TYPE_DOCS = {
                      f"the operations, DONE (0x{DONE:02x}) set in each opcode, read values filled in"),
     Type.UPLOAD: ("owner", "the words to write into transmit slot memory from `value` on",
                   "none (an acknowledgement, not an echo)"),
-    Type.DOWNLOAD: ("owner", "one word: how many words to read from receive slot memory at `value`", "the words"),
+    Type.DOWNLOAD: ("owner", f"one word: how many words to read from receive slot memory at `value` (at most "
+                             f"{DOWNLOAD_MOST}); or two: that, and how many a reply datagram carries (fewer)",
+                    "the words, or with two words their parts: a reply datagram each, in order"),
     Type.ACK: ("owner", "none", "no reply: `ack` alone matters"),
     Type.EVENTS: ("board", f"records: an EVENT word (bit {EVENT_BIT.bit_length() - 1} set), or a control packet: "
                            f"{_fields(CONTROL_RECORD)} (bit {EVENT_BIT.bit_length() - 1} of length clear), then the "

@@ -43,9 +43,11 @@ word late mid-frame cuts the frame short (a bad FCS on the wire); and after a se
 at a staging line's end, DRAM's words can come late."""
 UPLOADS_UNSEEN = 2
 """UPLOAD_DATA writes on their way that the engine's UPLOAD_ROOM does not show yet."""
-KEPT = data.StructLayout({"words": 12, "sum": 32, "count": 12, "value": 32})
+KEPT = data.StructLayout({"words": 12, "sum": 32, "count": 16, "step": 16, "value": 32})
 """A kept reply's record: its stored words and their sum; for a DOWNLOAD, its data's word
-count (0: none) and address, read again on replay."""
+count (0: none), words a reply datagram and address, read again on replay."""
+VALUE_WORD = F.HEADER.field("value").offset // 4
+"""The link header's word that a DOWNLOAD's each reply rewrites: where its words start."""
 SNAPSHOT = [ADDRESS[r.name] if r.access in ("r", "rw") else None for r in ENGINE_REGISTERS]
 """What a status snapshot reads of the engine: registers that neither pop nor strobe."""
 COUNTERS = ("LINK_EXECUTED", "LINK_REPLAYED", "LINK_REFUSED", "LINK_STALE", "LINK_DROPPED", "LINK_PUSHES",
@@ -199,6 +201,8 @@ class LinkExecutor(wiring.Component):
         """The reply is kept for replay at the request ID's place."""
         self.quiet = Signal()
         """The reply is kept and not sent: an UPLOAD that asked for none (F.FLAG_QUIET)."""
+        # A DOWNLOAD's words from this reply on, in replies of ``step``; this reply's address.
+        self.total, self.step, self.value = Signal(16), Signal(16), Signal(32)
         # The event push.
         self.push_pending, self.push_sent_at = Signal(), Signal(32)
         self.push_words, self.push_sum = Signal(12), Signal(32)
@@ -323,7 +327,7 @@ class LinkExecutor(wiring.Component):
                     self._execute(m, "REGISTERS")
                 with m.Elif(f["type"] == F.Type.UPLOAD):
                     self._execute(m, "UPLOAD")
-                with m.Elif((f["type"] == F.Type.DOWNLOAD) & (words == 1)):
+                with m.Elif((f["type"] == F.Type.DOWNLOAD) & ((words == 1) | (words == 2))):
                     self._execute(m, "DOWNLOAD")
                 with m.Else():
                     self._count("LINK_DROPPED")
@@ -413,26 +417,53 @@ class LinkExecutor(wiring.Component):
                 self.bus_write(ADDRESS["UPLOAD_DATA"], self.payload.payload)
 
     def _download(self) -> None:
-        """The reply's link header is stored (and kept, with where the data lies); its words
-        are read from receive slot memory, again on a replay. The reply is sent once the
-        queue holds them all, or is full; the rest are read as the sender takes words."""
+        """The reply's link header is stored (and kept, with where the data lies and how
+        it is cut); its words are read from receive slot memory, again on a replay. A
+        reply is sent once the queue holds its words, or is full; the rest are read as
+        the sender takes words. A DOWNLOAD of two words asks for its words in parts of
+        the second's: a reply each, one after another, the stored header's ``value``
+        rewritten for each (formats/host_link.py ``download_parts``)."""
         m, f = self.m, self.fields
-        count, value = Signal(12), Signal(32)
-        issued, in_flight = Signal(12), Signal(range(3))
+        total, step, value = self.total, self.step, self.value
+        part, issued, in_flight = Signal(12), Signal(12), Signal(range(3))
         primed = self.primed = Signal()
         """The queue has been filled and the reply sent (SEND then streams the body)."""
+        words = Signal(32)
+        m.d.comb += words.eq(big_endian(self.payload.payload))
         with m.State("DOWNLOAD"):
             taken = self.take()
             with m.If(taken):
-                words = big_endian(self.payload.payload)
-                m.d.sync += [count.eq(words), self.streamed.eq(words), value.eq(f["value"])]
-                m.next = "HEAD"
+                most = Mux(words > F.DOWNLOAD_MOST, F.DOWNLOAD_MOST, words)
+                m.d.sync += [total.eq(most), step.eq(Mux(most > F.PART_MOST, F.PART_MOST, most)),
+                             value.eq(f["value"])]
+                m.next = "DOWNLOAD_STEP"
+                with m.If(self.left == 1):
+                    m.next = "FIRST_PART"
+        with m.State("DOWNLOAD_STEP"):
+            taken = self.take()
+            with m.If(taken):
+                with m.If((words != 0) & (words < total) & (words <= F.PART_MOST)):
+                    m.d.sync += step.eq(words)
+                m.next = "FIRST_PART"
+        with m.State("FIRST_PART"):
+            m.d.sync += [part.eq(Mux(total > step, step, total)), self.streamed.eq(Mux(total > step, step, total))]
+            m.next = "HEAD"
         with m.State("REPLAY"):
             kept = self.kept_record.data
             m.d.sync += [self.area.eq(self.slot * AREA_WORDS), self.at.eq(kept.words - HEADER_WORDS),
-                         self.sum.eq(kept.sum), self.streamed.eq(kept.count), count.eq(kept.count),
+                         self.sum.eq(kept.sum), self.streamed.eq(0), total.eq(kept.count), step.eq(kept.step),
                          value.eq(kept.value), self.keep.eq(0), self.quiet.eq(0)]
-            m.next = "SEND"
+            with m.If(kept.count != 0):
+                m.next = "PART"
+            with m.Else():
+                m.next = "SEND"
+        with m.State("PART"):
+            # The next reply of a DOWNLOAD (or a replay's first): once the sender is done
+            # with this area, the header says where its words start.
+            with m.If(self.writable):
+                self.store_word(VALUE_WORD, wire(value))
+                m.d.sync += [part.eq(Mux(total > step, step, total)), self.streamed.eq(Mux(total > step, step, total))]
+                m.next = "SEND"
         with m.State("STREAM"):
             self.bus_write(ADDRESS["DOWNLOAD_ADDRESS"], value)
             m.d.sync += [issued.eq(0), in_flight.eq(0), primed.eq(0)]
@@ -442,19 +473,21 @@ class LinkExecutor(wiring.Component):
             # Only words the engine has ready: the read issued last cycle (r_en now) takes
             # one of them this cycle, and ``download_level`` shows it gone next cycle.
             ready = self.download_level > self.bus.r_en
-            issue = (issued != count) & room & ready
+            issue = (issued != part) & room & ready
             with m.If(issue):
                 self.bus_read(ADDRESS["DOWNLOAD_DATA"])
                 m.d.sync += issued.eq(issued + 1)
             m.d.sync += in_flight.eq(in_flight + issue - self.returned)
             m.d.comb += [self.queue.w_data.eq(self.bus.r_data), self.queue.w_en.eq(self.returned)]
             settled = (in_flight == 0) & ~self.returned
-            with m.If(~primed & settled & ((issued == count) | ~room)):
+            with m.If(~primed & settled & ((issued == part) | ~room)):
                 m.d.sync += primed.eq(1)
                 m.next = "SEND"
-            with m.Elif(primed & settled & (issued == count)):
-                m.d.sync += primed.eq(0)
+            with m.Elif(primed & settled & (issued == part)):
+                m.d.sync += [primed.eq(0), total.eq(total - part), value.eq(value + part)]
                 m.next = "DRAIN"
+                with m.If(total != part):
+                    m.next = "PART"
 
     def _snapshot(self) -> None:
         """STATUS: REGISTER_MAP, every engine register that does not pop, every link register."""
@@ -626,11 +659,12 @@ class LinkExecutor(wiring.Component):
                          command.address.eq(Mux(self.area == PUSH_AREA, regs["LINK_OWNER_ADDRESS"], self.source)),
                          command.port.eq(Mux(self.area == PUSH_AREA, regs["LINK_OWNER_PORT"], self.source_port))]
             with m.If((self.send.valid & self.send.ready) | self.quiet):
-                with m.If(self.keep):
-                    m.d.sync += self.kept.bit_select(self.slot, 1).eq(1)
+                with m.If(self.keep):  # a DOWNLOAD's first reply, which has its whole request
+                    m.d.sync += [self.kept.bit_select(self.slot, 1).eq(1), self.keep.eq(0)]
                     record = self.keeping.data
                     m.d.comb += [self.keeping.en.eq(1), record.words.eq(stored), record.sum.eq(self.sum),
-                                 record.count.eq(self.streamed), record.value.eq(f["value"])]
+                                 record.count.eq(Mux(self.streamed != 0, self.total, 0)), record.step.eq(self.step),
+                                 record.value.eq(f["value"])]
                 with m.If(self.area == PUSH_AREA):
                     m.d.sync += [self.push_words.eq(stored), self.push_sum.eq(self.sum),
                                  self.push_sent_at.eq(self.cycles)]

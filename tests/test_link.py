@@ -19,6 +19,8 @@ from netblt.formats.registers import ADDRESS, COMMAND_WORD, ENGINE_REGISTERS, EV
 from netblt.sim.model.host_link import HostLink
 
 IMPAIRED = dict(loss=0.2, duplicate=0.1, reorder=0.2)
+HOST = ("10.0.0.2", 40000)
+"""Where LossyLink says the host is (virtual: nothing is sent)."""
 
 
 def opened(board: HostLink, seed: int, **impairment) -> tuple[LinkClient, LossyLink]:
@@ -96,19 +98,47 @@ def test_a_lossy_link_narrows_the_window_and_a_clean_one_widens_it_again(seed):
     assert client.window == F.WINDOW
 
 
+@pytest.mark.parametrize("parts", [1, 3])
 @pytest.mark.parametrize("seed", range(5))
-def test_uploads_and_downloads_are_byte_exact_through_a_bad_path(seed):
+def test_uploads_and_downloads_are_byte_exact_through_a_bad_path(seed, parts):
+    """Each DOWNLOAD in ``parts`` reply datagrams (the last request's last part short): a
+    request is answered once every part came, lost parts bring the whole reply again."""
     board = board_model()
     data = os.urandom(4 * 2000)
     board.engine.rx_memory[:len(data)] = data[::-1]
     client, link = opened(board, seed, **IMPAIRED)
     uploads = [client.submit(*request) for request in F.upload_requests(0, data, 1500)]
-    downloads = [client.submit(*request) for request in F.download_requests(0, len(data), 1500)]
+    downloads = [client.submit(*request) for request in F.download_requests(0, len(data), 1500, parts)]
+    assert len(downloads) == -(-2000 // (parts * F.max_words(1500)))
     link.run(client, lambda: all(r.reply for r in uploads + downloads))
     assert bytes(board.engine.tx_memory[:len(data)]) == data
     assert b"".join(r.reply[1] for r in downloads) == data[::-1]
     assert sorted(i for i, kind in board.executed if kind == F.Type.UPLOAD) == [r.id for r in uploads]
     assert all(len(r.reply[1]) == 0 for r in uploads)  # acknowledged, not echoed
+    assert [r.reply[0].value for r in downloads] == [r.value for r in downloads]
+
+
+def test_a_download_in_parts_is_answered_only_when_every_part_came():
+    """A part lost, or a stray datagram with the request's ID, does not answer it: only a
+    replay of the parts does (the whole reply, from slot memory again)."""
+    board = board_model()
+    data = os.urandom(4 * 1000)
+    board.engine.rx_memory[:len(data)] = data
+    client, _ = opened(board, 0)
+    (spec,) = F.download_requests(0, len(data), 1500, parts=3)
+    request = client.submit(*spec)
+    (sent,) = client.outgoing(1.0)
+    replies = board.receive(sent, HOST, 1.0)
+    assert len(replies) == 3 and F.decode(replies[0])[0].value == 0 and F.decode(replies[2])[0].value == 728
+    stray = F.encode(F.decode(replies[1])[0]._replace(value=5), bytes(4 * F.max_words(1500)))
+    for datagram in (replies[0], replies[0], stray, replies[2]):
+        client.receive(datagram, 1.0)
+    assert request.reply is None and request.id in client.in_flight
+    replayed = board.receive(F.encode(F.Header(F.Type.RESEND, id=request.id, session=client.session)), HOST, 1.1)
+    assert replayed == replies and board.counts["LINK_REPLAYED"] == 1
+    for datagram in replayed:
+        client.receive(datagram, 1.1)
+    assert request.reply == (F.decode(replies[0])[0], data) and not client.in_flight
 
 
 @pytest.mark.parametrize("seed", range(5))
@@ -355,7 +385,9 @@ def test_a_window_of_jumbo_downloads_fits_the_hosts_socket():
             first = Request(F.Type.REGISTERS, F.encode_operations([F.Operation(F.Opcode.READ, ADDRESS["CYCLES"])]))
             assert link.download(0, size, first=first) == data
             assert first.reply[0].type == F.Type.REGISTERS | F.REPLY and len(first.reply[1]) == F.OPERATION.end
-        assert link.client.window * (9000 + 1024) * 2 <= link.sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)
+        assert link.parts > 1  # several replies a DOWNLOAD, and the window's replies still fit
+        assert link.client.window * link.parts * (9000 + 1024) * 2 <= link.sock.getsockopt(socket.SOL_SOCKET,
+                                                                                            socket.SO_RCVBUF)
         assert link.client.replays + link.client.resent == 0  # nothing was dropped on the way
     finally:
         link.close()

@@ -27,8 +27,8 @@ class HostLink:
         self.owner: Address = ("0.0.0.0", 0)
         self.owner_heard = 0.0
         self.expected = 1
-        self.stored: dict[int, bytes] = {}
-        """Replies to the last WINDOW executed requests, by ID."""
+        self.stored: dict[int, list[bytes]] = {}
+        """Replies to the last WINDOW executed requests, by ID (a DOWNLOAD's may be several)."""
         self.push_number = 0
         self.push_sent: bytes | None = None
         self.push_sent_at = 0.0
@@ -70,7 +70,7 @@ class HostLink:
         if header.type == F.Type.ACK:
             return []
         if header.type == F.Type.RESEND or header.id != self.expected:
-            return [self._replay(header)]
+            return self._replay(header)
         answer = self._execute(header, body, now)
         if answer is None:
             self.counts["LINK_DROPPED"] += 1
@@ -78,9 +78,9 @@ class HostLink:
         self.executed.append((header.id, header.type))
         self.counts["LINK_EXECUTED"] += 1
         self.expected = (self.expected + 1) % (1 << 16)
-        self.stored[header.id] = reply = self._reply(header, body=answer)
+        self.stored[header.id] = replies = [self._reply(header, body=part, value=value) for value, part in answer]
         self.stored.pop((header.id - F.WINDOW) % (1 << 16), None)
-        return [] if _quiet(header) else [reply]
+        return [] if _quiet(header) else replies
 
     def pushes(self, now: float) -> list[bytes]:
         """An unacknowledged push again once PUSH_TIMEOUT has passed; else a new one, when
@@ -110,14 +110,15 @@ class HostLink:
         self.counts["LINK_PUSHES"] += 1
         return [self.push_sent]
 
-    def _reply(self, header: F.Header, status: F.Status = F.Status.OK, body: bytes = b"") -> bytes:
+    def _reply(self, header: F.Header, status: F.Status = F.Status.OK, body: bytes = b"",
+               value: int | None = None) -> bytes:
         return F.encode(F.Header(header.type | F.REPLY, id=header.id, session=self.session, ack=self.expected,
-                                 status=status, value=header.value), body)
+                                 status=status, value=header.value if value is None else value), body)
 
-    def _replay(self, header: F.Header) -> bytes:
+    def _replay(self, header: F.Header) -> list[bytes]:
         stored = self.stored.get(header.id)
         self.counts["LINK_REPLAYED" if stored else "LINK_STALE"] += 1
-        return stored or self._reply(header, F.Status.OUT_OF_WINDOW)
+        return stored or [self._reply(header, F.Status.OUT_OF_WINDOW)]
 
     def _open(self, header: F.Header, source: Address, now: float) -> bytes:
         silent = self._silent_ms(now)
@@ -139,17 +140,21 @@ class HostLink:
 
     # -- requests ---------------------------------------------------------------------------------------
 
-    def _execute(self, header: F.Header, body: memoryview, now: float) -> bytes | None:
-        """The reply body of a request that runs; None for a malformed one (nothing runs)."""
+    def _execute(self, header: F.Header, body: memoryview, now: float) -> list[tuple[int, bytes]] | None:
+        """The replies of a request that runs, each its ``value`` and body; None for a
+        malformed one (nothing runs)."""
         if header.type == F.Type.REGISTERS:
             if not body or len(body) % 8 or len(body) > 8 * F.MAX_OPERATIONS:
                 return None
-            return F.encode_operations([self._operation(op, now) for op in F.decode_operations(body)])
+            return [(header.value, F.encode_operations([self._operation(op, now) for op in F.decode_operations(body)]))]
         if header.type == F.Type.UPLOAD:
-            return b"" if self.engine.upload(header.value, body) else None
-        if header.type == F.Type.DOWNLOAD and len(body) == 4:
-            return self.engine.download(header.value, F.words(body)[0])
-        return None
+            return [(header.value, b"")] if self.engine.upload(header.value, body) else None
+        parts = F.download_parts(body) if header.type == F.Type.DOWNLOAD else None
+        data = self.engine.download(header.value, parts[0]) if parts else None
+        if parts is None or data is None:
+            return None
+        step = 4 * parts[1]
+        return [(header.value + at // 4, data[at:at + step]) for at in range(0, len(data), step)] or [(header.value, b"")]
 
     def _operation(self, op: F.Operation, now: float) -> F.Operation:
         if op.opcode == F.Opcode.WRITE:

@@ -270,14 +270,45 @@ async def test_uploads_and_downloads_are_byte_exact_through_loss(dut):
     engine.rx[:1500] = [int.from_bytes(data[i:i + 4], "little") for i in range(0, len(data), 4)][::-1]
     uploads = [client.submit(*request) for request in F.upload_requests(100, data, 1500)]
     downloads = [client.submit(*request) for request in F.download_requests(0, len(data), 1500)]
-    await drive(net, client, lambda: all(r.reply for r in uploads + downloads), limit_us=60_000)
+    # The same again, a DOWNLOAD in three replies (the last request's two, the second short).
+    in_parts = [client.submit(*request) for request in F.download_requests(0, len(data), 1500, parts=3)]
+    await drive(net, client, lambda: all(r.reply for r in uploads + downloads + in_parts), limit_us=90_000)
     assert b"".join(w.to_bytes(4, "little") for w in engine.tx[100:1600]) == data
     got = b"".join(r.reply[1] for r in downloads)
     assert got == b"".join(w.to_bytes(4, "little") for w in engine.rx[:1500])
+    assert len(in_parts) == 2 and b"".join(r.reply[1] for r in in_parts) == got
     assert engine.early == 0  # no word read before the store had it
     assert net.gaps == 0  # each reply's body was read before it started: no frame cut short
     assert engine.overflows == 0  # no word written past the room the engine showed
     assert all(r.reply[1] == b"" for r in uploads)  # acknowledged, not echoed
+
+
+@cocotb.test()
+async def test_a_download_whose_reply_lost_a_part_is_replayed_whole(dut):
+    """A DOWNLOAD in three replies, the middle one lost: the request is not answered by
+    the others; the host's recovery (STATUS, RESEND) brings all three again, each with
+    where its words start, read from slot memory once more."""
+    engine, net, client = await setup(dut, seed=6)
+    engine.rx[:1000] = range(7, 1007)
+    (spec,) = F.download_requests(0, 4000, 1500, parts=3)
+    request = client.submit(*spec)
+    for datagram in client.outgoing(now()):
+        await net.send(datagram)
+    replies: list[bytes] = []
+    for _ in range(2000):
+        replies += net.received()
+        if len(replies) == 3:
+            break
+        await ClockCycles(dut.clk, 16)
+    assert [F.decode(d)[0].value for d in replies] == [0, 364, 728]
+    for datagram in (replies[0], replies[2]):
+        client.receive(datagram, now())
+    assert request.reply is None and engine.reads["DOWNLOAD_DATA"] == 1000
+    await drive(net, client, lambda: request.reply is not None)
+    assert request.reply[1] == b"".join(w.to_bytes(4, "little") for w in engine.rx[:1000])
+    assert request.reply[0].value == 0
+    await ClockCycles(dut.clk, 2000)  # answered at its second part: the third goes on
+    assert engine.reads["DOWNLOAD_DATA"] == 2000  # the replay read them all again, once
 
 
 @cocotb.test()
