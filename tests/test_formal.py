@@ -1,0 +1,59 @@
+"""The gateware's properties, proven with SymbiYosys (sim/rtl/formal.py; `make formal`).
+
+Each proof must pass, and each broken variant of its block must fail on the property
+that names its bug: a one-line change to the block's source, as a mutation test makes,
+searched with the same harness and the properties alone (sim/rtl/formal.py ``refute``), so
+that a property no bug can fail would show.
+"""
+
+from __future__ import annotations
+
+import types
+from pathlib import Path
+
+import pytest
+
+from netblt.sim.rtl.formal import PROOFS, prove, refute
+
+ROOT = Path(__file__).resolve().parents[1]
+
+BROKEN = {
+    "pacer: a burst of one too many": (
+        "pacer", "gateware/pacer.py", "Pacer", "fresh = Mux(boundary, self.burst_size, tokens)",
+        "fresh = Mux(boundary, self.burst_size + 1, tokens)", "at most a burst in an interval"),
+    "pacer: an interval a cycle short": (
+        "pacer", "gateware/pacer.py", "Pacer", "left.eq(Mux(boundary, self.interval - 1, left - 1))",
+        "left.eq(Mux(boundary, self.interval - 2, left - 1))", "an interval is interval cycles long"),
+    "pacer: smooth mode banks one grant more": (
+        "pacer", "gateware/pacer.py", "Pacer", "earned = Mux(due & (tokens < self.burst_size), 1, 0)",
+        "earned = Mux(due & (tokens <= self.burst_size), 1, 0)", "at most a burst banks up"),
+}
+"""Each broken variant: the proof, the block's file and class, the line changed, the
+change, and the property it must break."""
+
+
+def broken_block(path: str, name: str, line: str, change: str) -> type:
+    """The block ``name`` of ``path`` with ``line`` changed: a module of its own, so the
+    real one is untouched."""
+    source = (ROOT / path).read_text()
+    assert source.count(line) == 1, f"{path} no longer has the line this variant changes: {line}"
+    module = types.ModuleType(f"netblt.gateware._broken_{name.lower()}")
+    module.__package__ = "netblt.gateware"
+    exec(compile(source.replace(line, change), str(ROOT / path), "exec"), module.__dict__)
+    return getattr(module, name)
+
+
+@pytest.mark.xdist_group("formal")
+@pytest.mark.parametrize("name", PROOFS)
+def test_the_property_is_proven(name, tmp_path):
+    outcome = prove(PROOFS[name], tmp_path)
+    assert outcome.passed, outcome.summary
+
+
+@pytest.mark.xdist_group("formal")
+@pytest.mark.parametrize("variant", BROKEN)
+def test_a_broken_block_fails_its_property(variant, tmp_path):
+    proof, path, name, line, change, rule = BROKEN[variant]
+    outcome = refute(PROOFS[proof], broken_block(path, name, line, change), tmp_path)
+    assert not outcome.passed, f"{variant}: no counterexample\n{outcome.summary}"
+    assert rule in outcome.failed, f"{variant}: failed, but not on '{rule}'\n{outcome.summary}"
