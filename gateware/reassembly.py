@@ -17,13 +17,13 @@ tells the store whether to keep it.
 
 from __future__ import annotations
 
-from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal
+from amaranth.hdl import Array, Assert, Assume, Cat, Const, Module, Mux, Signal, Value
 from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from ..formats.drops import Drop
 from .config import EngineConfig
-from .streams import rx_data
+from .streams import DATA_HEADER, rx_data
 
 RX_COMMAND = data.StructLayout({"post": 1, "slot": 4, "buffer": 32})
 """post=1: slot now waits for ``buffer`` (its bitmap cleared); post=0: release the slot."""
@@ -55,10 +55,11 @@ GAP_WEIGHT = 3
 
 
 class Reassembly(wiring.Component):
-    def __init__(self, config: EngineConfig, packet_bytes: int | None = None) -> None:
+    def __init__(self, config: EngineConfig, packet_bytes: int | None = None, formal: bool = False) -> None:
         """``packet_bytes``: the longest packet the store takes (a longer one is a LENGTH
-        drop); by default a slot's."""
-        self.config = config
+        drop); by default a slot's. ``formal``: with the properties (:meth:`properties`),
+        for SymbiYosys (sim/rtl/formal.py)."""
+        self.config, self.formal = config, formal
         self.packet_bytes = packet_bytes or config.slot_bytes
         super().__init__({
             "packet_size": In(16),  # data bytes per packet, whole beats (control.py rounds it)
@@ -86,7 +87,7 @@ class Reassembly(wiring.Component):
         self._memories()
         self._status()
         self._packet_in_hand()
-        with m.FSM():
+        with m.FSM() as self.fsm:
             with m.State("IDLE"):
                 self._idle()
             with m.State("CLEAR"):
@@ -105,7 +106,82 @@ class Reassembly(wiring.Component):
             with m.State("COMMIT"):
                 self._commit()
         self._scanner(m, self.scan_read, self.rows.read_port(domain="comb"), self.active)
+        if self.formal:
+            self.properties()
         return m
+
+    def properties(self) -> None:
+        """What the receive path promises whatever comes: a write lands only in a slot
+        posted for the packet's buffer, and a packet counts (its bit is set) only once
+        every byte it carried was written, from its own place in that slot on. Assumed:
+        the parser's promises (a beat offered stays until taken, a packet's header holds
+        over its beats, and a packet not marked bad has the beats its length needs);
+        commands, queries and the store are free."""
+        m, cfg, beat, hdr = self.m, self.config, self.input.payload, self.input.payload.header
+        taken = self.input.valid & self.input.ready
+        offered, before, header = Signal(), Signal(len(beat.as_value())), Signal(DATA_HEADER)
+        beats = Signal(16)
+        """Beats of the packet in hand taken before this cycle."""
+        m.d.sync += [offered.eq(self.input.valid & ~self.input.ready), before.eq(beat.as_value())]
+        with m.If(taken):
+            m.d.sync += [beats.eq(Mux(beat.last, 0, beats + 1)), header.eq(hdr.as_value())]
+        most = (1 << 16) // cfg.beat_bytes  # an IP datagram's beats, at most
+        m.d.comb += [Assume(~offered | (self.input.valid & (beat.as_value() == before))),
+                     Assume(~(self.input.valid & (beats != 0)) | (hdr.as_value() == header.as_value())),
+                     Assume(~self.input.valid | (beats < most))]
+        with m.If(self.input.valid & beat.last & ~beat.bad):
+            m.d.comb += Assume(beats + 1 == (hdr.length + cfg.beat_bytes - 1) // cfg.beat_bytes)
+
+        owner = self.write.addr >> (cfg.slot_words.bit_length() - 1)
+        with m.If(self.write.en.any()):
+            m.d.comb += Assert(self.active[owner] & (self.buffer[owner] == hdr.buffer),
+                               "a write lands only in a slot posted for its packet's buffer")
+        cut, placed = Signal(), Signal()
+        """A byte of the packet in hand was not written; its first beat went where it belongs."""
+        place = self.slot * cfg.slot_words + (self.start >> (cfg.beat_bytes.bit_length() - 1))
+        with m.If(taken & self.write_ok):
+            m.d.sync += cut.eq(Mux(beats == 0, 0, cut) | (beat.keep.any() & ~self.write.en.any()))
+            with m.If(beats == 0):
+                m.d.sync += placed.eq(self.write.addr == place[:len(self.write.addr)])
+        with m.If(self.accepted):
+            bits = self.bits_write
+            m.d.comb += [Assert(~cut & placed, "a packet counts only once it is written whole in its place"),
+                         Assert(bits.en & (bits.addr == self.slot * cfg.bitmap_words + (header.packet >> 5))
+                                & bits.data.bit_select(header.packet[:5], 1), "the bit set is the packet's own")]
+        self.invariants(beats, most, header, cut, placed, place)
+
+    def invariants(self, beats: Value, most: int, header: Value, cut: Value, placed: Value, place: Value) -> None:
+        """What makes the proof close by induction: the packet in hand as the states
+        before it saw it (its slot, where it starts, its checks), and the beats taken;
+        its header is the beat offered until one is taken, then the one kept."""
+        m, cfg, fsm = self.m, self.config, self.fsm
+        judging = fsm.ongoing("LOOKUP") | fsm.ongoing("CHECK") | fsm.ongoing("OPEN")
+        first = judging | (fsm.ongoing("STREAM") & (beats == 0))
+        hdr = data.View(DATA_HEADER, Mux(beats == 0, self.input.payload.header.as_value(), header.as_value()))
+        m.d.comb += Assert(beats <= most, "a packet's beats are an IP datagram's at most")
+        with m.If(first):
+            m.d.comb += Assert(self.input.valid & (beats == 0), "a packet's first beat waits until it is taken")
+        with m.If(judging | fsm.ongoing("STREAM")):
+            m.d.comb += Assert(~self.found | (self.active[self.slot] & (self.buffer[self.slot] == hdr.buffer)),
+                               "the packet's slot is posted for it")
+        with m.If(fsm.ongoing("CHECK") | fsm.ongoing("OPEN") | fsm.ongoing("STREAM")):
+            m.d.comb += Assert(self.bit == 1 << hdr.packet[:5], "the packet's bit is its own")
+        with m.If(fsm.ongoing("COMMIT")):
+            m.d.comb += Assert(self.write_ok & (self.ending.as_value() == header.as_value())
+                               & (self.bit == 1 << header.packet[:5]) & (header.packet < cfg.max_packets),
+                               "the packet that counts is the one whose last beat went")
+        with m.If(~judging & ~fsm.ongoing("STREAM")):
+            m.d.comb += Assert(beats == 0, "between packets no beat is taken")
+        with m.If((fsm.ongoing("OPEN") | fsm.ongoing("STREAM")) & self.write_ok):
+            m.d.comb += [Assert(self.found & (self.limit == self.slot * cfg.slot_words + cfg.slot_words),
+                                "the packet's slot ends where it ends"),
+                         Assert(self.address == place + beats, "the next beat goes after the last"),
+                         Assert((self.start + hdr.length <= cfg.slot_bytes) & (hdr.packet < cfg.max_packets),
+                                "the packet fits its slot"),
+                         Assert((beats == 0) | placed, "its first beat went to its place"),
+                         Assert((beats == 0) | ~cut
+                                | ((self.start >> (cfg.beat_bytes.bit_length() - 1)) + beats > cfg.slot_words),
+                                "a beat is cut only past the slot's end")]
 
     def _memories(self) -> None:
         """The bitmaps and the rows, written by the packet path only; read by it, by the
@@ -149,6 +225,9 @@ class Reassembly(wiring.Component):
         bitmap_word = Signal(32)
         bit = Signal(32)
         clear = Signal(range(BW + 1))
+        self.ending = Signal.like(hdr, name="ending")
+        """The header of the packet whose last beat was taken: the stream has moved on
+        when the packet counts (the next packet's first beat may be there)."""
         self.slot, self.found, self.start, self.address, self.limit = slot, found, start, address, limit
         self.write_ok, self.reject, self.rejected = write_ok, reject, rejected
         self.bitmap_word, self.bit, self.clearing = bitmap_word, bit, clear
@@ -231,6 +310,7 @@ class Reassembly(wiring.Component):
                          self.write.en.eq(Mux(write_ok & inside, beat.keep, 0))]
             m.d.sync += address.eq(address + 1)
             with m.If(beat.last):
+                m.d.sync += self.ending.eq(hdr)
                 m.d.comb += [self.close.valid.eq(write_ok), self.close.payload.eq(~beat.bad)]
                 # The newest DATA's high-ack, not the highest: a new connection's numbers
                 # start again below the last one's (the host orders them itself).
@@ -247,7 +327,7 @@ class Reassembly(wiring.Component):
 
     def _commit(self) -> None:
         """The kept packet counts: its bit set, its row moved on, its event raised."""
-        m, hdr, now, slot = self.m, self.input.payload.header, self.now, self.slot
+        m, hdr, now, slot = self.m, self.ending, self.now, self.slot
         was, new = self.row.data, Signal(SLOT_ROW)
         first = was.received == 0
         gap = now - was.last_at

@@ -27,6 +27,21 @@ BROKEN = {
     "pacer: smooth mode banks one grant more": (
         "pacer", "gateware/pacer.py", "Pacer", "earned = Mux(due & (tokens < self.burst_size), 1, 0)",
         "earned = Mux(due & (tokens <= self.burst_size), 1, 0)", "at most a burst banks up"),
+    "reassembly: a write not kept inside its slot": (
+        "reassembly", "gateware/reassembly.py", "Reassembly",
+        "self.write.en.eq(Mux(write_ok & inside, beat.keep, 0))", "self.write.en.eq(Mux(write_ok, beat.keep, 0))",
+        "a write lands only in a slot posted for its packet's buffer"),
+    "reassembly: no check that a packet fits its slot": (
+        "reassembly", "gateware/reassembly.py", "Reassembly",
+        "((p >= cfg.max_packets) | (self.start + hdr.length > cfg.slot_bytes), Drop.OUTSIDE)",
+        "(p >= cfg.max_packets, Drop.OUTSIDE)", "a packet counts only once it is written whole in its place"),
+    "reassembly: a packet for a buffer no slot waits for": (
+        "reassembly", "gateware/reassembly.py", "Reassembly", "(~self.found, Drop.UNPOSTED)",
+        "(Const(0), Drop.UNPOSTED)", "a write lands only in a slot posted for its packet's buffer"),
+    "reassembly: a packet counted by the next one's header": (
+        "reassembly", "gateware/reassembly.py", "Reassembly",
+        "m, hdr, now, slot = self.m, self.ending, self.now, self.slot",
+        "m, hdr, now, slot = self.m, self.input.payload.header, self.now, self.slot", "the bit set is the packet's own"),
 }
 """Each broken variant: the proof, the block's file and class, the line changed, the
 change, and the property it must break."""

