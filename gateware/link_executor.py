@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value
+from amaranth.hdl import Assert, Cat, Const, Module, Mux, Signal, Value
 from amaranth.lib import data, fifo, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -72,8 +72,9 @@ def wire(value: Value) -> Value:
 
 
 class LinkExecutor(wiring.Component):
-    def __init__(self, identity: BoardIdentity, download_queue: int = DOWNLOAD_QUEUE) -> None:
-        self.identity, self.download_queue = identity, download_queue
+    def __init__(self, identity: BoardIdentity, download_queue: int = DOWNLOAD_QUEUE, formal: bool = False) -> None:
+        """``formal``: with the properties (:meth:`properties`), for SymbiYosys (sim/rtl/formal.py)."""
+        self.identity, self.download_queue, self.formal = identity, download_queue, formal
         super().__init__({
             "payload": In(stream.Signature(32)),
             "meta": In(stream.Signature(CONTROL_META)),
@@ -109,7 +110,7 @@ class LinkExecutor(wiring.Component):
         self._state()
         self._store()
         self._link_read()
-        with m.FSM():
+        with m.FSM() as self.fsm:
             self._receive()
             self._decide()
             self._registers()
@@ -119,7 +120,49 @@ class LinkExecutor(wiring.Component):
             self._open()
             self._push()
             self._reply()
+        if self.formal:
+            self.properties()
         return m
+
+    def properties(self) -> None:
+        """docs/host-link.md's promises, whatever datagrams come (the harness leaves every
+        input free): a request runs only when its ID is the one expected next, in the
+        owner's session, and the expected ID then moves on by one (so each runs at most
+        once, in order); the pushes are numbered without gaps; and another host takes a
+        session over only after its owner was silent for TAKEOVER_AFTER."""
+        m, regs, f = self.m, self.regs, self.fields
+        was = {name: Signal.like(regs[name], name=f"was_{name.lower()}")
+               for name in ("LINK_SESSION", "LINK_NEXT_ID", "LINK_PUSH_NUMBER", "LINK_OWNER_ADDRESS", "LINK_OWNER_PORT")}
+        ran, pushed, silent_long, started = Signal(), Signal(), Signal(), Signal()
+        m.d.sync += [*(was[name].eq(regs[name]) for name in was), started.eq(1),
+                     ran.eq(self.strobes["LINK_EXECUTED"]), pushed.eq(self.strobes["LINK_PUSHES"]),
+                     silent_long.eq(self.fsm.ongoing("OPEN") & f["flags"][0]
+                                    & (regs["LINK_OWNER_SILENT"] > regs["TAKEOVER_AFTER"]))]
+        owner = (self.source == regs["LINK_OWNER_ADDRESS"]) & (self.source_port == regs["LINK_OWNER_PORT"])
+        with m.If(self.strobes["LINK_EXECUTED"]):
+            m.d.comb += Assert((f["id"] == regs["LINK_NEXT_ID"]) & owner & regs["LINK_SESSION"].any()
+                               & (f["session"] == regs["LINK_SESSION"]), "a request runs only if it is the one expected")
+        new_session = regs["LINK_SESSION"] != was["LINK_SESSION"]
+        moved = (regs["LINK_OWNER_ADDRESS"] != was["LINK_OWNER_ADDRESS"]) | (regs["LINK_OWNER_PORT"] != was["LINK_OWNER_PORT"])
+        with m.If(started):
+            m.d.comb += [
+                Assert(regs["LINK_NEXT_ID"] == Mux(new_session, 1, was["LINK_NEXT_ID"] + ran)[:16],
+                       "the expected ID moves on by one as a request runs, and only then"),
+                Assert(regs["LINK_PUSH_NUMBER"] == Mux(new_session, 0, was["LINK_PUSH_NUMBER"] + pushed)[:16],
+                       "pushes are numbered without gaps"),
+                Assert(~moved | ~was["LINK_SESSION"].any() | silent_long,
+                       "a session changes hands only after its owner's silence")]
+        self.invariants()
+
+    def invariants(self) -> None:
+        """What makes the proof close by induction: a push being built is numbered the one
+        after the last."""
+        m, regs = self.m, self.regs
+        building = self.fsm.ongoing("PUSH_EVENTS") | self.fsm.ongoing("PUSH_CONTROL") | self.fsm.ongoing("PUSH_LENGTH") \
+            | self.fsm.ongoing("PUSH_FROM") | self.fsm.ongoing("PUSH_PORT") | self.fsm.ongoing("PUSH_PACKET") \
+            | self.fsm.ongoing("PUSH_DONE")
+        with m.If(building):
+            m.d.comb += Assert(self.reply_id == (regs["LINK_PUSH_NUMBER"] + 1)[:16], "a new push is the next number")
 
     # -- what lives beside the FSM -------------------------------------------------------------
 

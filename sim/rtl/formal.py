@@ -31,6 +31,7 @@ from amaranth.lib import wiring
 
 from ...formats.registers import PacingMode
 from ...gateware.config import EngineConfig
+from ...gateware.link_executor import BoardIdentity, LinkExecutor
 from ...gateware.pacer import Pacer
 from ...gateware.reassembly import Reassembly
 
@@ -106,9 +107,22 @@ def reassembly_harness(block: type, small: bool) -> tuple[Module, list]:
     return m, []
 
 
+def executor_harness(block: type, small: bool) -> tuple[Module, list]:
+    """The host link's executor with every input free: the datagrams the intake hands it
+    (any header, any length), the engine's registers as the bus reads them, the sender."""
+    m = Module()
+    m.submodules.executor = x = block(BoardIdentity(ip_address=0x0A00_0032, mac_address=0x026E_626C_7401,
+                                                    clock_hz=4000 if small else 50_000_000), formal=True)
+    free(m, x.payload.valid, x.payload.payload, x.meta.valid, x.meta.payload.as_value(), x.bus.r_data,
+         x.send.ready, x.body.ready, x.sender_busy, x.sender_start, x.events_waiting, x.control_next,
+         x.download_level, x.upload_room, x.dropped, x.link_up)
+    return m, []
+
+
 PROOFS = {proof.name: proof for proof in (
     Proof("pacer", Pacer, pacer_harness, depth=4, search=16),
     Proof("reassembly", Reassembly, reassembly_harness, depth=4, search=20),
+    Proof("link_executor", LinkExecutor, executor_harness, depth=4, search=26),
 )}
 
 
@@ -151,5 +165,5 @@ def _message(path: str, line: str) -> str:
         text = " ".join(Path(path).read_text().splitlines()[int(line) - 1:int(line) + 2])
     except (OSError, ValueError):
         return f"{path}:{line}"
-    found = re.search(r'"([^"]+)"', text)
-    return found.group(1) if found else f"{path}:{line}"
+    sentences = [literal for literal in re.findall(r'"([^"]*)"', text) if " " in literal]  # not a register's name
+    return sentences[0] if sentences else f"{path}:{line}"
