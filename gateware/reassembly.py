@@ -115,7 +115,8 @@ class Reassembly(wiring.Component):
         posted for the packet's buffer, and a packet counts (its bit is set) only once
         every byte it carried was written, from its own place in that slot on. Assumed:
         the parser's promises (a beat offered stays until taken, a packet's header holds
-        over its beats, and a packet not marked bad has the beats its length needs);
+        over its beats and the cycle after its last, which is when it counts, and a
+        packet not marked bad has the beats its length needs);
         commands, queries and the store are free."""
         m, cfg, beat, hdr = self.m, self.config, self.input.payload, self.input.payload.header
         taken = self.input.valid & self.input.ready
@@ -126,7 +127,10 @@ class Reassembly(wiring.Component):
         with m.If(taken):
             m.d.sync += [beats.eq(Mux(beat.last, 0, beats + 1)), header.eq(hdr.as_value())]
         most = (1 << 16) // cfg.beat_bytes  # an IP datagram's beats, at most
+        ended = Signal()
+        m.d.sync += ended.eq(taken & beat.last)
         m.d.comb += [Assume(~offered | (self.input.valid & (beat.as_value() == before))),
+                     Assume(~ended | (~self.input.valid & (beat.as_value() == before))),
                      Assume(~(self.input.valid & (beats != 0)) | (hdr.as_value() == header.as_value())),
                      Assume(~self.input.valid | (beats < most))]
         with m.If(self.input.valid & beat.last & ~beat.bad):
@@ -167,7 +171,7 @@ class Reassembly(wiring.Component):
         with m.If(fsm.ongoing("CHECK") | fsm.ongoing("OPEN") | fsm.ongoing("STREAM")):
             m.d.comb += Assert(self.bit == 1 << hdr.packet[:5], "the packet's bit is its own")
         with m.If(fsm.ongoing("COMMIT")):
-            m.d.comb += Assert(self.write_ok & (self.ending.as_value() == header.as_value())
+            m.d.comb += Assert(self.write_ok & (self.input.payload.header.as_value() == header.as_value())
                                & (self.bit == 1 << header.packet[:5]) & (header.packet < cfg.max_packets),
                                "the packet that counts is the one whose last beat went")
         with m.If(~judging & ~fsm.ongoing("STREAM")):
@@ -225,9 +229,6 @@ class Reassembly(wiring.Component):
         bitmap_word = Signal(32)
         bit = Signal(32)
         clear = Signal(range(BW + 1))
-        self.ending = Signal.like(hdr, name="ending")
-        """The header of the packet whose last beat was taken: the stream has moved on
-        when the packet counts (the next packet's first beat may be there)."""
         self.slot, self.found, self.start, self.address, self.limit = slot, found, start, address, limit
         self.write_ok, self.reject, self.rejected = write_ok, reject, rejected
         self.bitmap_word, self.bit, self.clearing = bitmap_word, bit, clear
@@ -310,7 +311,6 @@ class Reassembly(wiring.Component):
                          self.write.en.eq(Mux(write_ok & inside, beat.keep, 0))]
             m.d.sync += address.eq(address + 1)
             with m.If(beat.last):
-                m.d.sync += self.ending.eq(hdr)
                 m.d.comb += [self.close.valid.eq(write_ok), self.close.payload.eq(~beat.bad)]
                 # The newest DATA's high-ack, not the highest: a new connection's numbers
                 # start again below the last one's (the host orders them itself).
@@ -326,8 +326,11 @@ class Reassembly(wiring.Component):
                     m.next = "IDLE"
 
     def _commit(self) -> None:
-        """The kept packet counts: its bit set, its row moved on, its event raised."""
-        m, hdr, now, slot = self.m, self.ending, self.now, self.slot
+        """The kept packet counts: its bit set, its row moved on, its event raised. Its
+        header is still the input's: the parser holds its last beat until the next
+        packet's first data beat, which its header beats come before (the proof assumes
+        so: Reassembly.properties)."""
+        m, hdr, now, slot = self.m, self.input.payload.header, self.now, self.slot
         was, new = self.row.data, Signal(SLOT_ROW)
         first = was.received == 0
         gap = now - was.last_at

@@ -39,10 +39,9 @@ BROKEN = {
     "reassembly: a packet for a buffer no slot waits for": (
         "reassembly", "gateware/reassembly.py", "Reassembly", "(~self.found, Drop.UNPOSTED)",
         "(Const(0), Drop.UNPOSTED)", "a write lands only in a slot posted for its packet's buffer"),
-    "reassembly: a packet counted by the next one's header": (
-        "reassembly", "gateware/reassembly.py", "Reassembly",
-        "m, hdr, now, slot = self.m, self.ending, self.now, self.slot",
-        "m, hdr, now, slot = self.m, self.input.payload.header, self.now, self.slot", "the bit set is the packet's own"),
+    "reassembly: another packet's bit": (
+        "reassembly", "gateware/reassembly.py", "Reassembly", "self.bit.eq(1 << hdr.packet[:5])",
+        "self.bit.eq(1 << hdr.packet[1:6])", "the bit set is the packet's own"),
     "link executor: the expected ID skips one": (
         "link_executor", "gateware/link_executor.py", "LinkExecutor",
         'm.d.sync += [regs["LINK_NEXT_ID"].eq(regs["LINK_NEXT_ID"] + 1), self.kept.bit_select(self.slot, 1).eq(0)]',
