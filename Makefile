@@ -38,7 +38,7 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -q -n 2 --dist loadgroup --no-loadscope-reorder --durations=15 -m "not deep"
 
 # The gateware's properties proven with SymbiYosys, and each broken variant refuted, the deep searches
-# make test leaves out included (sim/rtl/formal.py; some 6 minutes on two cores).
+# make test leaves out included (sim/rtl/formal.py; some 3 minutes on two cores).
 formal: $(STAMP)
 	$(BIN)/python -m pytest -q -n 2 tests/test_formal.py --durations=5
 

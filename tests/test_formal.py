@@ -81,8 +81,8 @@ def broken_block(path: str, name: str, line: str, change: str) -> type:
 
 
 DEEP = 24
-"""Searches deeper than this take a minute each, more than make test has for them: they
-run in `make formal`, which CI runs as a step of its own."""
+"""Searches deeper than this take a minute each, more than make test has for them (a cold
+run is near its 20 minutes, the bitstream's build most of it): `make formal` runs them."""
 
 
 @pytest.mark.parametrize("name", PROOFS)
