@@ -39,8 +39,6 @@ class GmiiWire:
     requests for the host's address answered as a host's stack would."""
 
     def __init__(self, dut, pcap: Path | None) -> None:
-        Clock(dut.gmii__rx_clk, 8, unit="ns").start()
-        Clock(dut.gmii__tx_clk, 8, unit="ns").start()
         self.source = GmiiSource(dut.gmii__rx_data, dut.gmii__rx_er, dut.gmii__rx_dv,
                                  dut.gmii__rx_clk, dut.gmii__reset)
         self.sink = GmiiSink(dut.gmii__tx_data, dut.gmii__tx_er, dut.gmii__tx_en,
@@ -60,9 +58,11 @@ class GmiiWire:
         if pcap is None and test is not None:
             (hdl.BUILD / "pcap").mkdir(parents=True, exist_ok=True)
             pcap = hdl.BUILD / "pcap" / f"{test}.pcap"
-        dut.gmii__reset.value = 1
-        dut.link_up.value = 1  # the PHY's link, as a board's MDIO reads it
-        await start(dut)
+        # The PHY's clocks run from power-up, through the node's reset: LiteEth's transmit
+        # enable, a register its Verilog gives no initial value, is set by its own clock.
+        Clock(dut.gmii__rx_clk, 8, unit="ns").start()
+        Clock(dut.gmii__tx_clk, 8, unit="ns").start()
+        await start(dut, gmii__reset=1, link_up=1)  # link_up: the PHY's link, as a board's MDIO reads it
         wire = cls(dut, pcap)
         await ClockCycles(dut.clk, 10)
         dut.gmii__reset.value = 0

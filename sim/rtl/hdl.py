@@ -51,15 +51,23 @@ def build(component: wiring.Component, name: str, extra_sources: Sequence[Path] 
           log: Path | None = None, building: Callable[[], None] | None = None,
           inner: Sequence[tuple[str, str]] = ()) -> Runner:
     """Exports ``component`` as module ``name`` and Verilates it with ``extra_sources``
-    (Verilog its instances need); unchanged builds are reused. Verilator's output goes to
-    ``log`` (by default verilator.log in the build's folder), so a test's captured output
-    is its simulation's; a failed build's error quotes the log's end. ``building`` is
-    called first when there is something to build.
+    (Verilog its instances need): :func:`build_text` of its SystemVerilog.
 
     A testbench sees the top module's signals, and of the instances below it only the
     ``inner`` ones, (module, signal) pairs: with every signal visible (cocotb's
     default), the node's model was twice the C++, took 1.75 times the GCC time and ran
-    a fifth slower (docs/benchmarks.md).
+    a fifth slower (docs/benchmarks.md)."""
+    return build_text(systemverilog(component, name), name, extra_sources, log, building, inner)
+
+
+def build_text(text: str, name: str, extra_sources: Sequence[Path] = (), log: Path | None = None,
+               building: Callable[[], None] | None = None, inner: Sequence[tuple[str, str]] = (),
+               include: Sequence[Path] = ()) -> Runner:
+    """Verilates module ``name``, written out in ``text``, with ``extra_sources`` (and the
+    folders ``include`` for the files they include); unchanged builds are reused.
+    Verilator's output goes to ``log`` (by default verilator.log in the build's folder),
+    so a test's captured output is its simulation's; a failed build's error quotes the
+    log's end. ``building`` is called first when there is something to build.
 
     One process at a time builds a folder (make test's workers, and sim-boards they
     start, may want the same build at once): the others wait, then find it up to date.
@@ -67,10 +75,9 @@ def build(component: wiring.Component, name: str, extra_sources: Sequence[Path] 
     read half-written variables.)"""
     directory = VERILATED / name
     log = log or directory / "verilator.log"
-    text = systemverilog(component, name)
     with _exclusive(directory.with_name(f"{name}.lock")):
         try:
-            return _verilate(directory, name, text, extra_sources, log, building or (lambda: None), inner)
+            return _verilate(directory, name, text, extra_sources, log, building or (lambda: None), inner, include)
         except RuntimeError as error:
             raise RuntimeError(f"Verilator build of {name} failed ({error}); the end of {log}:\n"
                                f"{_tail(log)}") from None
@@ -125,7 +132,7 @@ def _kept(path: Path, text: str, meaning: Callable[[str], str] = lambda text: te
 
 
 def _verilate(directory: Path, name: str, text: str, extra_sources: Sequence[Path], log: Path,
-              building: Callable[[], None], inner: Sequence[tuple[str, str]]) -> Runner:
+              building: Callable[[], None], inner: Sequence[tuple[str, str]], include: Sequence[Path]) -> Runner:
     source, program = _written(directory, name, text), directory / name
     visible = _visible(directory, name, inner)
     if out_of_date(program, [source, visible, *extra_sources, QUIET_FINISH]):
@@ -144,7 +151,8 @@ def _verilate(directory: Path, name: str, text: str, extra_sources: Sequence[Pat
                                f"OBJCACHE={CCACHE} {COMPILER}").strip()
     try:
         runner.build(sources=[visible, source, *extra_sources], hdl_toplevel=name, build_dir=directory,
-                     build_args=["-Wno-fatal", "--no-public-flat-rw", "-O3", "-CFLAGS", "-DVL_USER_FINISH",
+                     build_args=["-Wno-fatal", "--no-public-flat-rw", "-O3", "--x-assign", "unique", "--x-initial",
+                                 "unique", *(f"-I{folder}" for folder in include), "-CFLAGS", "-DVL_USER_FINISH",
                                  str(QUIET_FINISH)], log_file=log)
     finally:
         os.environ["MAKEFLAGS"] = flags
@@ -291,14 +299,39 @@ def _simulate(runner: Runner, name: str, module: str, directory: Path, testcase:
         label = testcase[0] if len(testcase) == 1 else f"{len(testcase)}-cases"
     results = runner.build_dir / f"{module}.{label}.xml"
     try:
-        runner.test(test_module=module, hdl_toplevel=name, testcase=testcase,
-                    test_dir=runner.build_dir, build_dir=runner.build_dir,
-                    results_xml=str(results), extra_env={"PYTHONPATH": path, **(env or {})})
+        inputs = " ".join(top_inputs((Path(runner.build_dir) / f"{name}.sv").read_text(), name))
+        runner.test(test_module=module, hdl_toplevel=name, testcase=testcase, plusargs=random_initial_values(),
+                    test_dir=runner.build_dir, build_dir=runner.build_dir, results_xml=str(results),
+                    extra_env={"PYTHONPATH": path, "NETBLT_TB_INPUTS": inputs, **(env or {})})
     except SystemExit:
         pass  # under pytest the runner exits on a failure; the results say which
     if not results.is_file():
         raise RuntimeError(f"the simulation of {module} on {name} ended without results ({results})")
     return results
+
+
+def top_inputs(text: str, name: str) -> list[str]:
+    """The input ports of module ``name`` in Verilog ``text`` (sim/rtl/testbench.py's
+    ``start`` holds them at 0 until a testbench drives them)."""
+    module = re.search(rf"^module {re.escape(name)}\(.*?^endmodule", text, re.MULTILINE | re.DOTALL)
+    if module is None:
+        raise ValueError(f"no module {name} in its Verilog")
+    return re.findall(r"^\s*input\s+(?:\[[^\]]*\]\s*)?([A-Za-z_][\w$]*)\s*;", module[0], re.MULTILINE)
+
+
+SEED = "NETBLT_SIM_SEED"
+"""The environment variable that picks the random values a simulation starts from (1 unless set)."""
+
+
+def random_initial_values() -> list[str]:
+    """Verilator's run-time arguments that start every value the design leaves undefined
+    (a variable declared without a value, an ``x`` assigned) at random, from the seed
+    :data:`SEED` names: the hardware defines none of them, so no test may depend on one.
+    The builds keep such values apart for this (``--x-assign unique --x-initial unique``)."""
+    seed = os.environ.get(SEED, "1")
+    if not seed.isdigit() or int(seed) == 0:
+        raise ValueError(f"{SEED} must be a positive whole number, not {seed!r}")
+    return ["+verilator+rand+reset+2", f"+verilator+seed+{seed}"]
 
 
 def outcomes(results: Path) -> dict[str, str | None]:

@@ -31,9 +31,21 @@ CLOCK_PS = period_ps(CONFIG.clock_hz)
 """The system clock's period: the pacer's cycles are these."""
 
 
-async def start(dut) -> None:
+INPUTS = os.environ.get("NETBLT_TB_INPUTS", "").split()
+"""The top's inputs, as sim/rtl/hdl.py's runner names them."""
+
+
+async def start(dut, **held: int) -> None:
     """Starts the clock (again, after a previous case) and holds reset for two cycles;
-    with a DRAM core, starts its clock too and waits for it to initialise itself."""
+    with a DRAM core, starts its clock too and waits for it to initialise itself.
+
+    Every input of the top but its clocks is 0 from here on, or its value in ``held``,
+    until the testbench drives it: in the hardware the logic before an input drives it from its
+    reset on, while a simulation starts an undriven input at a random value (a random
+    command taken in the first cycle after reset, here)."""
+    for name in INPUTS:
+        if not name.endswith("clk"):  # a clock is its own testbench's to start
+            getattr(dut, name).value = held.get(name, 0)
     Clock(dut.clk, CLOCK_PS, unit="ps").start()
     dut.rst.value = 1
     if DRAM:
