@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo demo-board demo-board-stream reproduce test test-board bench bench-rates bench-auto bench-tcp bench-board bench-offload bench-board-born bench-wake bench-long-path bench-sim bench-outstanding bench-gateware bench-ethernet bench-ethernet-dram bitstream formal load clean
+.PHONY: demo demo-board demo-board-stream reproduce test test-board bench bench-rates bench-auto bench-tcp bench-board bench-offload bench-board-born bench-wake bench-long-path bench-sim bench-outstanding bench-gateware bench-ethernet bench-ethernet-dram bitstream formal netlist load clean
 
 $(STAMP): pyproject.toml driver/_fastpath.c driver/_linkpath.c
 	$(PYTHON) -m venv $(VENV)
@@ -35,12 +35,17 @@ reproduce: $(STAMP)
 test: $(STAMP)
 	@command -v tshark >/dev/null || ($(SUDO) apt-get update -q >/dev/null && $(SUDO) env DEBIAN_FRONTEND=noninteractive \
 		apt-get install -y -q tshark >/dev/null) || echo "make: tshark not installed: its tests will be skipped"
-	$(BIN)/python -m pytest -q -n 2 --dist loadgroup --no-loadscope-reorder --durations=15 -m "not deep"
+	$(BIN)/python -m pytest -q -n 2 --dist loadgroup --no-loadscope-reorder --durations=15 -m "not deep and not netlist"
 
 # The gateware's properties proven with SymbiYosys, and each broken variant refuted, the deep searches
 # make test leaves out included (sim/rtl/formal.py; some 3 minutes on two cores).
 formal: $(STAMP)
 	$(BIN)/python -m pytest -q -n 2 tests/test_formal.py --durations=5
+
+# The node's testbench on the netlist Yosys synthesizes for a bitstream (sim/rtl/netlist.py): synthesis,
+# the netlist's Verilator build and five cases: 6 min 13 s here from nothing (CI runs it after make test).
+netlist: $(STAMP)
+	$(BIN)/python -m pytest -q -m netlist tests/gateware/test_gateware_netlist.py --durations=5
 
 bench: $(STAMP)
 	$(BIN)/python -m netblt.bench.software_bench

@@ -1,6 +1,8 @@
 """The simulated node's static checks (sim/rtl/lint.py), and the cause of Verilator 5.48's
 difference kept as a design of two lines (docs/architecture.md, "Verilator 5.48's difference")."""
 
+import functools
+
 from amaranth.back import verilog
 from amaranth.hdl import Instance, Module
 from amaranth.lib import wiring
@@ -54,17 +56,20 @@ def test_amaranths_verilog_never_sets_the_constant_and_the_simulated_systemveril
     assert lint.verilator_lint([ours], "half") == []
 
 
+node = functools.cache(lambda: sim_board.design(None))
+"""The node the tests and sim-board simulate: engine, host link and the LiteEth core."""
+
+
 def test_the_node_lints_clean_but_for_the_waivers(tmp_path):
-    """Every -Wall rule not waived, with its reason, in sim/rtl/waivers.vlt holds on the
-    node the tests and sim-board simulate: engine, host link and the LiteEth core."""
-    design = sim_board.design(None)
+    """Every -Wall rule not waived, with its reason, in sim/rtl/waivers.vlt holds on the node."""
+    design = node()
     source = tmp_path / "node.sv"
     source.write_text(hdl.systemverilog(design.node, "node"))
     assert lint.verilator_lint([source, *design.sources], "node") == []
 
 
 def test_the_node_has_no_second_driver_no_undriven_bit_and_no_loop():
-    design = sim_board.design(None)
+    design = node()
     assert lint.yosys_check(design.node, "node", design.sources) == []
 
 
