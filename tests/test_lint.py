@@ -8,6 +8,7 @@ from amaranth.hdl import Instance, Module
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
+from netblt.hw.boards import BOARDS
 from netblt.sim.rtl import hdl, lint, sim_board
 
 
@@ -66,6 +67,14 @@ def test_the_node_lints_clean_but_for_the_waivers(tmp_path):
     source = tmp_path / "node.sv"
     source.write_text(hdl.systemverilog(design.node, "node"))
     assert lint.verilator_lint([source, *design.sources], "node") == []
+
+
+def test_the_node_with_its_slots_in_dram_lints_clean_too(tmp_path):
+    """The Versa's, with LiteDRAM's controller and its model of the chip."""
+    design = sim_board.design(BOARDS["versa_ecp5"], "dram")
+    source = tmp_path / f"{design.name}.sv"
+    source.write_text(hdl.systemverilog(design.node, design.name))
+    assert lint.verilator_lint([source, *design.sources], design.name) == []
 
 
 def test_the_node_has_no_second_driver_no_undriven_bit_and_no_loop():
