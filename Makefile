@@ -43,7 +43,7 @@ formal: $(STAMP)
 	$(BIN)/python -m pytest -q -n 2 tests/test_formal.py --durations=5
 
 # The node's testbench on the netlist Yosys synthesizes for a bitstream (sim/rtl/netlist.py): synthesis,
-# the netlist's Verilator build and five cases: 6 min 13 s here from nothing (CI runs it after make test).
+# the netlist's Verilator build and five cases: 5 to 6 minutes here from nothing (CI runs it after make test).
 netlist: $(STAMP)
 	$(BIN)/python -m pytest -q -m netlist tests/gateware/test_gateware_netlist.py --durations=5
 

@@ -158,9 +158,8 @@ class LinkExecutor(wiring.Component):
         """What makes the proof close by induction: a push being built is numbered the one
         after the last."""
         m, regs = self.m, self.regs
-        building = self.fsm.ongoing("PUSH_EVENTS") | self.fsm.ongoing("PUSH_CONTROL") | self.fsm.ongoing("PUSH_LENGTH") \
-            | self.fsm.ongoing("PUSH_FROM") | self.fsm.ongoing("PUSH_PORT") | self.fsm.ongoing("PUSH_PACKET") \
-            | self.fsm.ongoing("PUSH_DONE")
+        building = Cat(*(self.fsm.ongoing(state) for state in ("PUSH_EVENTS", "PUSH_CONTROL", "PUSH_LENGTH",
+                                                               "PUSH_FROM", "PUSH_PORT", "PUSH_PACKET", "PUSH_DONE"))).any()
         with m.If(building):
             m.d.comb += Assert(self.reply_id == (regs["LINK_PUSH_NUMBER"] + 1)[:16], "a new push is the next number")
 

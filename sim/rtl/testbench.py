@@ -40,9 +40,9 @@ async def start(dut, **held: int) -> None:
     with a DRAM core, starts its clock too and waits for it to initialise itself.
 
     Every input of the top but its clocks is 0 from here on, or its value in ``held``,
-    until the testbench drives it: in the hardware the logic before an input drives it from its
-    reset on, while a simulation starts an undriven input at a random value (a random
-    command taken in the first cycle after reset, here)."""
+    until the testbench drives it: in the hardware the logic before an input drives it
+    from its reset on, while a simulation starts an undriven input at a random value (a
+    random command taken in the first cycle after reset, here)."""
     for name in INPUTS:
         if not name.endswith("clk"):  # a clock is its own testbench's to start
             getattr(dut, name).value = held.get(name, 0)
