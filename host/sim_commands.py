@@ -152,7 +152,7 @@ def add_sim_board_arguments(parser: argparse.ArgumentParser) -> None:
                                     "simulation's time (the host link is local: not delayed, nothing lost)")
     wan.add_argument("--wan-delay", type=parse_duration, default=0.0, metavar="TIME",
                      help="one-way delay, with a unit: 20ms, 0.3s (default: 0); the simulation runs about "
-                          "100 to 160 times slower than real time, so a real-time peer sees that much more")
+                          "80 to 160 times slower than real time, so a real-time peer sees that much more")
     wan.add_argument("--wan-loss", type=parse_probability, default=0.0, metavar="P",
                      help="random loss each way, e.g. 0.01 or 1%% (default: 0)")
     wan.add_argument("--wan-seed", type=int, default=1, metavar="N",
