@@ -57,6 +57,9 @@ OPERATION = sequential("operation", 0, ("opcode", 1), ("register", 1), ("pad", 2
 CONTROL_RECORD = sequential("control record", 0, ("length", 4), ("address", 4), ("port", 4))
 """An EVENTS record holding a received control packet (bit 31 of ``length`` clear; an
 EVENT word has it set); the packet follows, padded to 4 bytes."""
+CONTROL_MOST = 4 * (PUSH_WORDS - HEADER.end // 4 - EVENTS_PER_PUSH - CONTROL_RECORD.end // 4)
+"""Bytes of the longest control packet a push carries after its most events (the
+board's control FIFO must hold no longer one: hw/node.py)."""
 
 
 class Type(enum.IntEnum):

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from amaranth.hdl import Assert, Cat, Const, Module, Mux, Signal, Value
+from amaranth.asserts import AnyConst
+from amaranth.hdl import Assert, Assume, Cat, Const, Module, Mux, Signal, Value
 from amaranth.lib import data, fifo, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -25,7 +26,8 @@ from ..formats import host_link as F
 from ..formats.registers import ADDRESS, ENGINE_REGISTERS, LINK_BASE, LINK_REGISTERS, REGISTER_MAP
 from .headers import header_bytes, header_fields, lanes, to_beats
 from .link_intake import big_endian
-from .link_sender import AREA_WORDS, PUSH_AREA, SCRATCH, SEND_COMMAND, STATUS_AREA, STORE_ADDRESS_WIDTH
+from .link_sender import (AREA_WORDS, PUSH_AREA, PUSH_WORDS, SCRATCH, SEND_COMMAND, STATUS_AREA, STATUS_WORDS,
+                          STORE_ADDRESS_WIDTH)
 from .packet_fifo import CONTROL_META
 from .readout import CounterBank, register_select
 from .receive_store import READ_AHEAD
@@ -48,6 +50,19 @@ KEPT = data.StructLayout({"words": 12, "sum": 32, "count": 16, "step": 16, "valu
 count (0: none), words a reply datagram and address, read again on replay."""
 VALUE_WORD = F.HEADER.field("value").offset // 4
 """The link header's word that a DOWNLOAD's each reply rewrites: where its words start."""
+ID_FIELD = F.HEADER.field("id")
+PUSH_STATES = ("PUSH_EVENTS", "PUSH_CONTROL", "PUSH_LENGTH", "PUSH_FROM", "PUSH_PORT", "PUSH_PACKET", "PUSH_DONE")
+STATUS_STATES = ("STATUS", "STATUS_ENGINE", "STATUS_LINK")
+OPEN_STATES = ("OPEN", "OPEN_OWNER", "OPEN_PORT", "OPEN_SILENT")
+REGISTER_STATES = {"REGISTERS": 0, "OP_VALUE": 1, "OP_ACCESS": 2, "OP_WAIT": 2, "OP_RESULT": 2, "OP_REPLY": 2,
+                   "OP_REPLY_VALUE": 1}
+"""The states of a REGISTERS request, each with the request words it has taken for
+reply words it has not yet appended (the proof's invariants)."""
+READING_STATES = ("STATUS_ENGINE", "OP_WAIT", "OP_RESULT", "PUSH_EVENTS", "PUSH_LENGTH", "PUSH_FROM", "PUSH_PORT",
+                  "PUSH_PACKET", "STREAM_WORDS")
+"""The states with bus reads on their way (the proof's invariants)."""
+EXECUTING_STATES = (*REGISTER_STATES, "UPLOAD", "UPLOAD_WORDS", "DOWNLOAD", "DOWNLOAD_STEP", "FIRST_PART")
+"""The states of a request that runs, before its reply's header is written."""
 SNAPSHOT = [ADDRESS[r.name] if r.access in ("r", "rw") else None for r in ENGINE_REGISTERS]
 """What a status snapshot reads of the engine: registers that neither pop nor strobe."""
 COUNTERS = ("LINK_EXECUTED", "LINK_REPLAYED", "LINK_REFUSED", "LINK_STALE", "LINK_DROPPED", "LINK_PUSHES",
@@ -128,8 +143,9 @@ class LinkExecutor(wiring.Component):
         """docs/host-link.md's promises, whatever datagrams come (the harness leaves every
         input free): a request runs only when its ID is the one expected next, in the
         owner's session, and the expected ID then moves on by one (so each runs at most
-        once, in order); the pushes are numbered without gaps; and another host takes a
-        session over only after its owner was silent for TAKEOVER_AFTER."""
+        once, in order); the pushes are numbered without gaps; another host takes a
+        session over only after its owner was silent for TAKEOVER_AFTER; and the store's
+        side (:meth:`_reply_properties`)."""
         m, regs, f = self.m, self.regs, self.fields
         was = {name: Signal.like(regs[name], name=f"was_{name.lower()}")
                for name in ("LINK_SESSION", "LINK_NEXT_ID", "LINK_PUSH_NUMBER", "LINK_OWNER_ADDRESS", "LINK_OWNER_PORT")}
@@ -152,16 +168,170 @@ class LinkExecutor(wiring.Component):
                        "pushes are numbered without gaps"),
                 Assert(~moved | ~was["LINK_SESSION"].any() | silent_long,
                        "a session changes hands only after its owner's silence")]
+        self._reply_properties()
         self.invariants()
+
+    def _reply_properties(self) -> None:
+        """The store's side: every word written stays inside its reply's area; a reply
+        leaves a request's area only with the ID of the request that ran there last in
+        this session; a replay is of the request it names. One area is watched, the
+        solver's choice (so every one is): what ran there (``watched_ran``,
+        ``watched_id``) and the ID its stored header holds (``stored_id``)."""
+        m, f = self.m, self.fields
+        self.watched = watched = AnyConst(range(F.WINDOW))
+        self.watched_ran, self.watched_id, self.stored_id = Signal(), Signal(16), Signal(16)
+        with m.If(self.strobes["LINK_EXECUTED"] & (self.slot == watched)):
+            m.d.sync += [self.watched_ran.eq(1), self.watched_id.eq(f["id"])]
+        with m.Elif(self.session_opened):
+            m.d.sync += self.watched_ran.eq(0)
+        id_bytes = lanes(self.store.data, 4)[ID_FIELD.offset % 4:][:ID_FIELD.width]
+        with m.If(self.store.en & (self.store.addr == watched * AREA_WORDS + ID_FIELD.offset // 4)):
+            m.d.sync += self.stored_id.eq(Cat(*reversed(id_bytes)))
+        # The engine's promises: no control packet longer than its FIFO holds (hw/node.py),
+        # and the length read is the one seen waiting (only the executor pops).
+        self.seen = Signal(16)
+        m.d.comb += Assume(self.control_next <= F.CONTROL_MOST)
+        with m.If(self.fsm.ongoing("PUSH_CONTROL")):
+            m.d.sync += self.seen.eq(self.control_next)
+        with m.If(self.fsm.ongoing("PUSH_LENGTH") & self.returned):
+            m.d.comb += Assume(self.bus.r_data <= self.seen)
+
+        room = Mux(self.area == PUSH_AREA, PUSH_WORDS, Mux(self.area == STATUS_AREA, STATUS_WORDS, AREA_WORDS))
+        with m.If(self.store_en):
+            m.d.comb += Assert(self.store_index < room, "a reply's words stay inside its area")
+        with m.If(self.send.valid & self.send.ready & (self.send.payload.start == watched * AREA_WORDS)):
+            m.d.comb += Assert(self.watched_ran & (self.stored_id == self.watched_id),
+                               "a reply is sent only for a request that ran")
+        with m.If(self.fsm.ongoing("REPLAY") & (self.slot == watched)):
+            m.d.comb += Assert(self.watched_ran & (self.watched_id == f["id"]) & (self.stored_id == f["id"]),
+                               "a replay is of the request it names")
+
+    def _ongoing(self, *states: str) -> Value:
+        return Cat(*(self.fsm.ongoing(state) for state in states)).any()
 
     def invariants(self) -> None:
         """What makes the proof close by induction: a push being built is numbered the one
-        after the last."""
+        after the last; each reply is built in its kind's area, with room for what its
+        state still appends; bus reads are on their way only in the states that wait for
+        them; and what :meth:`_reply_properties` watches agrees with the store."""
         m, regs = self.m, self.regs
-        building = Cat(*(self.fsm.ongoing(state) for state in ("PUSH_EVENTS", "PUSH_CONTROL", "PUSH_LENGTH",
-                                                               "PUSH_FROM", "PUSH_PORT", "PUSH_PACKET", "PUSH_DONE"))).any()
-        with m.If(building):
+        with m.If(self._ongoing(*PUSH_STATES)):
             m.d.comb += Assert(self.reply_id == (regs["LINK_PUSH_NUMBER"] + 1)[:16], "a new push is the next number")
+        self._area_invariants()
+        self._room_invariants()
+        self._push_invariants()
+        self._read_invariants()
+        self._watched_invariants()
+
+    def _area_invariants(self) -> None:
+        """Each state's reply is in its kind's area; a request's reply kept, streamed or
+        quiet only where its kind allows."""
+        m, ongoing, request_area = self.m, self._ongoing, self.slot * AREA_WORDS
+        replying = ongoing("HEAD", "HEAD_WORDS", "SEND")
+        for states, area in (((*PUSH_STATES, "PUSH"), PUSH_AREA), (STATUS_STATES, STATUS_AREA), (OPEN_STATES, SCRATCH),
+                             (EXECUTING_STATES, request_area)):
+            with m.If(ongoing(*states)):
+                m.d.comb += Assert((self.area == area) & (self.streamed == 0), "a reply is built in its kind's area")
+        with m.If(replying):
+            m.d.comb += Assert(Cat(*(self.area == area for area in (request_area, SCRATCH, STATUS_AREA, PUSH_AREA))).any(),
+                               "a reply is built in its kind's area")
+        with m.If(ongoing("PART", "STREAM", "STREAM_WORDS") | replying & (self.streamed != 0)):
+            m.d.comb += Assert(self.area == request_area, "a DOWNLOAD's reply is in its request's area")
+        with m.If(self.keep):
+            m.d.comb += Assert(ongoing(*EXECUTING_STATES, "HEAD", "HEAD_WORDS", "SEND", "STREAM", "STREAM_WORDS")
+                               & (self.area == request_area) & ~(self.fsm.ongoing("STREAM_WORDS") & self.primed),
+                               "a reply to keep is in its request's area")
+        with m.If(self.quiet):
+            m.d.comb += Assert(~ongoing("PART", "STREAM", "STREAM_WORDS", "PUSH", *PUSH_STATES, *STATUS_STATES, *OPEN_STATES,
+                                        *REGISTER_STATES, "DOWNLOAD", "DOWNLOAD_STEP", "FIRST_PART")
+                               & (self.streamed == 0), "a quiet reply is an UPLOAD's")
+        with m.If(ongoing("STREAM", "STREAM_WORDS")):
+            m.d.comb += Assert(self.streamed != 0, "a DOWNLOAD streams words")
+        with m.If(self.primed):
+            m.d.comb += Assert((self.fsm.ongoing("STREAM_WORDS") | self.fsm.ongoing("SEND") & (self.download_in_flight == 0))
+                               & (self.streamed != 0), "a DOWNLOAD's words are queued before its reply")
+
+    def _room_invariants(self) -> None:
+        """The words a reply has, against what its state still appends: a header's four,
+        two for each register operation, a snapshot's map and registers, OPEN's three."""
+        m = self.m
+        with m.If(self.fsm.ongoing("HEAD_WORDS")):
+            m.d.comb += Assert(self.head_word < HEADER_WORDS, "a header's words")
+        for state, owed in REGISTER_STATES.items():
+            with m.If(self.fsm.ongoing(state)):
+                m.d.comb += Assert(self.at + self.left + owed <= 2 * F.MAX_OPERATIONS, "room for the operations")
+        index, written, was_read = self.snapshot_counts
+        with m.If(self.fsm.ongoing("STATUS")):
+            m.d.comb += Assert(self.at == 0, "a snapshot's first word")
+        with m.If(self.fsm.ongoing("STATUS_ENGINE")):
+            # Reads run two ahead of the words written, and stop at the last register.
+            ahead = Mux(written + 2 > len(SNAPSHOT), len(SNAPSHOT), written + 2)
+            m.d.comb += Assert((self.at == 1 + written) & (written < len(SNAPSHOT))
+                               & Mux(index < 2, written == 0, index == ahead)
+                               & (Cat(*was_read) == Cat(*self.read_issued))
+                               & (~was_read[0] | (written + 1 < len(SNAPSHOT))), "a snapshot's engine words")
+        with m.If(self.fsm.ongoing("STATUS_LINK")):
+            m.d.comb += Assert((self.at == 1 + len(SNAPSHOT) + index) & (index < len(LINK_REGISTERS)),
+                               "a snapshot's link words")
+        for i, state in enumerate(OPEN_STATES):
+            with m.If(self.fsm.ongoing(state)):
+                m.d.comb += Assert(self.at == max(i - 1, 0), "an OPEN reply's words")
+
+    def _push_invariants(self) -> None:
+        """A push's words: events, then whole control packets while they fit its room (the
+        first whatever its size, which PUSH_WORDS leaves room for after the most events)."""
+        m, at = self.m, self.at
+        issued, in_flight, left, room, event_room, packed = self.push_counts
+        record = F.CONTROL_RECORD.end // 4
+        m.d.comb += Assert(room <= F.PUSH_WORDS, "a push's room")
+        with m.If(self.fsm.ongoing("PUSH")):
+            m.d.comb += Assert(at == 0, "a push's first word")
+        with m.If(self.fsm.ongoing("PUSH_EVENTS")):
+            m.d.comb += Assert(~packed & (at + in_flight <= issued) & (issued <= event_room)
+                               & (event_room <= F.EVENTS_PER_PUSH), "a push's events")
+        for state, appended in (("PUSH_FROM", 1), ("PUSH_PORT", 2)):
+            with m.If(self.fsm.ongoing(state)):
+                m.d.comb += Assert(HEADER_WORDS + at + record - appended + left <= F.PUSH_WORDS,
+                                   "a push's room for the packet")
+        with m.If(self.fsm.ongoing("PUSH_PACKET")):
+            m.d.comb += Assert(packed & (HEADER_WORDS + at + left - issued + in_flight <= F.PUSH_WORDS)
+                               & (in_flight <= issued) & (issued <= left), "a push's room for the packet's words")
+        with m.If(self._ongoing("PUSH_LENGTH", "PUSH_FROM", "PUSH_PORT")):
+            m.d.comb += Assert(packed, "a push's packet")
+
+    def _read_invariants(self) -> None:
+        """Bus reads on their way (two cycles each) are the ones their state counts."""
+        m, ongoing = self.m, self._ongoing
+        reads = self.read_issued[0] + self.read_issued[1]
+        _, push_in_flight, *_ = self.push_counts
+        with m.If(~ongoing(*READING_STATES)):
+            m.d.comb += Assert(reads == 0, "reads end where they were issued")
+        with m.If(ongoing("PUSH_EVENTS", "PUSH_PACKET")):
+            m.d.comb += Assert(push_in_flight == reads, "a push's reads in flight")
+        with m.If(self.fsm.ongoing("STREAM_WORDS")):
+            m.d.comb += Assert(self.download_in_flight == reads, "a DOWNLOAD's reads in flight")
+
+    def _watched_invariants(self) -> None:
+        """The watched area: what ran there last is in the window; a kept reply's header
+        has its ID; a reply in hand there is of the request that ran."""
+        m, f, regs, ongoing = self.m, self.fields, self.regs, self._ongoing
+        watched, watched_id, stored_id = self.watched, self.watched_id, self.stored_id
+        kept = self.kept.bit_select(watched, 1)
+        behind = (regs["LINK_NEXT_ID"] - watched_id)[:16]
+        with m.If(self.watched_ran):
+            m.d.comb += Assert((watched_id % F.WINDOW == watched) & (behind >= 1) & (behind <= F.WINDOW),
+                               "what ran at the slot is in the window")
+        with m.If(kept):
+            m.d.comb += Assert(self.watched_ran & (stored_id == watched_id), "a kept reply is of what ran")
+        mine = self.area == watched * AREA_WORDS
+        in_hand = (self.slot == watched) & self.watched_ran & (watched_id == f["id"])
+        with m.If(mine & ongoing(*EXECUTING_STATES)):
+            m.d.comb += Assert(in_hand & self.keep & (self.reply_id == f["id"]), "a reply being built is of what ran")
+        with m.If(mine & ongoing("HEAD", "HEAD_WORDS", "SEND", "PART", "STREAM", "STREAM_WORDS")):
+            header_written = ~self.fsm.ongoing("HEAD") & (~self.fsm.ongoing("HEAD_WORDS")
+                                                          | (self.head_word > ID_FIELD.offset // 4))
+            m.d.comb += Assert(in_hand & Mux(self.keep, self.reply_id == f["id"], kept & header_written)
+                               & (~header_written | (stored_id == watched_id)), "a reply in hand is of what ran")
 
     # -- what lives beside the FSM -------------------------------------------------------------
 
@@ -229,6 +399,8 @@ class LinkExecutor(wiring.Component):
         # Replies kept for replay, by ID modulo the window: which are, and each one's record
         # (small memories, read as the request's ID names them).
         self.kept = Signal(F.WINDOW)
+        self.session_opened = Signal()
+        """A new session begins this cycle: no reply is kept."""
         self.slot = Signal(range(F.WINDOW))
         m.d.comb += self.slot.eq(self.fields["id"] % F.WINDOW)
         m.submodules.kept_replies = replies = memory.Memory(shape=KEPT, depth=F.WINDOW, init=[])
@@ -468,6 +640,7 @@ class LinkExecutor(wiring.Component):
         m, f = self.m, self.fields
         total, step, value = self.total, self.step, self.value
         part, issued, in_flight = Signal(12), Signal(12), Signal(range(3))
+        self.download_in_flight = in_flight
         primed = self.primed = Signal()
         """The queue has been filled and the reply sent (SEND then streams the body)."""
         words = Signal(32)
@@ -537,6 +710,7 @@ class LinkExecutor(wiring.Component):
         readable = Const(sum(1 << i for i, a in enumerate(SNAPSHOT) if a is not None), len(SNAPSHOT))
         index, written = Signal(range(len(SNAPSHOT) + 1)), Signal(range(len(SNAPSHOT) + 1))
         was_read = [Signal(name=f"was_read{i}") for i in range(2)]
+        self.snapshot_counts = (index, written, was_read)
         with m.State("STATUS"):
             with m.If(self.writable):
                 self.append(wire(regs["REGISTER_MAP"]))
@@ -573,6 +747,7 @@ class LinkExecutor(wiring.Component):
         with m.State("OPEN"):
             with m.If(~regs["LINK_SESSION"].any() | owner | taking_over):
                 with m.If(f["session"] != regs["LINK_SESSION"]):
+                    m.d.comb += self.session_opened.eq(1)
                     m.d.sync += [regs["LINK_SESSION"].eq(f["session"]), regs["LINK_NEXT_ID"].eq(1),
                                  regs["LINK_PUSH_NUMBER"].eq(0), self.push_pending.eq(0), self.kept.eq(0)]
                 m.d.sync += [regs["LINK_OWNER_ADDRESS"].eq(self.source), regs["LINK_OWNER_PORT"].eq(self.source_port)]
@@ -600,6 +775,7 @@ class LinkExecutor(wiring.Component):
         m, regs = self.m, self.regs
         issued, in_flight, left = Signal(12), Signal(range(3)), Signal(12)
         room, event_room, packed = Signal(range(F.PUSH_WORDS + 1)), Signal(range(F.EVENTS_PER_PUSH + 1)), Signal()
+        self.push_counts = (issued, in_flight, left, room, event_room, packed)
         limit = regs["PUSH_LIMIT"]
         words = Mux(limit > F.PUSH_WORDS, F.PUSH_WORDS, Mux(limit < F.PUSH_LEAST, F.PUSH_LEAST, limit))
         with m.State("PUSH"):
@@ -677,7 +853,7 @@ class LinkExecutor(wiring.Component):
         header = to_beats(header_bytes([F.HEADER], {
             "version": F.VERSION, "type": self.reply_type, "status": self.status, "id": self.reply_id,
             "ack": regs["LINK_NEXT_ID"], "session": regs["LINK_SESSION"], "value": f["value"]}), 4)
-        word = Signal(range(HEADER_WORDS + 1))
+        self.head_word = word = Signal(range(HEADER_WORDS + 1))
         with m.State("HEAD"):
             with m.If(self.writable):
                 m.d.sync += word.eq(0)

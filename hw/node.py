@@ -14,7 +14,7 @@ from amaranth.hdl import Cat, Module
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ..formats.host_link import LINK_PORT
+from ..formats.host_link import CONTROL_MOST, LINK_PORT
 from ..gateware.config import EngineConfig
 from ..gateware.engine import Engine
 from ..gateware.host_link import INTAKE_WORDS, HostLink
@@ -49,6 +49,10 @@ class NetbltNode(wiring.Component):
                  intake_words: int = INTAKE_WORDS, board_dram: BoardDram | None = None,
                  external_source: bool = False, external_sink: bool = False) -> None:
         self.config, self.board_dram = config or EngineConfig(), board_dram
+        control_bytes = self.config.fifo_depth * self.config.beat_bytes
+        if control_bytes > CONTROL_MOST:
+            raise ValueError(f"the control FIFO holds packets of up to {control_bytes} bytes; an event push "
+                             f"carries {CONTROL_MOST} at most (fifo_depth at most {CONTROL_MOST // self.config.beat_bytes})")
         self.ethernet = LiteEthCore(phy, rgmii)
         self.identity = BoardIdentity(int(ipaddress.IPv4Address(ip_address)), parse_mac(mac_address), board,
                                       int(ipaddress.IPv4Address(netmask)), int(ipaddress.IPv4Address(gateway)),

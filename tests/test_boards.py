@@ -11,6 +11,7 @@ import stat
 import pytest
 
 from netblt.formats.boards import IP_ADDRESS, MAC_ADDRESS
+from netblt.gateware.config import EngineConfig
 from netblt.hw import alone, build, litedram_core, liteeth_core, load
 from netblt.hw.boards import BOARDS, BoardTop
 from netblt.hw.clocking import PllSettings
@@ -19,6 +20,7 @@ from netblt.hw.example_sink import paced_sink
 from netblt.hw.litedram import BOARD_PIN_NAMES, BoardDram
 from netblt.hw.litedram_core import CHIPS
 from netblt.hw.litedram_ports import BOARD_PHYS, DDR3_PADS, SDR_PADS
+from netblt.hw.node import NetbltNode
 
 
 def test_pll_dividers_match_ecppll():
@@ -52,6 +54,15 @@ def test_impossible_pll_is_refused():
         PllSettings.exact(25e6, 1e9)
     with pytest.raises(ValueError, match="no ECP5 PLL setting makes 50 and 61 MHz from 25 MHz"):
         PllSettings.exact(25e6, 50e6, 61e6)  # no VCO is a multiple of both
+
+
+def test_a_control_fifo_longer_than_an_event_push_is_refused():
+    """The executor's proof assumes no control packet is longer than a push carries after
+    its most events (sim/rtl/formal.py); a node whose FIFO holds longer ones would write
+    past the push's store area."""
+    NetbltNode(EngineConfig(fifo_depth=512))
+    with pytest.raises(ValueError, match="the control FIFO holds packets of up to 4096 bytes; an event push carries 2052"):
+        NetbltNode(EngineConfig(fifo_depth=1024))
 
 
 @pytest.mark.parametrize("chip", sorted(CHIPS))

@@ -8,60 +8,81 @@ that a property no bug can fail would show.
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import sys
 import types
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
-from netblt.sim.rtl.formal import PROOFS, prove, refute
+from netblt.sim.rtl.formal import PROOFS, Proof, prove, refute
+
+
+class Variant(NamedTuple):
+    proof: str
+    """Whose block is changed."""
+    line: str
+    change: str
+    """What ``line`` of the block's source becomes."""
+    rule: str
+    """The property it must break."""
+    search: int | None = None
+    """Steps it is searched to, where fewer than its proof's find it."""
+
 
 BROKEN = {
-    "pacer: a burst of one too many": (
+    "pacer: a burst of one too many": Variant(
         "pacer", "fresh = Mux(boundary, self.burst_size, tokens)",
         "fresh = Mux(boundary, self.burst_size + 1, tokens)", "at most a burst in an interval"),
-    "pacer: an interval a cycle short": (
+    "pacer: an interval a cycle short": Variant(
         "pacer", "left.eq(Mux(boundary, self.interval - 1, left - 1))",
         "left.eq(Mux(boundary, self.interval - 2, left - 1))", "an interval is interval cycles long"),
-    "pacer: smooth mode banks one grant more": (
+    "pacer: smooth mode banks one grant more": Variant(
         "pacer", "earned = Mux(due & (tokens < self.burst_size), 1, 0)",
         "earned = Mux(due & (tokens <= self.burst_size), 1, 0)", "at most a burst banks up"),
-    "reassembly: a write not kept inside its slot": (
+    "reassembly: a write not kept inside its slot": Variant(
         "reassembly",
         "self.write.en.eq(Mux(write_ok & inside, beat.keep, 0))", "self.write.en.eq(Mux(write_ok, beat.keep, 0))",
         "a write lands only in a slot posted for its packet's buffer"),
-    "reassembly: no check that a packet fits its slot": (
+    "reassembly: no check that a packet fits its slot": Variant(
         "reassembly",
         "((p >= cfg.max_packets) | (self.start + hdr.length > cfg.slot_bytes), Drop.OUTSIDE)",
         "(p >= cfg.max_packets, Drop.OUTSIDE)", "a packet counts only once it is written whole in its place"),
-    "reassembly: a packet for a buffer no slot waits for": (
+    "reassembly: a packet for a buffer no slot waits for": Variant(
         "reassembly", "(~self.found, Drop.UNPOSTED)",
         "(Const(0), Drop.UNPOSTED)", "a write lands only in a slot posted for its packet's buffer"),
-    "reassembly: another packet's bit": (
+    "reassembly: another packet's bit": Variant(
         "reassembly", "self.bit.eq(1 << hdr.packet[:5])",
         "self.bit.eq(1 << hdr.packet[1:6])", "the bit set is the packet's own"),
-    "link executor: the expected ID skips one": (
+    "link executor: the expected ID skips one": Variant(
         "link_executor",
         'm.d.sync += [regs["LINK_NEXT_ID"].eq(regs["LINK_NEXT_ID"] + 1), self.kept.bit_select(self.slot, 1).eq(0)]',
         'm.d.sync += [regs["LINK_NEXT_ID"].eq(regs["LINK_NEXT_ID"] + 2), self.kept.bit_select(self.slot, 1).eq(0)]',
         "the expected ID moves on by one as a request runs, and only then"),
-    "link executor: a request ahead of the expected one runs": (
+    "link executor: a request ahead of the expected one runs": Variant(
         "link_executor",
         'with m.Elif((f["type"] == F.Type.RESEND) | (behind != 0)):', 'with m.Elif(f["type"] == F.Type.RESEND):',
         "a request runs only if it is the one expected"),
-    "link executor: another host's request runs": (
+    "link executor: another host's request runs": Variant(
         "link_executor", "with m.Elif(~owner):", "with m.Elif(0):",
         "a request runs only if it is the one expected"),
-    "link executor: a push number skipped": (
+    "link executor: a push number skipped": Variant(
         "link_executor", 'self.reply_id.eq(regs["LINK_PUSH_NUMBER"] + 1),',
         'self.reply_id.eq(regs["LINK_PUSH_NUMBER"] + 2),', "pushes are numbered without gaps"),
-    "link executor: a take-over with no silence": (
+    "link executor: a take-over with no silence": Variant(
         "link_executor", 'taking_over = f["flags"][0] & silent_long',
         'taking_over = f["flags"][0]', "a session changes hands only after its owner's silence"),
+    "link executor: a refusal written over a kept reply": Variant(
+        "link_executor", "self.begin(SCRATCH, self.fields[\"type\"] | F.REPLY, status)",
+        "self.begin(self.slot * AREA_WORDS, self.fields[\"type\"] | F.REPLY, status)",
+        "a reply is sent only for a request that ran", search=14),
+    "link executor: a replay of a reply not kept": Variant(
+        "link_executor", "kept = (behind >= 1) & (behind <= F.WINDOW) & self.kept.bit_select(self.slot, 1)",
+        "kept = (behind >= 1) & (behind <= F.WINDOW)", "a replay is of the request it names"),
 }
-"""Each broken variant: the proof (whose block is changed), the line changed, the change,
-and the property it must break."""
+"""Each broken variant of a proof's block."""
 
 
 def broken_block(block: type, line: str, change: str) -> type:
@@ -92,10 +113,14 @@ def test_the_property_is_proven(name, tmp_path):
     assert outcome.passed, outcome.summary
 
 
-@pytest.mark.parametrize("variant", [pytest.param(variant, marks=[pytest.mark.deep] if PROOFS[proof].search > DEEP else [])
-                                     for variant, (proof, *_) in BROKEN.items()])
+def searched(variant: Variant) -> Proof:
+    return dataclasses.replace(PROOFS[variant.proof], search=variant.search or PROOFS[variant.proof].search)
+
+
+@pytest.mark.parametrize("variant", [pytest.param(name, marks=[pytest.mark.deep] if searched(variant).search > DEEP else [])
+                                     for name, variant in BROKEN.items()])
 def test_a_broken_block_fails_its_property(variant, tmp_path):
-    proof, line, change, rule = BROKEN[variant]
-    outcome = refute(PROOFS[proof], broken_block(PROOFS[proof].block, line, change), tmp_path)
+    proof, line, change, rule, _ = BROKEN[variant]
+    outcome = refute(searched(BROKEN[variant]), broken_block(PROOFS[proof].block, line, change), tmp_path)
     assert not outcome.passed, f"{variant}: no counterexample\n{outcome.summary}"
     assert rule in outcome.failed, f"{variant}: failed, but not on '{rule}'\n{outcome.summary}"
