@@ -618,6 +618,8 @@ class FileSink:
         except FileExistsError:
             raise FileError(f"{self.shown} appeared at the receiver during the transfer; the data is "
                             f"kept in {self.partial}") from None
+        except OSError as exc:  # the output folder went away, or its file system
+            raise FileError(f"cannot put {self.shown} in place: {exc.strerror}") from None
         self._remove(self.record)
         self.close()
         return Path(self.shown)
@@ -630,7 +632,11 @@ class FileSink:
             self._remove(self.record)
             self.close()
             return None
-        self.save_record()
+        try:
+            self.save_record()
+        except OSError as exc:  # the output folder went away, or its file system
+            self.close()
+            return f"the partial data could not be kept: {exc.strerror}"
         self.close()
         size = self.expect.announced.size
         done = min(size, sum(self._length(n) for n in self.written))

@@ -5,6 +5,7 @@ import json
 import os
 import re
 import signal
+import shutil
 import socket
 import subprocess
 import threading
@@ -152,6 +153,29 @@ def test_a_sender_that_dies_leaves_no_output_file(tmp_path, payload):
     assert json.loads(stdout)["reason"].startswith(("death timer expired", "peer unreachable mid-transfer"))
     # Nothing that looks complete: at most the partial file and its resume record.
     assert {p.name for p in out.iterdir()} <= {"payload.bin.partial", "payload.bin.partial.resume"}
+
+
+@pytest.mark.parametrize("when", [1.5, "at the end"])
+def test_an_output_folder_removed_mid_transfer_ends_in_one_line(tmp_path, payload, when):
+    """Removed while buffers still come (the resume record cannot be written), or just
+    before the last (the file cannot be moved into place): a line for each, no traceback,
+    and no claim that the data was kept."""
+    out = tmp_path / "out"
+    out.mkdir()
+    recv, port = start_recv(tmp_path, "--out", str(out))
+    sender = spawn(["send", str(payload), f"127.0.0.1:{port}", "--rate", "4M"], stdout=subprocess.DEVNULL,
+                   stderr=subprocess.PIPE, text=True)
+    if when == "at the end":
+        while not any(p.name.endswith(".partial") and p.stat().st_size >= 2_900_000 for p in out.iterdir()):
+            time.sleep(0.02)
+    else:
+        time.sleep(when)
+    shutil.rmtree(out)
+    stdout, stderr = recv.communicate(timeout=60)
+    sender.wait(timeout=60)
+    assert recv.returncode == 1 and not re.search(r"Traceback|\w+Error\b", stderr), stderr
+    assert "No such file or directory" in json.loads(stdout)["reason"] + json.loads(stdout).get("note", "")
+    assert stderr.count("\n") <= 3 and "the partial data could not be kept" in stderr, stderr  # no false "kept"
 
 
 def test_disk_full_fails_the_receive_and_quits_the_sender(tmp_path, payload, monkeypatch, capsys):
