@@ -363,3 +363,22 @@ def test_a_damaged_trailer_fails_the_check(announced_size):
     assert problem(TRAILER.pack(b"nbltEND2", len(data), digest)) == "the data's trailer is damaged"
     assert problem(TRAILER.pack(TRAILER_MAGIC, len(data) + 1, digest)).startswith("size mismatch: the sender announced")
     assert problem(TRAILER.pack(TRAILER_MAGIC, len(data) - 1, digest)).startswith("size mismatch: the sender announced")
+
+
+@pytest.mark.parametrize("guard, warned", [
+    ([], True),
+    (["--allow", "127.0.0.1"], False),
+    (["--secret-file", "secret"], False),
+    ("loopback", False),
+])
+def test_a_station_open_to_anyone_says_so(tmp_path, guard, warned):
+    """A receiver that listens beyond loopback (here every address: it only listens, no
+    packet leaves) with neither --allow nor a secret warns once; with either, or on
+    loopback, it does not."""
+    (tmp_path / "secret").write_text("s" * 32)
+    host = "127.0.0.1" if guard == "loopback" else "0.0.0.0"
+    recv, _ = start_recv(tmp_path, *([] if guard == "loopback" else guard), host=host)
+    time.sleep(0.5)
+    recv.terminate()
+    _, stderr = recv.communicate(timeout=30)
+    assert ("anyone who can reach this port can send files here" in stderr) == warned, stderr
