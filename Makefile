@@ -31,10 +31,14 @@ reproduce: $(STAMP)
 # --no-loadscope-reorder keeps tests/conftest.py's order (the bitstream first): by default
 # xdist runs the groups with the most tests first, and the one-test bitstream then started
 # ten minutes late.
-# tshark (Debian's, installed if missing) reads the tests' packets with the Wireshark dissector.
+# Debian's tshark reads the tests' packets with the Wireshark dissector, and its prometheus
+# (promtool and the server) checks and scrapes --metrics: installed if missing (some 10 s each).
+SYSTEM_TOOLS := tshark prometheus
 test: $(STAMP)
-	@command -v tshark >/dev/null || ($(SUDO) apt-get update -q >/dev/null && $(SUDO) env DEBIAN_FRONTEND=noninteractive \
-		apt-get install -y -q tshark >/dev/null) || echo "make: tshark not installed: its tests will be skipped"
+	@missing="$$(for t in $(SYSTEM_TOOLS); do command -v $$t >/dev/null || echo $$t; done)"; \
+	[ -z "$$missing" ] || ($(SUDO) apt-get update -q >/dev/null && $(SUDO) env DEBIAN_FRONTEND=noninteractive \
+		apt-get install -y -q --no-install-recommends $$missing >/dev/null) || \
+		echo "make: $$missing not installed: their tests will be skipped"
 	$(BIN)/python -m pytest -q -n 2 --dist loadgroup --no-loadscope-reorder --durations=15 -m "not deep and not netlist"
 
 # The gateware's properties proven with SymbiYosys, and each broken variant refuted, the deep searches

@@ -16,7 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..driver.link import LINK_MTUS
-from ..driver.transport import DEFAULT_PORT, TransportError, default_packet_size, parse_address
+from ..driver.transport import DEFAULT_PORT, Address, TransportError, default_packet_size, parse_address, show
 from ..formats.host_link import LINK_PORT
 from ..protocol.endpoint import DataPathError
 from ..protocol.params import MAX_PACKETS_PER_BUFFER, ParamError, Params, Timing, burst_for_rate
@@ -88,6 +88,9 @@ def _add_common_options(parser: argparse.ArgumentParser) -> None:
     o.add_argument("--json", action="store_true", help="print each file's report as one JSON line")
     o.add_argument("-q", "--quiet", action="store_true", help="print only errors (and --json)")
     o.add_argument("-v", "--verbose", action="store_true", help="also print drops and duplicates")
+    o.add_argument("--metrics", type=_metrics_address, metavar="ADDR:PORT",
+                   help="serve the transfers' figures for Prometheus here while running "
+                        "(docs/monitoring.md)")
 
 
 class _Version(argparse.Action):
@@ -322,6 +325,16 @@ def _link_mtu(text: str) -> int:
     return mtu
 
 
+def _metrics_address(text: str) -> Address:
+    try:
+        address = parse_address(text)
+    except TransportError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if address[1] == 0:
+        raise argparse.ArgumentTypeError(f"{text!r} needs a port")
+    return address
+
+
 def _loopback(host: str) -> bool:
     return bool(host) and ipaddress.ip_address(host.split("%")[0]).is_loopback
 
@@ -373,6 +386,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     except FileError as exc:
         err.print(f"netblt: error: {exc}", highlight=False, soft_wrap=True)
         return 1 if args.command == "send" and not isinstance(exc, UsageError) else 2
+    metrics = None
+    if args.metrics:
+        from .metrics import Metrics  # prometheus_client only where asked for
+        options.metrics = Metrics()
+        try:
+            metrics = options.metrics.serve(args.metrics)
+        except OSError as exc:
+            err.print(f"netblt: error: cannot serve metrics on {show(args.metrics)}: {exc.strerror}",
+                      highlight=False, soft_wrap=True)
+            return 2
     if threading.current_thread() is threading.main_thread() and \
             signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
         signal.signal(signal.SIGTERM, _terminate)
@@ -400,6 +423,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         stop = exc if isinstance(exc, Interrupted) else Interrupted(130, "SIGINT")
         err.print(f"netblt: interrupted ({stop.name})", highlight=False, soft_wrap=True)
         return stop.code
+    finally:
+        if metrics:
+            metrics.shutdown()
     terminal.stop()
     if stop is not None:
         return stop.code

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from ..driver.board import BoardDataPath
 from ..driver.realtime import RealTimeDataPath
@@ -36,6 +36,9 @@ from . import announce
 from .auth import Secret
 from .files import (BoardSink, Expectation, FileError, FileSink, FileSource, PatternData, PortData, StampCheck,
                     StdoutSink, StreamSource, name_problem)
+
+if TYPE_CHECKING:
+    from .metrics import Metrics
 
 STAMP_RATE = 100e6
 """What the board's stamp source offers unless told: bits a second."""
@@ -115,6 +118,8 @@ class Options:
     board_sink: str = ""
     """Receiving on a board: where it drains each buffer instead of this host (``--sink``):
     "check", its pattern checker; "port", its sink port's gateware. Nothing is kept."""
+    metrics: Metrics | None = None
+    """Where each transfer's figures go for Prometheus (``--metrics``), or nowhere."""
 
 
 @dataclass
@@ -219,9 +224,11 @@ def data_path(options: Options, feedback: Feedback, *, peer: Address | None = No
 
 
 def run(endpoint: Endpoint, dp: RealTimeDataPath, feedback: Feedback, total: Callable[[], int | None],
-        opening: str = "", listen_until: float | None = None) -> Interrupted | None:
+        opening: str = "", listen_until: float | None = None,
+        publish: Callable[[], None] | None = None) -> Interrupted | None:
     """Drive one endpoint until its connection finishes, or until ``listen_until`` while
-    it still listens. A signal aborts it (telling the peer) and is returned."""
+    it still listens. A signal aborts it (telling the peer) and is returned. ``publish``
+    runs at each progress tick (the figures for ``--metrics``)."""
     conn = endpoint.conn
     endpoint.start(time.monotonic())
     last_tick, warned, tries = 0.0, None, 1
@@ -254,6 +261,8 @@ def run(endpoint: Endpoint, dp: RealTimeDataPath, feedback: Feedback, total: Cal
             if now - last_tick >= feedback.tick:
                 last_tick = now
                 feedback.progress(endpoint.progress.bytes_done + endpoint.progress.resumed_bytes, total())
+                if publish:
+                    publish()
     except DataPathError as exc:
         if exc.tell_peer:
             now = time.monotonic()
@@ -269,6 +278,18 @@ def run(endpoint: Endpoint, dp: RealTimeDataPath, feedback: Feedback, total: Cal
     finally:
         feedback.progress(endpoint.progress.bytes_done + endpoint.progress.resumed_bytes, total())
     return None
+
+
+def _publisher(metrics: Metrics | None, endpoint: Endpoint, dp: RealTimeDataPath, role: str,
+               name: Callable[[], str]) -> Callable[[], None] | None:
+    """What publishes an established transfer's figures to ``metrics`` (None: no metrics)."""
+    if metrics is None:
+        return None
+
+    def publish() -> None:
+        if endpoint.progress.established_at is not None:
+            metrics.publish(id(endpoint), _report(endpoint, dp, role, name=name()))
+    return publish
 
 
 def _report(endpoint: Endpoint, dp: RealTimeDataPath, role: str, **fields) -> TransferReport:
@@ -441,7 +462,8 @@ def _send_one(item: Outgoing, index: int, count: int, session: str, peer: Addres
             if options.board:  # the port the peer must answer, which a simulated board may not bridge
                 opening += f" through board {show(options.board)} from its NETBLT port {dp.local_port}"
             feedback.status(f"{opening} ...")
-            stop = run(endpoint, dp, feedback, lambda: source.size, opening)
+            stop = run(endpoint, dp, feedback, lambda: source.size, opening,
+                       publish=_publisher(options.metrics, endpoint, dp, "sender", lambda: item.name))
             report = _report(endpoint, dp, "sender", name=item.name, path=shown)
             if options.board and conn.heard_at is None and stop is None:
                 report.note = (f"nothing came back to board {show(options.board)}'s NETBLT port "
@@ -453,6 +475,8 @@ def _send_one(item: Outgoing, index: int, count: int, session: str, peer: Addres
         if report.ok:
             report.sha256, report.bytes = source.sha256, source.length  # the trailer is not data
         report.data = announced.data
+        if options.metrics:
+            options.metrics.ended(id(endpoint), report)
         return report, stop
     finally:
         source.close()
@@ -652,7 +676,8 @@ def _serve(dp: RealTimeDataPath, params: Params, output: Output, options: Option
             reopening = None
         waited = time.monotonic() + options.params.death_timer if session else None
         stop = run(endpoint, dp, feedback, lambda: reception.announced.size if reception.announced else None,
-                   listen_until=waited)
+                   listen_until=waited, publish=_publisher(options.metrics, endpoint, dp, "receiver",
+                                                           lambda: reception.announced.name if reception.announced else ""))
         if not endpoint.finished and stop is None:  # the session's next file never came
             report = TransferReport(
                 False, f"the sender's next file did not come within {options.params.death_timer} s", "receiver")
@@ -660,6 +685,8 @@ def _serve(dp: RealTimeDataPath, params: Params, output: Output, options: Option
             feedback.report(report)
             return reports, None
         report = _received(endpoint, dp, reception)
+        if options.metrics:
+            options.metrics.ended(id(endpoint), report)
         if conn.peer is not None:
             finished.append((conn.peer, conn.uid))
         if conn.replaced_by is not None:  # its sender restarted and is opening again: serve that one

@@ -1,0 +1,124 @@
+"""Prometheus metrics for a station's dashboard (`recv --metrics ADDR:PORT`, `send --metrics`).
+
+prometheus_client serves them in Prometheus' text format. The run loop publishes each
+transfer's figures at its progress ticks, as the report it ends with (host/transfer.py
+``_report``); a scrape reads the latest, so the HTTP server's thread never touches a
+transfer's live state. A transfer that ends leaves the per-transfer gauges and adds to
+the process's totals.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+if TYPE_CHECKING:
+    from prometheus_client.metrics_core import Metric
+
+    from ..driver.transport import Address
+    from .transfer import TransferReport
+
+PER_TRANSFER = (
+    ("bytes", "Bytes the connection has moved (resumed bytes not included).", "bytes", 1),
+    ("rate_bytes_per_second", "The connection's rate from its set-up to now.", "real_mbps", 1e6 / 8),
+    ("steady_rate_bytes_per_second", "The rate between its first buffer and the start of its last (RFC 1030).",
+     "steady_state_mbps", 1e6 / 8),
+    ("packets_resent", "DATA packets sent again (sender) or asked for again (receiver).", "packets_retransmitted", 1),
+    ("packets_lost", "DATA packets the receiver found missing.", "packets_lost", 1),
+    ("data_timeouts", "Times the receiver's data timer ran out waiting for a buffer's packets.", "data_timeouts", 1),
+    ("buffers_outstanding", "Buffers the connection may have in flight.", "outstanding_buffers", 1),
+    ("seconds", "Time since the connection was set up.", "seconds", 1),
+    ("cpu_seconds", "This process's CPU time since the connection was set up.", "cpu_seconds", 1),
+)
+"""Gauges for each transfer in progress: (name after netblt_transfer_, help, report field, scale)."""
+LABELS = ("role", "peer", "file", "data_path")
+
+
+class Metrics(Collector):
+    """What the transfers of this process have done: the ones running, by their labels,
+    and the totals of those that ended."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._running: dict[int, TransferReport] = {}
+        self._ended: Counter[tuple[str, str]] = Counter()
+        self._bytes: Counter[str] = Counter()
+        self._dropped: Counter[str] = Counter()
+
+    def publish(self, key: int, report: TransferReport) -> None:
+        """The transfer ``key``'s figures now."""
+        with self._lock:
+            self._running[key] = report
+
+    def ended(self, key: int, report: TransferReport) -> None:
+        """The transfer ``key`` ended with ``report`` (one never set up counts nowhere)."""
+        with self._lock:
+            self._running.pop(key, None)
+            if not report.established:
+                return
+            self._ended[report.role, "ok" if report.ok else "failed"] += 1
+            self._bytes[report.role] += report.bytes
+            self._dropped.update(report.dropped)
+
+    def collect(self) -> Iterator[Metric]:
+        with self._lock:
+            running = list(self._running.values())
+            ended, moved, dropped = Counter(self._ended), Counter(self._bytes), Counter(self._dropped)
+        for name, text, field, scale in PER_TRANSFER:
+            gauge = GaugeMetricFamily(f"netblt_transfer_{name}", text, labels=LABELS)
+            for report in running:
+                gauge.add_metric(_labels(report), getattr(report, field) * scale)
+            yield gauge
+        dropping = GaugeMetricFamily("netblt_transfer_dropped_packets", "Bad packets a transfer counted and "
+                                     "dropped so far, by reason.", labels=(*LABELS, "reason"))
+        for report in running:
+            for reason, count in report.dropped.items():
+                dropping.add_metric([*_labels(report), reason], count)
+                dropped[reason] += count
+        yield dropping
+        yield GaugeMetricFamily("netblt_transfers_running", "Transfers in progress.", value=len(running))
+        finished = CounterMetricFamily("netblt_transfers", "Transfers that ended, by role and outcome.",
+                                       labels=("role", "outcome"))
+        for (role, outcome), count in sorted(ended.items()):
+            finished.add_metric([role, outcome], count)
+        yield finished
+        for report in running:
+            moved[report.role] += report.bytes
+        total = CounterMetricFamily("netblt_bytes", "Bytes moved by every transfer, by role.", labels=("role",))
+        for role, count in sorted(moved.items()):
+            total.add_metric([role], count)
+        yield total
+        drops = CounterMetricFamily("netblt_dropped_packets", "Bad packets counted and dropped, by reason.",
+                                    labels=("reason",))
+        for reason, count in sorted(dropped.items()):
+            drops.add_metric([reason], count)
+        yield drops
+
+    def serve(self, address: Address) -> Server:
+        """Serve the metrics at ``address`` until the returned server is shut down."""
+        registry = CollectorRegistry(auto_describe=False)
+        registry.register(self)
+        server, _ = start_http_server(address[1], addr=address[0] or "0.0.0.0", registry=registry)
+        return Server(server)
+
+
+class Server:
+    """The metrics' HTTP server: its port, and a shutdown that frees it."""
+
+    def __init__(self, server) -> None:  # wsgiref's WSGIServer
+        self._server = server
+        self.port: int = server.server_address[1]
+
+    def shutdown(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+def _labels(report: TransferReport) -> list[str]:
+    return [report.role, report.peer, report.name, report.data_path]

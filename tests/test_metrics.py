@@ -1,0 +1,138 @@
+"""`--metrics ADDR:PORT`: the transfers' figures as Prometheus takes them (host/metrics.py).
+
+Everything listens and scrapes on loopback. prometheus_client's own parser reads the
+text everywhere; where the system has Prometheus (make test installs it as it does
+tshark), promtool checks it and a real server scrapes it.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import subprocess
+import time
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+import pytest
+from clitools import NETBLT, spawn, start_recv
+from prometheus_client.parser import text_string_to_metric_families
+
+SIZE = 3_000_001
+
+
+def tcp_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def scrape(port: int) -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as answer:
+        return answer.read().decode()
+
+
+def value(text: str, name: str, **labels: str) -> float | None:
+    """The one sample called ``name`` whose labels include ``labels``, or None."""
+    found = [s.value for family in text_string_to_metric_families(text) for s in family.samples
+             if s.name == name and labels.items() <= s.labels.items()]
+    assert len(found) <= 1, (name, labels, found)
+    return found[0] if found else None
+
+
+@pytest.fixture
+def running(tmp_path):
+    """A receiver that keeps serving and a sender at 4 Mb/s (some 6 s), each with its
+    metrics served; yields (receiver's metrics port, sender's, the receiver, the sender)."""
+    payload = tmp_path / "payload.bin"
+    payload.write_bytes(bytes(range(256)) * (SIZE // 256) + b"x" * (SIZE % 256))
+    recv_port, send_port = tcp_port(), tcp_port()
+    (tmp_path / "in").mkdir()
+    recv, port = start_recv(tmp_path, "--keep-serving", "--out", str(tmp_path / "in"),
+                            "--metrics", f"127.0.0.1:{recv_port}")
+    sender = spawn(["send", str(payload), f"127.0.0.1:{port}", "--rate", "4M", "--json",
+                    "--metrics", f"127.0.0.1:{send_port}"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    yield recv_port, send_port, recv, sender
+    recv.terminate()
+    recv.communicate(timeout=30)
+
+
+def test_a_transfer_shows_at_both_ends_and_adds_to_the_totals(running):
+    recv_port, send_port, recv, sender = running
+    deadline = time.monotonic() + 20
+    while not value(scrape(recv_port), "netblt_transfer_bytes", role="receiver"):
+        assert time.monotonic() < deadline, scrape(recv_port)
+        time.sleep(0.2)
+    during, sending = scrape(recv_port), scrape(send_port)
+    assert value(during, "netblt_transfers_running") == 1
+    assert 0 < value(during, "netblt_transfer_bytes", role="receiver", file="payload.bin") < SIZE
+    assert value(during, "netblt_transfer_rate_bytes_per_second", role="receiver") > 0
+    assert value(during, "netblt_transfer_buffers_outstanding", role="receiver") >= 1
+    assert value(sending, "netblt_transfer_bytes", role="sender", file="payload.bin") is not None
+    assert value(sending, "netblt_transfer_packets_resent", role="sender") == 0
+    stdout, stderr = sender.communicate(timeout=60)
+    assert sender.returncode == 0, stderr
+    assert json.loads(stdout.splitlines()[-1])["ok"]
+    deadline = time.monotonic() + 10
+    while not value(after := scrape(recv_port), "netblt_transfers_total", role="receiver", outcome="ok"):
+        assert time.monotonic() < deadline, after
+        time.sleep(0.2)
+    assert value(after, "netblt_transfers_running") == 0
+    assert value(after, "netblt_transfer_bytes", role="receiver") is None  # it ended: no gauge left
+    assert value(after, "netblt_bytes_total", role="receiver") == SIZE
+
+
+@pytest.mark.skipif(shutil.which("promtool") is None, reason="no promtool (the system's prometheus package)")
+def test_promtool_accepts_the_metrics(running):
+    recv_port, *_ = running
+    deadline = time.monotonic() + 20
+    while not value(text := scrape(recv_port), "netblt_transfer_bytes", role="receiver"):
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    checked = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, text=True)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+@pytest.mark.skipif(shutil.which("prometheus") is None, reason="no Prometheus server (the system's package)")
+def test_a_prometheus_server_scrapes_a_receiver(running, tmp_path):
+    recv_port, *_ = running
+    web = tcp_port()
+    (tmp_path / "prometheus.yml").write_text(
+        "global: {scrape_interval: 1s}\n"
+        f"scrape_configs: [{{job_name: netblt, static_configs: [{{targets: ['127.0.0.1:{recv_port}']}}]}}]\n")
+    server = subprocess.Popen(["prometheus", f"--config.file={tmp_path / 'prometheus.yml'}",
+                               f"--storage.tsdb.path={tmp_path / 'tsdb'}", f"--web.listen-address=127.0.0.1:{web}"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline, seen = time.monotonic() + 60, None
+        while time.monotonic() < deadline and not seen:
+            time.sleep(1)
+            try:
+                seen = _query(web, 'netblt_transfer_bytes{role="receiver"}')
+            except OSError:
+                continue  # not listening yet
+        assert seen and float(seen[0]["value"][1]) > 0, seen
+        assert _query(web, "up")[0]["value"][1] == "1"
+    finally:
+        server.terminate()
+        server.communicate(timeout=30)
+
+
+def _query(web: int, expression: str) -> list:
+    url = f"http://127.0.0.1:{web}/api/v1/query?" + urllib.parse.urlencode({"query": expression})
+    with urllib.request.urlopen(url, timeout=5) as answer:
+        return json.loads(answer.read())["data"]["result"]
+
+
+def test_a_metrics_port_in_use_is_one_line(tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = subprocess.run([*NETBLT, "recv", "--listen", "127.0.0.1:0",
+                               "--metrics", f"127.0.0.1:{port}"], capture_output=True, text=True, timeout=30,
+                              cwd=Path(tmp_path))
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert f"cannot serve metrics on 127.0.0.1:{port}: Address already in use" in done.stderr
