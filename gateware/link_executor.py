@@ -400,7 +400,7 @@ class LinkExecutor(wiring.Component):
         # (small memories, read as the request's ID names them).
         self.kept = Signal(F.WINDOW)
         self.session_opened = Signal()
-        """A new session begins this cycle: no reply is kept."""
+        """A new session begins this cycle: no reply is kept (driven for the proof only)."""
         self.slot = Signal(range(F.WINDOW))
         m.d.comb += self.slot.eq(self.fields["id"] % F.WINDOW)
         m.submodules.kept_replies = replies = memory.Memory(shape=KEPT, depth=F.WINDOW, init=[])
@@ -747,7 +747,8 @@ class LinkExecutor(wiring.Component):
         with m.State("OPEN"):
             with m.If(~regs["LINK_SESSION"].any() | owner | taking_over):
                 with m.If(f["session"] != regs["LINK_SESSION"]):
-                    m.d.comb += self.session_opened.eq(1)
+                    if self.formal:  # what the proof watches (a wire more would move the bitstream's placement)
+                        m.d.comb += self.session_opened.eq(1)
                     m.d.sync += [regs["LINK_SESSION"].eq(f["session"]), regs["LINK_NEXT_ID"].eq(1),
                                  regs["LINK_PUSH_NUMBER"].eq(0), self.push_pending.eq(0), self.kept.eq(0)]
                 m.d.sync += [regs["LINK_OWNER_ADDRESS"].eq(self.source), regs["LINK_OWNER_PORT"].eq(self.source_port)]
@@ -853,7 +854,8 @@ class LinkExecutor(wiring.Component):
         header = to_beats(header_bytes([F.HEADER], {
             "version": F.VERSION, "type": self.reply_type, "status": self.status, "id": self.reply_id,
             "ack": regs["LINK_NEXT_ID"], "session": regs["LINK_SESSION"], "value": f["value"]}), 4)
-        self.head_word = word = Signal(range(HEADER_WORDS + 1))
+        word = Signal(range(HEADER_WORDS + 1))
+        self.head_word = word
         with m.State("HEAD"):
             with m.If(self.writable):
                 m.d.sync += word.eq(0)

@@ -3,15 +3,14 @@
 RFC 969's priority pipe in hardware: a packet start goes first to a queued resend, else
 to the next packet of the lowest-numbered buffer still being sent. The pacer decides
 when a packet may start; the header is built from the host layouts (headers.py).
-Packets go through two stages, each its own block: the maker (:class:`PacketMaker`)
-makes one ready (chosen, sized, its run fetched, its checksums made) while the emitter
-(:class:`PacketEmitter`) sends the one before it, so a store that answers late (DRAM)
+Packets go through two stages: one is made ready (chosen, sized, its run fetched, its
+checksums made) while the one before it is emitted, so a store that answers late (DRAM)
 costs no time between packets.
 """
 
 from __future__ import annotations
 
-from amaranth.asserts import AnyConst
+from amaranth.asserts import AnyConst, AnySeq
 from amaranth.hdl import Array, Assert, Assume, Cat, Const, Module, Mux, Signal, Value
 from amaranth.lib import data, fifo, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
@@ -88,30 +87,6 @@ class _SlotTable:
         self.resends = fifo.SyncFIFOBuffered(width=4 + 16, depth=max_packets)
 
 
-def data_lanes(packet, index, word, beat_bytes: int):
-    """The data bytes of beat ``index`` of a packet's data area, padding zeroed, and how
-    many bytes of the packet's data the beat starts with."""
-    valid = packet.data_bytes - index * beat_bytes
-    return [Mux(i < valid, byte, 0) for i, byte in enumerate(lanes(word, beat_bytes))], valid
-
-
-def transmit_ports(config: EngineConfig, packet_words: int, sums_runs: bool) -> dict:
-    """What the segmenter and its maker share: commands, settings, grants, the transmit
-    store's fetches and read port, the data checksums' source, and what is rejected."""
-    return {
-        "settings": In(TX_SETTINGS),
-        "command": In(stream.Signature(TX_COMMAND)),
-        "fetch": Out(stream.Signature(store_fetch(config, packet_words, sums_runs))),
-        "fetched": In(RUNS),
-        "read": In(run_reader(config, packet_words)),
-        **({"sums": In(data.ArrayLayout(16, RUNS))} if sums_runs else {"checksums": Out(ChecksumLookup)}),
-        "grant": In(1),
-        "take": Out(1),
-        "rejected": Out(1),
-        "idle": Out(1),
-    }
-
-
 class Segmenter(wiring.Component):
     """Sends the packets of loaded slots, one beat per cycle while the link is ready.
 
@@ -122,63 +97,30 @@ class Segmenter(wiring.Component):
     packet's last beat. A packet's data is a run the transmit store fetches from its slot
     at packet number x packet size, into the run the packet before it is not sent from;
     data bytes past the buffer's length are sent as zero padding. A packet longer than
-    the store fetches is rejected. The two stages share the run's read port: the emitter
-    has it while it holds a packet, the maker's read pass otherwise.
+    the store fetches is rejected.
     """
 
-    def __init__(self, config: EngineConfig, packet_words: int, sums_runs: bool = False) -> None:
-        self.config = config
-        self.packet_words = packet_words
-        self.sums_runs = sums_runs
-        super().__init__({
-            **transmit_ports(config, packet_words, sums_runs),
-            "out": Out(ip_stream(config.data_width)),
-            "sent": Out(1),
-            "sent_slot": Out(4),
-        })
-
-    def elaborate(self, platform) -> Module:
-        m = Module()
-        m.submodules.maker = maker = PacketMaker(self.config, self.packet_words, self.sums_runs)
-        m.submodules.emitter = emitter = PacketEmitter(self.config, self.packet_words)
-        for name in ("command", "fetch", "checksums"):
-            if name in maker.signature.members:
-                wiring.connect(m, wiring.flipped(getattr(self, name)), getattr(maker, name))
-        m.d.comb += [
-            maker.settings.eq(self.settings), emitter.settings.eq(self.settings),
-            maker.fetched.eq(self.fetched), maker.grant.eq(self.grant), self.take.eq(maker.take),
-            self.rejected.eq(maker.rejected), self.idle.eq(maker.idle),
-            emitter.made.eq(maker.made), emitter.hand_over.eq(maker.hand_over),
-            maker.free.eq(emitter.free), maker.emitting.eq(emitter.emitting),
-            maker.read.data.eq(self.read.data), emitter.read.data.eq(self.read.data),
-            self.read.addr.eq(Mux(emitter.emitting, emitter.read.addr, maker.read.addr)),
-            self.sent.eq(emitter.sent), self.sent_slot.eq(emitter.sent_slot),
-        ]
-        if self.sums_runs:
-            m.d.comb += maker.sums.eq(self.sums)
-        wiring.connect(m, emitter.out, wiring.flipped(self.out))
-        return m
-
-
-class PacketMaker(wiring.Component):
-    """The first stage: at a grant, a queued resend or the next packet of the buffer to
-    send first; sized from what its slot holds at its offset, its run fetched, its data
-    checksum made; then ``made`` is handed to the emitter (``hand_over``) once its run is
-    there and the emitter takes it (``free``). A read pass waits while the emitter holds
-    a packet (``emitting``): they share the run's read port."""
-
     def __init__(self, config: EngineConfig, packet_words: int, sums_runs: bool = False, formal: bool = False) -> None:
-        """``formal``: with the properties (:meth:`properties`), for SymbiYosys (sim/rtl/formal.py)."""
+        """``formal``: the maker alone, with its properties (:meth:`properties`), for
+        SymbiYosys (sim/rtl/formal.py)."""
         self.config = config
         self.packet_words = packet_words
         self.sums_runs = sums_runs
         self.formal = formal
         super().__init__({
-            **transmit_ports(config, packet_words, sums_runs),
-            "made": Out(PACKET),
-            "hand_over": Out(1),
-            "free": In(1),
-            "emitting": In(1),
+            "settings": In(TX_SETTINGS),
+            "command": In(stream.Signature(TX_COMMAND)),
+            "fetch": Out(stream.Signature(store_fetch(config, packet_words, sums_runs))),
+            "fetched": In(RUNS),
+            "read": In(run_reader(config, packet_words)),
+            **({"sums": In(data.ArrayLayout(16, RUNS))} if sums_runs else {"checksums": Out(ChecksumLookup)}),
+            "grant": In(1),
+            "take": Out(1),
+            "out": Out(ip_stream(config.data_width)),
+            "sent": Out(1),
+            "sent_slot": Out(4),
+            "rejected": Out(1),
+            "idle": Out(1),
         })
 
     def elaborate(self, platform) -> Module:
@@ -186,7 +128,16 @@ class PacketMaker(wiring.Component):
         table = _SlotTable(self.config.tx_slots, self.config.max_packets)
         m.submodules.resends, m.submodules.loads = table.resends, table.loads
         self._commands(m, table)
-        self._make(m, table)
+        made, sending = Signal(PACKET), Signal(PACKET)
+        emitting, hand_over = Signal(), Signal()
+        """The emitter has a packet; it takes ``made`` this cycle."""
+        self.hand_over = hand_over
+        if self.formal:  # the maker's proof: what the emitter does, the solver picks
+            free = Signal()
+            m.d.comb += [emitting.eq(AnySeq(1)), free.eq(AnySeq(1))]
+        else:
+            free = self._emit(m, sending, emitting, hand_over, made)
+        self._make(m, table, made, emitting, free, hand_over)
         if self.formal:
             self.properties()
         return m
@@ -328,10 +279,30 @@ class PacketMaker(wiring.Component):
             found, slot = chosen_found, chosen
         return found & table.pending[slot], slot, Cat(*table.pending).any()
 
-    def _make(self, m: Module, table: _SlotTable) -> None:
-        """A packet's states from its grant to its hand-over."""
-        self.m, self.table = m, table
-        made = self.made
+    def _fields(self, packet, checksum=0) -> dict:
+        """The header fields of a packet record."""
+        s = self.settings
+        return {
+            "version": L.VERSION, "type": Mux(packet.ldata, L.PacketType.LDATA, L.PacketType.DATA),
+            "length": layouts_size(DATA_LAYOUTS) + packet.data_bytes, "local_port": s.local_port,
+            "foreign_port": s.peer_port, "buffer": packet.buffer, "high_ack": packet.high_ack,
+            "packet": packet.packet, "data_checksum": packet.data_checksum, "checksum": checksum,
+            "flags": Mux(packet.last_buffer, L.FLAG_LAST_BUFFER, 0),
+        }
+
+    def _data_lanes(self, packet, index, word):
+        """The data bytes of beat ``index`` of a packet's data area, padding zeroed, and
+        how many bytes of the packet's data the beat starts with."""
+        W = self.config.beat_bytes
+        valid = packet.data_bytes - index * W
+        return [Mux(i < valid, byte, 0) for i, byte in enumerate(lanes(word, W))], valid
+
+    def _make(self, m: Module, table: _SlotTable, made, emitting, free, hand_over) -> None:
+        """The maker: a packet chosen at a grant, sized, its run fetched and its data
+        checksum made, handed to the emitter with its header's checksum once its run is
+        there and the emitter is free. A read pass waits until the emitter is idle (they
+        share the run's read port)."""
+        self.m, self.table, self.made, self.emitting = m, table, made, emitting
         W = self.config.beat_bytes
         self.found, self.best, self.waiting = self._first_buffer(m, table)
         self.loaded = loaded = table.loads.read_port(domain="comb")
@@ -368,8 +339,8 @@ class PacketMaker(wiring.Component):
                     m.d.sync += made.data_checksum.eq(~fold(data_sum))
                     m.next = "HAND_OVER"
             with m.State("HAND_OVER"):
-                with m.If(have_data & self.free):
-                    m.d.comb += self.hand_over.eq(1)
+                with m.If(have_data & free):
+                    m.d.comb += hand_over.eq(1)
                     m.d.sync += made.run.eq(made.run + 1)
                     m.next = "SELECT"
 
@@ -459,48 +430,16 @@ class PacketMaker(wiring.Component):
             with m.If(self.have_data):
                 m.d.sync += sum_beat.eq(sum_beat + 1)
             with m.If(sum_beat != 0):
-                masked, _ = data_lanes(made, sum_beat - 1, self.read.data, self.config.beat_bytes)
+                masked, _ = self._data_lanes(made, sum_beat - 1, self.read.data)
                 m.d.sync += self.data_sum.eq(self.data_sum + sum(halfwords(masked)))
             with m.If(sum_beat == self.data_beats):
                 m.next = "FOLD"
 
-
-class PacketEmitter(wiring.Component):
-    """The second stage: the packet handed over (``made`` at ``hand_over``), its header
-    (summed as it is taken) and its data beats streamed from its run. ``emitting``: it
-    holds a packet (and the read port); ``free``: it takes one this cycle, when it holds
-    none or as its last beat goes."""
-
-    def __init__(self, config: EngineConfig, packet_words: int) -> None:
-        self.config = config
-        self.packet_words = packet_words
-        super().__init__({
-            "settings": In(TX_SETTINGS),
-            "made": In(PACKET),
-            "hand_over": In(1),
-            "read": In(run_reader(config, packet_words)),
-            "out": Out(ip_stream(config.data_width)),
-            "sent": Out(1),
-            "sent_slot": Out(4),
-            "emitting": Out(1),
-            "free": Out(1),
-        })
-
-    def _fields(self, packet, checksum=0) -> dict:
-        """The header fields of a packet record."""
-        s = self.settings
-        return {
-            "version": L.VERSION, "type": Mux(packet.ldata, L.PacketType.LDATA, L.PacketType.DATA),
-            "length": layouts_size(DATA_LAYOUTS) + packet.data_bytes, "local_port": s.local_port,
-            "foreign_port": s.peer_port, "buffer": packet.buffer, "high_ack": packet.high_ack,
-            "packet": packet.packet, "data_checksum": packet.data_checksum, "checksum": checksum,
-            "flags": Mux(packet.last_buffer, L.FLAG_LAST_BUFFER, 0),
-        }
-
-    def elaborate(self, platform) -> Module:
-        m = Module()
-        cfg, s, made, emitting = self.config, self.settings, self.made, self.emitting
-        sending = Signal(PACKET)
+    def _emit(self, m: Module, sending, emitting, hand_over, made) -> Value:
+        """The emitter: the packet handed over, its header (summed as it is taken) and
+        data beats streamed from its run. Returns 'the emitter takes a packet this
+        cycle': when idle, or as its last beat goes."""
+        cfg, s = self.config, self.settings
         W = cfg.beat_bytes
         beat = Signal(16)
         checksum = Signal(16)
@@ -520,7 +459,7 @@ class PacketEmitter(wiring.Component):
         out = self.out.payload
         advance = self.out.ready
         in_header = beat < first_data
-        masked, valid = data_lanes(sending, beat - first_data, self.read.data, W)
+        masked, valid = self._data_lanes(sending, beat - first_data, self.read.data)
         sent_bytes = padded(valid, L.ALIGNMENT)
         m.d.comb += [out.address.eq(s.peer_address),
                      out.protocol.eq(Mux(s.udp, UDP_PROTOCOL, L.IP_PROTOCOL)),
@@ -537,8 +476,7 @@ class PacketEmitter(wiring.Component):
                 with m.If(out.last):
                     m.d.comb += [self.sent.eq(~sending.resend & sending.ldata), self.sent_slot.eq(sending.slot)]
                     m.d.sync += emitting.eq(0)
-        with m.If(self.hand_over):
+        with m.If(hand_over):
             m.d.sync += [sending.eq(made), checksum.eq(~fold(sum(halfwords(unsummed)))),
                          emitting.eq(1), beat.eq(0)]
-        m.d.comb += self.free.eq(~emitting | (advance & out.last))
-        return m
+        return ~emitting | (advance & out.last)

