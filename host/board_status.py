@@ -26,7 +26,7 @@ from ..driver.transport import TransportError, parse_address, show
 from ..formats.dram_csr import DramPhy
 from ..formats.host_link import LINK_PORT
 from ..formats.registers import BOARD_NAMES, DRAM_LEVELS_WORD, ENGINE_STATE, GEOMETRY_WORD, GROUPS, LINK_GROUPS
-from .units import parse_duration, parse_port
+from .units import parse_duration, parse_listen_address, parse_port
 
 ADDRESSES = {"PEER_ADDRESS", "CONTROL_FROM", "LINK_OWNER_ADDRESS", "IP_ADDRESS", "NETMASK", "GATEWAY"}
 """Registers that hold an IPv4 address."""
@@ -48,6 +48,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help="time between refreshes, with a unit: 500ms, 2s (default: 1s)")
     watch.add_argument("--count", type=_count, default=0, metavar="N",
                        help="stop after N refreshes (default: until Ctrl-C)")
+    watch.add_argument("--metrics", type=parse_listen_address, metavar="ADDR:PORT",
+                       help="serve the board's counters, link and owner for Prometheus here (docs/monitoring.md)")
     find_ = sub.add_parser("find", help="find the boards on a segment",
                            description="Ask every address of a network (at most 4096) and its broadcast "
                                        "address for a board's STATUS, which needs no session, and list the "
@@ -203,18 +205,31 @@ def status(link: BoardLink, args: argparse.Namespace, out: Console) -> int:
 
 def watch(link: BoardLink, args: argparse.Namespace, out: Console) -> int:
     """Refresh until ``--count`` refreshes or Ctrl-C; on a terminal in place, else one
-    table after another."""
+    table after another; with ``--metrics``, each snapshot for Prometheus too."""
     last = None
-    with Live(console=out, auto_refresh=False, transient=False) if out.is_terminal else _Printed(out) as live:
+    metrics, server = None, None
+    if args.metrics:
+        from .metrics import Metrics  # prometheus_client only where asked for
+        metrics = Metrics()
         try:
+            server = metrics.serve(args.metrics)
+        except OSError as exc:
+            raise LinkError(f"cannot serve metrics on {show(args.metrics)}: {exc.strerror}") from None
+    try:
+        with Live(console=out, auto_refresh=False, transient=False) if out.is_terminal else _Printed(out) as live:
             for refresh in range(args.count or 1 << 62):
                 if refresh:
                     time.sleep(args.interval)
                 now, board = time.monotonic(), snapshot(link)
+                if metrics:
+                    metrics.publish_board(board)
                 live.update(Group(Text(summary(board)), counters_table(board, last, now)), refresh=True)
                 last = (now, board)
-        except KeyboardInterrupt:
-            pass
+    except KeyboardInterrupt:
+        pass
+    finally:
+        if server:
+            server.shutdown()
     return 0
 
 

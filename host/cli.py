@@ -16,7 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..driver.link import LINK_MTUS
-from ..driver.transport import DEFAULT_PORT, Address, TransportError, default_packet_size, parse_address, show
+from ..driver.transport import DEFAULT_PORT, TransportError, default_packet_size, parse_address, show
 from ..formats.host_link import LINK_PORT
 from ..protocol.endpoint import DataPathError
 from ..protocol.params import MAX_PACKETS_PER_BUFFER, ParamError, Params, Timing, burst_for_rate
@@ -28,7 +28,7 @@ from .files import FileError
 from .sim_commands import add_netem_arguments, add_sim_board_arguments, run_netem, run_sim_board
 from .transfer import (IDLE_TICK, PROGRESS_TICK, STAMP_RATE, Gate, Interrupted, Options, Outgoing, Output,
                        TransferReport, TransferError, UsageError, plan, plan_born, send, serve)
-from .units import parse_port, parse_rate, parse_size, positive
+from .units import parse_listen_address, parse_port, parse_rate, parse_size, positive
 
 # What a sender proposes by default: a modern gigabit LAN, not 1987's.
 SEND_DEFAULTS = dict(packets_per_buffer=1024, buffers=8, rate=950e6, death_timer=30)
@@ -88,7 +88,7 @@ def _add_common_options(parser: argparse.ArgumentParser) -> None:
     o.add_argument("--json", action="store_true", help="print each file's report as one JSON line")
     o.add_argument("-q", "--quiet", action="store_true", help="print only errors (and --json)")
     o.add_argument("-v", "--verbose", action="store_true", help="also print drops and duplicates")
-    o.add_argument("--metrics", type=_metrics_address, metavar="ADDR:PORT",
+    o.add_argument("--metrics", type=parse_listen_address, metavar="ADDR:PORT",
                    help="serve the transfers' figures for Prometheus here while running "
                         "(docs/monitoring.md)")
 
@@ -323,16 +323,6 @@ def _link_mtu(text: str) -> int:
     if not LINK_MTUS[0] <= mtu <= LINK_MTUS[1]:
         raise argparse.ArgumentTypeError(f"{mtu} is not an MTU a host link can have ({LINK_MTUS[0]} to {LINK_MTUS[1]})")
     return mtu
-
-
-def _metrics_address(text: str) -> Address:
-    try:
-        address = parse_address(text)
-    except TransportError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-    if address[1] == 0:
-        raise argparse.ArgumentTypeError(f"{text!r} needs a port")
-    return address
 
 
 def _loopback(host: str) -> bool:

@@ -1,10 +1,11 @@
-"""Prometheus metrics for a station's dashboard (`recv --metrics ADDR:PORT`, `send --metrics`).
+"""Prometheus metrics for a station's dashboard (`--metrics ADDR:PORT` on `recv`, `send` and
+`board watch`).
 
 prometheus_client serves them in Prometheus' text format. The run loop publishes each
 transfer's figures at its progress ticks, as the report it ends with (host/transfer.py
-``_report``); a scrape reads the latest, so the HTTP server's thread never touches a
-transfer's live state. A transfer that ends leaves the per-transfer gauges and adds to
-the process's totals.
+``_report``), and `board watch` each board's decoded snapshot; a scrape reads the latest,
+so the HTTP server's thread never touches a transfer's live state. A transfer that ends
+leaves the per-transfer gauges and adds to the process's totals.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from typing import TYPE_CHECKING
 from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
+
+from ..formats.registers import GROUPS, LINK_GROUPS
 
 if TYPE_CHECKING:
     from prometheus_client.metrics_core import Metric
@@ -37,7 +40,10 @@ PER_TRANSFER = (
     ("cpu_seconds", "This process's CPU time since the connection was set up.", "cpu_seconds", 1),
 )
 """Gauges for each transfer in progress: (name after netblt_transfer_, help, report field, scale)."""
+REGISTER_DOCS = {r.name: r.doc for _, group in GROUPS + LINK_GROUPS for r in group}
 LABELS = ("role", "peer", "file", "data_path")
+DROPPED = "DROPPED_"
+"""The board's counters of packets dropped, by the reason after this prefix."""
 
 
 class Metrics(Collector):
@@ -50,6 +56,7 @@ class Metrics(Collector):
         self._ended: Counter[tuple[str, str]] = Counter()
         self._bytes: Counter[str] = Counter()
         self._dropped: Counter[str] = Counter()
+        self._boards: dict[str, dict] = {}
 
     def publish(self, key: int, report: TransferReport) -> None:
         """The transfer ``key``'s figures now."""
@@ -66,39 +73,18 @@ class Metrics(Collector):
             self._bytes[report.role] += report.bytes
             self._dropped.update(report.dropped)
 
+    def publish_board(self, board: dict) -> None:
+        """A board's snapshot, decoded (host/board_status.py ``decoded``)."""
+        with self._lock:
+            self._boards[board["board"]] = board
+
     def collect(self) -> Iterator[Metric]:
         with self._lock:
             running = list(self._running.values())
             ended, moved, dropped = Counter(self._ended), Counter(self._bytes), Counter(self._dropped)
-        for name, text, field, scale in PER_TRANSFER:
-            gauge = GaugeMetricFamily(f"netblt_transfer_{name}", text, labels=LABELS)
-            for report in running:
-                gauge.add_metric(_labels(report), getattr(report, field) * scale)
-            yield gauge
-        dropping = GaugeMetricFamily("netblt_transfer_dropped_packets", "Bad packets a transfer counted and "
-                                     "dropped so far, by reason.", labels=(*LABELS, "reason"))
-        for report in running:
-            for reason, count in report.dropped.items():
-                dropping.add_metric([*_labels(report), reason], count)
-                dropped[reason] += count
-        yield dropping
-        yield GaugeMetricFamily("netblt_transfers_running", "Transfers in progress.", value=len(running))
-        finished = CounterMetricFamily("netblt_transfers", "Transfers that ended, by role and outcome.",
-                                       labels=("role", "outcome"))
-        for (role, outcome), count in sorted(ended.items()):
-            finished.add_metric([role, outcome], count)
-        yield finished
-        for report in running:
-            moved[report.role] += report.bytes
-        total = CounterMetricFamily("netblt_bytes", "Bytes moved by every transfer, by role.", labels=("role",))
-        for role, count in sorted(moved.items()):
-            total.add_metric([role], count)
-        yield total
-        drops = CounterMetricFamily("netblt_dropped_packets", "Bad packets counted and dropped, by reason.",
-                                    labels=("reason",))
-        for reason, count in sorted(dropped.items()):
-            drops.add_metric([reason], count)
-        yield drops
+            boards = list(self._boards.values())
+        yield from _transfers(running, ended, moved, dropped)
+        yield from _boards(boards)
 
     def serve(self, address: Address) -> Server:
         """Serve the metrics at ``address`` until the returned server is shut down."""
@@ -122,3 +108,73 @@ class Server:
 
 def _labels(report: TransferReport) -> list[str]:
     return [report.role, report.peer, report.name, report.data_path]
+
+
+def _transfers(running: list[TransferReport], ended: Counter[tuple[str, str]], moved: Counter[str],
+               dropped: Counter[str]) -> Iterator[Metric]:
+    """Each running transfer's gauges, and the totals with theirs added."""
+    for name, text, field, scale in PER_TRANSFER:
+        gauge = GaugeMetricFamily(f"netblt_transfer_{name}", text, labels=LABELS)
+        for report in running:
+            gauge.add_metric(_labels(report), getattr(report, field) * scale)
+        yield gauge
+    dropping = GaugeMetricFamily("netblt_transfer_dropped_packets", "Bad packets a transfer counted and "
+                                 "dropped so far, by reason.", labels=(*LABELS, "reason"))
+    for report in running:
+        for reason, count in report.dropped.items():
+            dropping.add_metric([*_labels(report), reason], count)
+            dropped[reason] += count
+    yield dropping
+    yield GaugeMetricFamily("netblt_transfers_running", "Transfers in progress.", value=len(running))
+    finished = CounterMetricFamily("netblt_transfers", "Transfers that ended, by role and outcome.",
+                                   labels=("role", "outcome"))
+    for (role, outcome), count in sorted(ended.items()):
+        finished.add_metric([role, outcome], count)
+    yield finished
+    for report in running:
+        moved[report.role] += report.bytes
+    total = CounterMetricFamily("netblt_bytes", "Bytes moved by every transfer, by role.", labels=("role",))
+    for role, count in sorted(moved.items()):
+        total.add_metric([role], count)
+    yield total
+    drops = CounterMetricFamily("netblt_dropped_packets", "Bad packets counted and dropped, by reason.",
+                                labels=("reason",))
+    for reason, count in sorted(dropped.items()):
+        drops.add_metric([reason], count)
+    yield drops
+
+
+def _boards(boards: list[dict]) -> Iterator[Metric]:
+    """Each board's counters (32 bits: a wrap shows as a counter reset), drops by reason,
+    and its link, owner and engine."""
+    if not boards:
+        return
+    info = GaugeMetricFamily("netblt_board_info", "A board: its name, address, MAC and owner (1).",
+                             labels=("board", "name", "address", "mac", "owner"))
+    up = GaugeMetricFamily("netblt_board_link_up", "Its Ethernet link is up (1) or down (0).", labels=("board",))
+    owned = GaugeMetricFamily("netblt_board_owned", "A host holds its session (1) or none does (0).",
+                              labels=("board",))
+    silent = GaugeMetricFamily("netblt_board_owner_silent_seconds", "Its owner's silence, by the board's clock.",
+                               labels=("board",))
+    sending = GaugeMetricFamily("netblt_board_sending", "Its engine has packets to send (1) or is idle (0).",
+                                labels=("board",))
+    drops = CounterMetricFamily("netblt_board_dropped_packets", "Packets it dropped, by reason.",
+                                labels=("board", "reason"))
+    counters: dict[str, CounterMetricFamily] = {}
+    for board in boards:
+        where, owner = board["board"], board["link"]["owner"]
+        held = owner is not None and not owner["left"]
+        info.add_metric([where, board["name"], board["address"], board["mac"], owner["address"] if held else ""], 1)
+        up.add_metric([where], int(board["link"]["up"]))
+        owned.add_metric([where], int(held))
+        silent.add_metric([where], owner["silent_seconds"] if held else 0)
+        sending.add_metric([where], int(not board["engine"]["state"]["tx_idle"]))
+        for name, value in board["counters"].items():
+            if name.startswith(DROPPED):
+                drops.add_metric([where, name[len(DROPPED):].lower()], value)
+                continue
+            if name not in counters:
+                counters[name] = CounterMetricFamily(f"netblt_board_{name.lower()}", REGISTER_DOCS.get(name, name),
+                                                     labels=("board",))
+            counters[name].add_metric([where], value)
+    yield from (info, up, owned, silent, sending, drops, *counters.values())

@@ -1,9 +1,11 @@
-"""Command-line quantities with units: rates, sizes, durations, probabilities."""
+"""Command-line quantities with units: rates, sizes, durations, probabilities; addresses to serve on."""
 
 from __future__ import annotations
 
 import argparse
 import re
+
+from ..driver.transport import Address, TransportError, parse_address
 
 _RATE = re.compile(r"\s*([0-9]*\.?[0-9]+)\s*([kKmMgG]?)(?:b(?:it)?(?:/s|ps)?)?\s*")
 _SIZE = re.compile(r"\s*(\d+)\s*([kKmMgG]?)i?[bB]?\s*")
@@ -67,3 +69,14 @@ def positive(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
     return value
+
+
+def parse_listen_address(text: str) -> Address:
+    """``ADDR:PORT`` to serve on (``--metrics``): a port is needed."""
+    try:
+        address = parse_address(text, default_port=0)
+    except TransportError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if address[1] == 0:
+        raise argparse.ArgumentTypeError(f"{text!r} needs a port")
+    return address

@@ -237,6 +237,37 @@ def test_board_watch_refreshes_the_counters_with_their_rates(board):
     assert all(int(row[2].replace(",", "")) >= 0 for row in rows[1:])
 
 
+def test_board_watch_serves_the_board_for_prometheus(board):
+    """``board watch --metrics``: the board's identity, link, owner and counters, drops by
+    reason, in the text Prometheus takes (promtool checks it where the system has it)."""
+    from test_metrics import scrape, tcp_port, value
+
+    port = tcp_port()
+    watching = spawn(["board", "watch", board.link_address, "--count", "20", "--interval", "200ms",
+                      "--metrics", f"127.0.0.1:{port}"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            text = scrape(port)
+            if value(text, "netblt_board_info", board=board.link_address):
+                break
+        except OSError:
+            pass  # not serving yet
+        assert time.monotonic() < deadline and watching.poll() is None, watching.stderr.read() if watching.poll() else ""
+        time.sleep(0.2)
+    where = {"board": board.link_address}
+    assert value(text, "netblt_board_info", **where, address=board.ip_address, mac=MAC_ADDRESS) == 1
+    assert value(text, "netblt_board_link_up", **where) == 1
+    assert value(text, "netblt_board_tx_packets_total", **where) >= 0
+    assert value(text, "netblt_board_link_executed_total", **where) >= 0
+    assert value(text, "netblt_board_dropped_packets_total", **where, reason="checksum") >= 0
+    if shutil.which("promtool"):
+        checked = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, text=True)
+        assert checked.returncode == 0, checked.stderr
+    watching.terminate()
+    watching.communicate(timeout=30)
+
+
 def test_board_status_through_a_path_that_loses_a_fifth_of_the_datagrams(board):
     port = relay(board.link_address, "20%", 3)
     for _ in range(5):  # each needs its STATUS and the reply both through

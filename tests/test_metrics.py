@@ -8,6 +8,7 @@ tshark), promtool checks it and a real server scrapes it.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import socket
 import subprocess
@@ -20,7 +21,12 @@ import pytest
 from clitools import NETBLT, spawn, start_recv
 from prometheus_client.parser import text_string_to_metric_families
 
+from netblt.host.board_status import GROUPS, LINK_GROUPS, decoded
+from netblt.host.metrics import Metrics
+from netblt.host.transfer import TransferReport
+
 SIZE = 3_000_001
+DASHBOARD = Path(__file__).parent.parent / "docs" / "grafana" / "netblt-station.json"
 
 
 def tcp_port() -> int:
@@ -136,3 +142,22 @@ def test_a_metrics_port_in_use_is_one_line(tmp_path):
                               cwd=Path(tmp_path))
     assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
     assert f"cannot serve metrics on 127.0.0.1:{port}: Address already in use" in done.stderr
+
+
+def test_the_example_dashboard_asks_for_what_is_served(tmp_path):
+    """docs/grafana/netblt-station.json: every metric its queries name is one the
+    collector serves (a transfer running, one ended and a board published), and promtool
+    reads each query."""
+    metrics = Metrics()
+    metrics.publish(1, TransferReport(True, "", "receiver", established=True, dropped={"short": 1}))
+    metrics.ended(2, TransferReport(True, "", "sender", established=True))
+    metrics.publish_board(decoded("127.0.0.1:2990", {r.name: 0 for _, group in GROUPS + LINK_GROUPS for r in group}))
+    served = {sample.name for family in metrics.collect() for sample in family.samples}
+    queries = [target["expr"] for panel in json.loads(DASHBOARD.read_text())["panels"] for target in panel["targets"]]
+    assert set(re.findall(r"\bnetblt_\w+", " ".join(queries))) <= served
+    if shutil.which("promtool"):
+        rules = tmp_path / "rules.yml"
+        rules.write_text("groups:\n- name: dashboard\n  rules:\n" + "".join(
+            f"  - record: netblt:query{i}\n    expr: {json.dumps(query)}\n" for i, query in enumerate(queries)))
+        checked = subprocess.run(["promtool", "check", "rules", str(rules)], capture_output=True, text=True)
+        assert checked.returncode == 0, checked.stdout + checked.stderr
