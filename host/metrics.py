@@ -36,6 +36,8 @@ PER_TRANSFER = (
     ("packets_lost", "DATA packets the receiver found missing.", "packets_lost", 1),
     ("data_timeouts", "Times the receiver's data timer ran out waiting for a buffer's packets.", "data_timeouts", 1),
     ("buffers_outstanding", "Buffers the connection may have in flight.", "outstanding_buffers", 1),
+    ("round_trip_seconds", "The receiver's smoothed round trip of its control messages (0 at a sender).",
+     "round_trip_ms", 1e-3),
     ("seconds", "Time since the connection was set up.", "seconds", 1),
     ("cpu_seconds", "This process's CPU time since the connection was set up.", "cpu_seconds", 1),
 )

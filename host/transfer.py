@@ -32,6 +32,7 @@ from ..protocol import events as ev
 from ..protocol.connection import Connection, State
 from ..protocol.endpoint import Admission, DataPathError, Endpoint, Usage
 from ..protocol.params import Params, Timing
+from ..protocol.receiver import Receiver
 from . import announce
 from .auth import Secret
 from .files import (BoardSink, Expectation, FileError, FileSink, FileSource, PatternData, PortData, StampCheck,
@@ -159,6 +160,9 @@ class TransferReport:
     data_timeouts: int = 0
     steady_state_mbps: float = 0.0
     real_mbps: float = 0.0
+    round_trip_ms: float = 0.0
+    """The receiver's smoothed round trip of its control messages (RFC 998's "plus a
+    variance" timer's); 0 at a sender, which measures none, or before the first."""
     seconds: float = 0.0
     """Wall time from connection set-up to the end."""
     cpu_seconds: float = 0.0
@@ -314,6 +318,8 @@ def _report(endpoint: Endpoint, dp: RealTimeDataPath, role: str, **fields) -> Tr
         report.burst_size, report.burst_interval_ms = p.burst_size, p.burst_interval
         report.packet_size, report.buffer_size = p.packet_size, p.buffer_size
         report.outstanding_buffers = p.max_buffers
+    if isinstance(conn.role, Receiver) and conn.role.rtt.srtt is not None:
+        report.round_trip_ms = round(conn.role.rtt.srtt * 1000, 3)
     report.packets_lost = conn.stats.packets_lost
     report.data_timeouts = conn.stats.data_timeouts
     report.packets_retransmitted = conn.stats.packets_resent if role == "receiver" else dp.resent

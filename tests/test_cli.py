@@ -46,6 +46,7 @@ def test_send_and_receive_over_loopback(tmp_path, payload):
         # Both CPU figures cover the same span: the data path's threads are part of the process.
         assert 0 < report["datapath_cpu_seconds"] <= report["cpu_seconds"]
     assert s["sha256"] == r["sha256"]
+    assert 0 < r["round_trip_ms"] < 1000 and s["round_trip_ms"] == 0  # the receiver times its OKs
     assert (out / "payload.bin").read_bytes() == payload.read_bytes()
     assert not list(out.glob("*.partial"))
 

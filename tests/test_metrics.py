@@ -76,6 +76,7 @@ def test_a_transfer_shows_at_both_ends_and_adds_to_the_totals(running):
     assert 0 < value(during, "netblt_transfer_bytes", role="receiver", file="payload.bin") < SIZE
     assert value(during, "netblt_transfer_rate_bytes_per_second", role="receiver") > 0
     assert value(during, "netblt_transfer_buffers_outstanding", role="receiver") >= 1
+    assert 0 < value(during, "netblt_transfer_round_trip_seconds", role="receiver") < 1  # loopback
     assert value(sending, "netblt_transfer_bytes", role="sender", file="payload.bin") is not None
     assert value(sending, "netblt_transfer_packets_resent", role="sender") == 0
     stdout, stderr = sender.communicate(timeout=60)
