@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo demo-board demo-board-stream reproduce test test-board bench bench-rates bench-auto bench-tcp bench-board bench-offload bench-board-born bench-wake bench-long-path bench-sim bench-outstanding bench-gateware bench-ethernet bench-ethernet-dram bitstream formal netlist load clean
+.PHONY: demo demo-board demo-board-stream reproduce test test-bitstream test-board bench bench-rates bench-auto bench-tcp bench-board bench-offload bench-board-born bench-wake bench-long-path bench-sim bench-outstanding bench-gateware bench-ethernet bench-ethernet-dram bitstream formal netlist load clean
 
 $(STAMP): pyproject.toml driver/_fastpath.c driver/_linkpath.c
 	$(PYTHON) -m venv $(VENV)
@@ -27,10 +27,9 @@ demo-board-stream: $(STAMP)
 reproduce: $(STAMP)
 	$(BIN)/python -m netblt.bench.reproduce
 
-# Two workers: the bitstream build takes one for most of the run, everything else the other.
-# --no-loadscope-reorder keeps tests/conftest.py's order (the bitstream first): by default
-# xdist runs the groups with the most tests first, and the one-test bitstream then started
-# ten minutes late.
+# Two workers; the tests that share a simulated board or a Verilator build are a group each.
+# Left out, each a CI step of its own for make test's 20 minutes: the deep formal searches
+# (make formal), the netlist's simulation (make netlist) and the bitstream (make test-bitstream).
 # Debian's tshark reads the tests' packets with the Wireshark dissector, and its prometheus
 # (promtool and the server) checks and scrapes --metrics: installed if missing (some 10 s each).
 SYSTEM_TOOLS := tshark prometheus
@@ -39,7 +38,12 @@ test: $(STAMP)
 	[ -z "$$missing" ] || ($(SUDO) apt-get update -q >/dev/null && $(SUDO) env DEBIAN_FRONTEND=noninteractive \
 		apt-get install -y -q --no-install-recommends $$missing >/dev/null) || \
 		echo "make: $$missing not installed: their tests will be skipped"
-	$(BIN)/python -m pytest -q -n 2 --dist loadgroup --no-loadscope-reorder --durations=15 -m "not deep and not netlist"
+	$(BIN)/python -m pytest -q -n 2 --dist loadgroup --durations=15 -m "not deep and not netlist and not bitstream"
+
+# The Colorlight bitstream built as make bitstream builds it, and its timing checked (12 to 17
+# minutes on one core; CI runs it beside make netlist and make formal).
+test-bitstream: $(STAMP)
+	$(BIN)/python -m pytest -q -m bitstream tests/test_bitstream.py --durations=1
 
 # The gateware's properties proven with SymbiYosys, and each broken variant refuted, the deep searches
 # make test leaves out included (sim/rtl/formal.py; some 7 minutes on two cores; CI runs it after make test).

@@ -21,7 +21,3 @@ def no_process_outlives_its_test():
             proc.kill()
             proc.wait()
 
-
-def pytest_collection_modifyitems(items):
-    """The bitstream build first: it takes a worker for most of the run (make test's -n 2)."""
-    items.sort(key=lambda item: "test_bitstream" not in item.nodeid)
