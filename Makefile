@@ -40,7 +40,7 @@ test: $(STAMP)
 		echo "make: $$missing not installed: their tests will be skipped"
 	$(BIN)/python -m pytest -q -n 2 --dist loadgroup --durations=15 -m "not deep and not netlist and not bitstream"
 
-# The Colorlight bitstream built as make bitstream builds it, and its timing checked (12 to 17
+# The Colorlight bitstream built as make bitstream builds it, and its timing checked (9 to 17
 # minutes on one core; CI runs it beside make netlist and make formal).
 test-bitstream: $(STAMP)
 	$(BIN)/python -m pytest -q -m bitstream tests/test_bitstream.py --durations=1

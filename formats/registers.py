@@ -75,6 +75,9 @@ def _group(title: str, *registers: Register) -> tuple[str, tuple[Register, ...]]
     return title, registers
 
 
+DROP_COUNTERS = {f"DROPPED_{d.name}": d for d in Drop}
+"""The engine's counters of packets dropped, each by its reason."""
+
 GROUPS = (
     _group(
         "Connection (transmit and receive)",
@@ -184,7 +187,7 @@ GROUPS = (
                                             "cannot wait"),
         Register("SOURCE_EARLY_ENDS", "r", 32, "words the source marked last that did not end a TAKE: its "
                                                "buffers and the host's do not line up"),
-        *(Register(f"DROPPED_{d.name}", "r", 32, f"dropped: {d.doc}") for d in Drop),
+        *(Register(name, "r", 32, f"dropped: {d.doc}") for name, d in DROP_COUNTERS.items()),
     ),
 )
 

@@ -25,7 +25,8 @@ from ..driver.link_client import LinkError
 from ..driver.transport import TransportError, parse_address, show
 from ..formats.dram_csr import DramPhy
 from ..formats.host_link import LINK_PORT
-from ..formats.registers import BOARD_NAMES, DRAM_LEVELS_WORD, ENGINE_STATE, GEOMETRY_WORD, GROUPS, LINK_GROUPS
+from ..formats.registers import (BOARD_NAMES, DRAM_LEVELS_WORD, DROP_COUNTERS, ENGINE_STATE, GEOMETRY_WORD, GROUPS,
+                                LINK_GROUPS)
 from .units import parse_duration, parse_listen_address, parse_port
 
 ADDRESSES = {"PEER_ADDRESS", "CONTROL_FROM", "LINK_OWNER_ADDRESS", "IP_ADDRESS", "NETMASK", "GATEWAY"}
@@ -255,7 +256,7 @@ def counters_table(board: dict, last: tuple[float, dict] | None, now: float) -> 
     for column, justify in (("counter", "left"), ("value", "right"), ("per second", "right")):
         table.add_column(column, justify=justify)
     for name, value in board["counters"].items():
-        if name.startswith("DROPPED_") and not value:
+        if name in DROP_COUNTERS and not value:
             continue  # drops by reason: only those that happened
         rate = ""
         if last is not None:

@@ -19,7 +19,7 @@ from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from ..formats.registers import GROUPS, LINK_GROUPS
+from ..formats.registers import DROP_COUNTERS, REGISTERS
 
 if TYPE_CHECKING:
     from prometheus_client.metrics_core import Metric
@@ -42,10 +42,8 @@ PER_TRANSFER = (
     ("cpu_seconds", "This process's CPU time since the connection was set up.", "cpu_seconds", 1),
 )
 """Gauges for each transfer in progress: (name after netblt_transfer_, help, report field, scale)."""
-REGISTER_DOCS = {r.name: r.doc for _, group in GROUPS + LINK_GROUPS for r in group}
+REGISTER_DOCS = {r.name: r.doc for r in REGISTERS}
 LABELS = ("role", "peer", "file", "data_path")
-DROPPED = "DROPPED_"
-"""The board's counters of packets dropped, by the reason after this prefix."""
 
 
 class Metrics(Collector):
@@ -97,11 +95,10 @@ class Metrics(Collector):
 
 
 class Server:
-    """The metrics' HTTP server: its port, and a shutdown that frees it."""
+    """The metrics' HTTP server, with a shutdown that frees its port."""
 
     def __init__(self, server) -> None:  # wsgiref's WSGIServer
         self._server = server
-        self.port: int = server.server_address[1]
 
     def shutdown(self) -> None:
         self._server.shutdown()
@@ -114,7 +111,8 @@ def _labels(report: TransferReport) -> list[str]:
 
 def _transfers(running: list[TransferReport], ended: Counter[tuple[str, str]], moved: Counter[str],
                dropped: Counter[str]) -> Iterator[Metric]:
-    """Each running transfer's gauges, and the totals with theirs added."""
+    """Each running transfer's gauges, and the totals: ``moved`` and ``dropped`` are the
+    ended transfers' (copies), to which the running ones' are added."""
     for name, text, field, scale in PER_TRANSFER:
         gauge = GaugeMetricFamily(f"netblt_transfer_{name}", text, labels=LABELS)
         for report in running:
@@ -172,8 +170,8 @@ def _boards(boards: list[dict]) -> Iterator[Metric]:
         silent.add_metric([where], owner["silent_seconds"] if held else 0)
         sending.add_metric([where], int(not board["engine"]["state"]["tx_idle"]))
         for name, value in board["counters"].items():
-            if name.startswith(DROPPED):
-                drops.add_metric([where, name[len(DROPPED):].lower()], value)
+            if name in DROP_COUNTERS:
+                drops.add_metric([where, DROP_COUNTERS[name].name.lower()], value)
                 continue
             if name not in counters:
                 counters[name] = CounterMetricFamily(f"netblt_board_{name.lower()}", REGISTER_DOCS.get(name, name),

@@ -9,6 +9,7 @@ gives a :class:`TransferReport` with RFC 1030's columns.
 from __future__ import annotations
 
 import ipaddress
+import math
 import os
 import random
 import resource
@@ -49,6 +50,8 @@ SILENCE_WARNING = 5.0
 """Seconds of silence from the peer before the user hears about it."""
 PROGRESS_TICK = 0.1
 """Seconds between a progress bar's updates."""
+PUBLISH_INTERVAL = 1.0
+"""Seconds between the figures a transfer publishes for ``--metrics``."""
 IDLE_TICK = 1.0
 """Seconds between the run loop's looks round when it draws nothing: at most a second
 late for the silence warning, and a board's host wakes no more than its events need."""
@@ -286,12 +289,18 @@ def run(endpoint: Endpoint, dp: RealTimeDataPath, feedback: Feedback, total: Cal
 
 def _publisher(metrics: Metrics | None, endpoint: Endpoint, dp: RealTimeDataPath, role: str,
                name: Callable[[], str]) -> Callable[[], None] | None:
-    """What publishes an established transfer's figures to ``metrics`` (None: no metrics)."""
+    """What publishes an established transfer's figures to ``metrics``, at most once a
+    PUBLISH_INTERVAL (a board's counters are read for them over its host link); None
+    without metrics."""
     if metrics is None:
         return None
+    last = -math.inf
 
     def publish() -> None:
-        if endpoint.progress.established_at is not None:
+        nonlocal last
+        now = time.monotonic()
+        if endpoint.progress.established_at is not None and now - last >= PUBLISH_INTERVAL:
+            last = now
             metrics.publish(id(endpoint), _report(endpoint, dp, role, name=name()))
     return publish
 

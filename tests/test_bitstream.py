@@ -1,4 +1,4 @@
-"""The Colorlight 5A-75B bitstream, built as `make bitstream` builds it (12 to 17 minutes on
+"""The Colorlight 5A-75B bitstream, built as `make bitstream` builds it (9 to 17 minutes on
 one core here; `make test-bitstream`, which CI runs beside make netlist and make formal).
 
 The build itself fails when a clock misses its constraint; this also checks that each
@@ -19,7 +19,7 @@ from netblt.hw.nextpnr import read_report
 BOARD = BOARDS["colorlight_5a75b"]
 
 
-@pytest.mark.bitstream  # 12 to 17 minutes on one core: a CI step of its own (make test-bitstream)
+@pytest.mark.bitstream  # 9 to 17 minutes on one core: a CI step of its own (make test-bitstream)
 @pytest.mark.timeout(1800)  # synthesis, up to four placements, and yowasp's first compile on a fresh machine
 def test_colorlight_bitstream_builds_with_timing_met():
     out = ROOT / "build" / "ci" / BOARD.name
