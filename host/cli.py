@@ -376,12 +376,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except FileError as exc:
         err.print(f"netblt: error: {exc}", highlight=False, soft_wrap=True)
         return 1 if args.command == "send" and not isinstance(exc, UsageError) else 2
-    metrics = None
+    server = None
     if args.metrics:
         from .metrics import Metrics  # prometheus_client only where asked for
         options.metrics = Metrics()
         try:
-            metrics = options.metrics.serve(args.metrics)
+            server = options.metrics.serve(args.metrics)
         except OSError as exc:
             err.print(f"netblt: error: cannot serve metrics on {show(args.metrics)}: {exc.strerror}",
                       highlight=False, soft_wrap=True)
@@ -414,8 +414,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         err.print(f"netblt: interrupted ({stop.name})", highlight=False, soft_wrap=True)
         return stop.code
     finally:
-        if metrics:
-            metrics.shutdown()
+        if server:
+            server.shutdown()
     terminal.stop()
     if stop is not None:
         return stop.code
