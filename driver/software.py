@@ -76,6 +76,13 @@ class SoftwareDataPath(DataPathCore):
             self.events, self.dropped, self.control = events, dropped, control.fresh()
             self.unreachable = self.too_large = None
 
+    def arrived(self, datagram: bytes, source: Address) -> None:
+        """A datagram for this data path that another socket took: a station's listener
+        hands each sender's OPEN to the process that serves it (host/station.py)."""
+        with self._lock:
+            self.receive(memoryview(datagram), time.monotonic(), self.transport.address(source))
+        self._notify_events()
+
     def configure(self, params: Params, peer: ev.Address, transfer_size: int | None = None) -> None:
         with self._lock:
             super().configure(params, peer)

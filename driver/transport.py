@@ -129,13 +129,17 @@ def host_address(address: Address) -> ipaddress.IPv4Address | ipaddress.IPv6Addr
 
 
 class Transport:
-    """One unconnected socket; NETBLT ports are the UDP ports in UDP mode.
+    """One socket; NETBLT ports are the UDP ports in UDP mode.
 
     ``local`` with an empty host binds every address: IPv6 and IPv4 together where the
     host has IPv6, else IPv4; ``family`` picks one (a sender takes its peer's).
+    ``share`` lets other UDP sockets of this user bind the same port (a receiving
+    station's, host/station.py): "open" claims a port nobody holds, "join" one opened so;
+    a joined socket is then kept to one sender (:meth:`keep_to`).
     """
 
-    def __init__(self, kind: Kind, local: Address, family: int | None = None) -> None:
+    def __init__(self, kind: Kind, local: Address, family: int | None = None, *,
+                 share: Literal["", "open", "join"] = "") -> None:
         self.kind = kind
         host, port = local
         if family is None:
@@ -167,6 +171,10 @@ class Transport:
             self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RECEIVE_BUFFER)
         bind_host = host or ("::" if family == socket.AF_INET6 else "0.0.0.0")
         try:
+            if share == "open":
+                _unheld(family, (bind_host, port))
+            if share:
+                self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
             self.sock.bind((bind_host, port if kind == "udp" else 0))
         except OSError as exc:
             self.sock.close()
@@ -174,6 +182,12 @@ class Transport:
         self.local_port = self.sock.getsockname()[1] if kind == "udp" else port
         self.sock.settimeout(0.05)
         self.offload = kind == "udp" and _try_offload(self.sock)
+
+    def keep_to(self, peer: Address) -> None:
+        """Take datagrams from ``peer`` only: on a shared port the kernel then brings this
+        socket that sender's and the others' to the rest (a connected socket is the better
+        match). Datagrams may still be sent to anyone."""
+        self.sock.connect(self.destination(peer))
 
     def address(self, given: Address) -> Address:
         """``given`` as this socket reports sources: natively on IP the port is the peer's
@@ -263,6 +277,15 @@ def _family_of(host: str) -> int:
         return socket.AF_INET6 if ipaddress.ip_address(host.split("%")[0]).version == 6 else socket.AF_INET
     except ValueError:
         return socket.AF_INET
+
+
+def _unheld(family: int, where: Address) -> None:
+    """Raise OSError (EADDRINUSE) when a socket holds ``where``, shared or not: SO_REUSEPORT
+    alone would let a second station of the same user share the port unseen."""
+    with socket.socket(family, socket.SOCK_DGRAM) as probe:
+        if family == socket.AF_INET6:
+            probe.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+        probe.bind(where)
 
 
 def _try_offload(sock: socket.socket) -> bool:

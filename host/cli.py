@@ -11,7 +11,7 @@ import threading
 from collections.abc import Sequence
 
 from rich.console import Console
-from rich.progress import BarColumn, DownloadColumn, Progress, ProgressColumn, Task, TimeRemainingColumn
+from rich.progress import BarColumn, DownloadColumn, Progress, ProgressColumn, Task, TaskID, TimeRemainingColumn
 from rich.table import Table
 from rich.text import Text
 
@@ -26,6 +26,7 @@ from .auth import Secret, SecretError
 from .check import check
 from .files import FileError
 from .sim_commands import add_netem_arguments, add_sim_board_arguments, run_netem, run_sim_board
+from .station import MOST_SENDERS, Station
 from .transfer import (IDLE_TICK, PROGRESS_TICK, STAMP_RATE, Gate, Interrupted, Options, Outgoing, Output,
                        TransferReport, TransferError, UsageError, plan, plan_born, send, serve)
 from .units import parse_listen_address, parse_port, parse_rate, parse_size, positive
@@ -127,7 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_common_options(send_)
     recv = sub.add_parser("recv", help="wait for a sender and write what it sends",
                           description="Receive the files of one netblt send (or, with --keep-serving, "
-                                      "of any number, one at a time).")
+                                      "of any number of senders, several at once).")
     recv.add_argument("--listen", default=f":{DEFAULT_PORT}", metavar="ADDR:PORT",
                       help=f"where to listen (default: every address, port {DEFAULT_PORT}); IPv6 as [ADDR]:PORT; "
                            "with --board, the board's port")
@@ -138,8 +139,11 @@ def build_parser() -> argparse.ArgumentParser:
                       "each buffer, in order, to gateware and nothing crosses to this host or is kept: check, to "
                       "its pattern checker (send --source pattern); port, to the gateware on its sink port "
                       "(docs/sink-port.md; data born on a board)")
-    recv.add_argument("--keep-serving", action="store_true", help="serve transfer after transfer "
-                      "until interrupted (a busy receiver refuses a second sender)")
+    recv.add_argument("--keep-serving", action="store_true", help="serve senders until interrupted, "
+                      f"up to --max-senders at once, each in a process of its own (over UDP into a directory; "
+                      "else one at a time)")
+    recv.add_argument("--max-senders", type=positive, metavar="N", help="with --keep-serving: senders served at "
+                      f"once, past which an OPEN is refused (default: {MOST_SENDERS})")
     recv.add_argument("--allow", type=_network, action="append", default=[], metavar="ADDR[/PREFIX]",
                       help="admit only senders from here (repeatable)")
     _add_common_options(recv)
@@ -210,7 +214,7 @@ class Terminal:
     def __init__(self, args: argparse.Namespace, out: Console, err: Console) -> None:
         self.args, self.out, self.err = args, out, err
         self.bar: Progress | None = None
-        self.task = None
+        self.tasks: dict[str, TaskID] = {}
         self.show_bar = err.is_terminal and not args.quiet and not args.json
         self.tick = PROGRESS_TICK if self.show_bar else IDLE_TICK
 
@@ -219,20 +223,22 @@ class Terminal:
             (self.bar.console if self.bar else self.err).print(f"netblt: {text}", highlight=False,
                                                                soft_wrap=True)
 
-    def progress(self, done: int, total: int | None) -> None:
+    def progress(self, done: int, total: int | None, task: str = "") -> None:
         if not self.show_bar:
             return
         if self.bar is None:
             self.bar = Progress("[bold]{task.description}", BarColumn(), DownloadColumn(), BitRateColumn(),
                                 TimeRemainingColumn(), console=self.err, transient=True)
-            self.task = self.bar.add_task(self.args.command, total=None)
             self.bar.start()
-        self.bar.update(self.task, completed=done, total=total or None)
+        if task not in self.tasks:
+            self.tasks[task] = self.bar.add_task(task or self.args.command, total=None)
+        self.bar.update(self.tasks[task], completed=done, total=total or None)
 
     def stop(self) -> None:
         if self.bar:
             self.bar.stop()
             self.bar = None
+            self.tasks.clear()
 
     def report(self, report: TransferReport) -> None:
         self.stop()
@@ -293,6 +299,19 @@ def _outgoing(args: argparse.Namespace) -> tuple[list[Outgoing], list[str]]:
     if not args.size:
         raise UsageError(f"--source {args.source} needs --size, e.g. --size 10G")
     return [plan_born(args.source, args.size, args.name)], []
+
+
+def _station(args: argparse.Namespace, output: Output) -> bool:
+    """Whether ``recv`` serves several senders at once (host/station.py): with --keep-serving,
+    over UDP, into a directory; else one at a time, and --max-senders past 1 is an error."""
+    if args.max_senders is not None and not args.keep_serving:
+        raise UsageError("--max-senders is for --keep-serving (a one-off receiver takes one sender's files)")
+    why = ("a board receives for one sender at a time" if args.board is not None else
+           "a raw socket (--transport ip) sees every sender's packets" if args.transport == "ip" else
+           "several senders at once write into a directory (--out DIR/)" if output.directory is None else None)
+    if why and (args.max_senders or 1) > 1:
+        raise UsageError(f"--max-senders {args.max_senders}: {why}")
+    return args.keep_serving and why is None
 
 
 def _check(args: argparse.Namespace) -> int:
@@ -370,6 +389,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             items, notes = _outgoing(args)
         else:
             output = Output(board_sink=sink) if sink else Output.parse(args.out, args.force)
+            station = _station(args, output)
     except (ParamError, SecretError) as exc:
         err.print(f"netblt: error: {exc}", highlight=False, soft_wrap=True)
         return 2
@@ -396,14 +416,20 @@ def main(argv: Sequence[str] | None = None) -> int:
             reports, stop = send(items, where, options, terminal)
         else:
             def listening(at: str) -> None:
-                err.print(f"netblt: waiting for a sender on {at} ({args.transport}), writing to {output}",
+                most = f", up to {args.max_senders or MOST_SENDERS} at once" if station else ""
+                err.print(f"netblt: waiting for a sender on {at} ({args.transport}{most}), writing to {output}",
                           highlight=False, soft_wrap=True)
                 if not args.allow and not options.secret and not _loopback(where[0]):
                     terminal.status("anyone who can reach this port can send files here "
                                     "(see --allow and --secret-file)")
 
-            reports, stop = serve(where, output, options, terminal, keep_serving=args.keep_serving,
-                                  force=args.force, gate=Gate(args.allow, options.secret), listening=listening)
+            gate = Gate(args.allow, options.secret)
+            if station:
+                reports, stop = Station(where, output, options, terminal, most=args.max_senders or MOST_SENDERS,
+                                        force=args.force, gate=gate).serve(listening)
+            else:
+                reports, stop = serve(where, output, options, terminal, keep_serving=args.keep_serving,
+                                      force=args.force, gate=gate, listening=listening)
     except (TransportError, FileError, TransferError, DataPathError) as exc:
         terminal.stop()
         err.print(f"netblt: error: {exc}", highlight=False, soft_wrap=True)

@@ -19,6 +19,7 @@ with both kept fails its check rather than splicing old data into new.
 from __future__ import annotations
 
 import errno
+import fcntl
 import hashlib
 import json
 import math
@@ -491,12 +492,19 @@ class FileSink:
         try:
             if not force and _exists(self.name, self.dir_fd):
                 raise FileError(f"{name} exists at the receiver (it replaces files only with --force)")
+            existed = _exists(self.partial, self.dir_fd)
+            self.fd = os.open(self.partial, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o644, dir_fd=self.dir_fd)
+            try:  # a station's senders each write in a process of their own (host/station.py)
+                fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise FileError(f"{name} is being received from another sender now") from None
             self.held = self._resume()
-            self.replaced_partial = not self.held and _exists(self.partial, self.dir_fd)
+            self.replaced_partial = not self.held and existed
             """An earlier transfer's partial file of other data, now overwritten."""
-            flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | (0 if self.held else os.O_TRUNC)
-            self.fd = os.open(self.partial, flags, 0o644, dir_fd=self.dir_fd)
+            if not self.held:
+                os.ftruncate(self.fd, 0)
             self.fd_read = os.open(self.partial, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=self.dir_fd)
+            self._reserve(name)
         except OSError as exc:
             self.close()
             raise FileError(f"cannot write {name}: {exc.strerror}") from None
@@ -511,6 +519,23 @@ class FileSink:
         self.verdict: str | None = None
         """Why the whole data was found wrong, once it was judged."""
         self._recorded_at = time.monotonic()
+
+    def _reserve(self, name: str) -> None:
+        """Claim the announced size on disk now, so that a file too large for the space left
+        is refused at its OPEN, and a station's other transfers keep what they claimed."""
+        size = self.expect.announced.size
+        if not size:
+            return  # a stream's size is not known: it takes its space as it comes
+        try:
+            os.posix_fallocate(self.fd, 0, size)
+        except OSError as exc:
+            if exc.errno != errno.ENOSPC:
+                return  # a file system that cannot reserve: written as it comes
+            room = os.fstatvfs(self.dir_fd)
+            if not self.held:
+                self._remove(self.partial)
+            raise FileError(f"no room for {name} at the receiver: {size} bytes, "
+                            f"{room.f_bavail * room.f_frsize} free") from None
 
     # -- resume -------------------------------------------------------------------------------
 

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from ..driver.board import BoardDataPath
 from ..driver.realtime import RealTimeDataPath
@@ -38,9 +38,6 @@ from . import announce
 from .auth import Secret
 from .files import (BoardSink, Expectation, FileError, FileSink, FileSource, PatternData, PortData, StampCheck,
                     StdoutSink, StreamSource, name_problem)
-
-if TYPE_CHECKING:
-    from .metrics import Metrics
 
 STAMP_RATE = 100e6
 """What the board's stamp source offers unless told: bits a second."""
@@ -83,8 +80,17 @@ class Feedback(Protocol):
     tick: float
 
     def status(self, text: str) -> None: ...
-    def progress(self, done: int, total: int | None) -> None: ...
+    def progress(self, done: int, total: int | None, task: str = "") -> None:
+        """``task`` names one of several transfers at once (a station's senders)."""
     def report(self, report: TransferReport) -> None: ...
+
+
+class Publisher(Protocol):
+    """Where each transfer's figures go for ``--metrics``: host/metrics.py's collector, or
+    from a station's sender process to the station's (host/station.py)."""
+
+    def publish(self, key: int, report: TransferReport) -> None: ...
+    def ended(self, key: int, report: TransferReport) -> None: ...
 
 
 class Quiet:
@@ -93,7 +99,7 @@ class Quiet:
     def status(self, text: str) -> None:
         pass
 
-    def progress(self, done: int, total: int | None) -> None:
+    def progress(self, done: int, total: int | None, task: str = "") -> None:
         pass
 
     def report(self, report: TransferReport) -> None:
@@ -122,7 +128,7 @@ class Options:
     board_sink: str = ""
     """Receiving on a board: where it drains each buffer instead of this host (``--sink``):
     "check", its pattern checker; "port", its sink port's gateware. Nothing is kept."""
-    metrics: Metrics | None = None
+    metrics: Publisher | None = None
     """Where each transfer's figures go for Prometheus (``--metrics``), or nowhere."""
 
 
@@ -287,7 +293,7 @@ def run(endpoint: Endpoint, dp: RealTimeDataPath, feedback: Feedback, total: Cal
     return None
 
 
-def _publisher(metrics: Metrics | None, endpoint: Endpoint, dp: RealTimeDataPath, role: str,
+def _publisher(metrics: Publisher | None, endpoint: Endpoint, dp: RealTimeDataPath, role: str,
                name: Callable[[], str]) -> Callable[[], None] | None:
     """What publishes an established transfer's figures to ``metrics``, at most once a
     PUBLISH_INTERVAL (a board's counters are read for them over its host link); None
@@ -563,13 +569,18 @@ class Gate:
 
     allow: list[ipaddress.IPv4Network | ipaddress.IPv6Network] = field(default_factory=list)
     secret: Secret | None = None
+    judged: bool = False
+    """The OPENs that reach it were judged already: a station's listener checks each
+    (host/station.py), and only its record of the OPENs seen catches a replay."""
 
-    def refusal(self, request: ev.Admit) -> str | None:
-        if self.allow and not any(host_address(request.source) in net for net in self.allow
-                                  if net.version == host_address(request.source).version):
-            return f"{show(request.source)} is not allowed to send here"
+    def refusal(self, source: Address, uid: int, client_string: bytes) -> str | None:
+        if self.judged:
+            return None
+        if self.allow and not any(host_address(source) in net for net in self.allow
+                                  if net.version == host_address(source).version):
+            return f"{show(source)} is not allowed to send here"
         if self.secret:
-            return self.secret.check_open(request.uid, True, request.client_string)
+            return self.secret.check_open(uid, True, client_string)
         return None
 
 
@@ -604,7 +615,7 @@ class Reception:
     def _refusal(self, request: ev.Admit) -> str | None:
         if (request.source, request.uid) in self.finished:
             return "that connection is over"
-        if why := self.gate.refusal(request):
+        if why := self.gate.refusal(request.source, request.uid, request.client_string):
             return why
         try:
             announced = announce.read(request.client_string)
@@ -679,26 +690,60 @@ def _serve(dp: RealTimeDataPath, params: Params, output: Output, options: Option
     finished: deque[tuple[Address, int]] = deque(maxlen=RECENT_UIDS)
     reports: list[TransferReport] = []
     session: str | None = None
-    reopening: ev.PacketReceived | None = None
+    while True:
+        waited = time.monotonic() + options.params.death_timer if session else None
+        served = serve_connection(dp, params, output, options, feedback, force, gate, finished, session=session,
+                                  listen_until=waited)
+        if served.report is None:  # the session's next file never came
+            report = TransferReport(
+                False, f"the sender's next file did not come within {options.params.death_timer} s", "receiver")
+            reports.append(report)
+            feedback.report(report)
+            return reports, None
+        reports += served.established
+        if served.stop:
+            return reports, served.stop
+        announced = served.announced
+        if not keep_serving:
+            if not served.report.ok or announced is None or announced.index == announced.count:
+                return reports, None
+            session = announced.session
+        dp.reset()
+
+
+@dataclass
+class Served:
+    """What :func:`serve_connection` did: its last connection's report (None: no OPEN came
+    while listening), the reports of those set up, the signal that stopped it."""
+
+    report: TransferReport | None
+    established: list[TransferReport]
+    stop: Interrupted | None
+    announced: announce.Announcement | None
+
+
+def serve_connection(dp: RealTimeDataPath, params: Params, output: Output, options: Options, feedback: Feedback,
+                     force: bool, gate: Gate, finished: deque[tuple[Address, int]], *, session: str | None = None,
+                     listen_until: float | None = None, opening: ev.PacketReceived | None = None) -> Served:
+    """Receive one connection's file on ``dp`` (and the one that replaces it when its
+    sender restarts), listening until ``listen_until`` (None: until an OPEN comes), or
+    answering ``opening``, an OPEN that came already."""
+    established: list[TransferReport] = []
+    reopening = opening
     while True:
         conn = Connection(active=False, sender=False, params=params, timing=options.timing,
                           client_string=b"netblt-recv")
         reception = Reception(output, gate, feedback, force=force, session=session, finished=finished)
         endpoint = Endpoint(conn, dp, sink=reception, admit=reception.admit, refused=reception.refused,
                             usage=process_usage)
-        if reopening is not None:  # the OPEN that replaced the last connection
+        if reopening is not None:  # the OPEN given, or the one that replaced the last connection
             endpoint.handle(reopening, time.monotonic())
             reopening = None
-        waited = time.monotonic() + options.params.death_timer if session else None
         stop = run(endpoint, dp, feedback, lambda: reception.announced.size if reception.announced else None,
-                   listen_until=waited, publish=_publisher(options.metrics, endpoint, dp, "receiver",
-                                                           lambda: reception.announced.name if reception.announced else ""))
-        if not endpoint.finished and stop is None:  # the session's next file never came
-            report = TransferReport(
-                False, f"the sender's next file did not come within {options.params.death_timer} s", "receiver")
-            reports.append(report)
-            feedback.report(report)
-            return reports, None
+                   listen_until=listen_until, publish=_publisher(options.metrics, endpoint, dp, "receiver",
+                                                                 lambda: reception.announced.name if reception.announced else ""))
+        if not endpoint.finished and stop is None:
+            return Served(None, established, None, None)
         report = _received(endpoint, dp, reception)
         if options.metrics:
             options.metrics.ended(id(endpoint), report)
@@ -710,16 +755,9 @@ def _serve(dp: RealTimeDataPath, params: Params, output: Output, options: Option
             dp.reset()
             continue
         if report.established:
-            reports.append(report)
+            established.append(report)
             feedback.report(report)
-        if stop:
-            return reports, stop
-        announced = reception.announced
-        if not keep_serving:
-            if not report.ok or announced is None or announced.index == announced.count:
-                return reports, None
-            session = announced.session
-        dp.reset()
+        return Served(report, established, stop, reception.announced)
 
 
 def _received(endpoint: Endpoint, dp: RealTimeDataPath, reception: Reception) -> TransferReport:

@@ -1,0 +1,312 @@
+"""A receiving station: several senders at once, each served by a process of its own.
+
+``netblt recv --keep-serving`` over UDP into a directory. The station's socket, the
+listener, takes each OPEN and hands it to a process started for that sender, whose
+socket shares the port (SO_REUSEPORT) and is connected to the sender: the kernel brings
+a connected socket its sender's datagrams and every other source's to the listener. So
+each sender's packets are read, placed, hashed and written on a core of their own
+(one core carries about a gigabit of the software path), and what one sender does, a
+stall, an abort, a hostile packet, a full disk, or its process's crash, stays in its
+process. Past ``--max-senders`` the listener answers an OPEN with REFUSED.
+
+The listener judges each OPEN's address and secret itself before starting a process,
+so that a flood of unwelcome OPENs starts none, and a replayed OPEN is caught by the one
+record of those seen. The processes tell the station what the user sees (status lines,
+progress, each report) and the figures for ``--metrics`` over a pipe.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import time
+from collections import Counter, deque
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from multiprocessing.connection import Connection, wait
+
+from ..driver.control_codec import ControlCodec
+from ..driver.framing import is_data
+from ..driver.software import SoftwareDataPath
+from ..driver.transport import Address, Transport, TransportError, show
+from ..protocol import events as ev
+from ..protocol.packets import Open, Refused
+from ..protocol.params import Params
+from .transfer import (RECENT_UIDS, Feedback, Gate, Interrupted, Options, Output, TransferReport, serve_connection)
+
+MOST_SENDERS = 8
+"""Senders a station serves at once unless told (``--max-senders``)."""
+GRACE = 2.0
+"""Seconds the sender processes get, after a signal, to tell their senders and report."""
+HELD_MOST = 64
+"""Datagrams the listener holds for a sender whose process is starting."""
+LOOK = 0.5
+"""Seconds between the listener's looks round when nothing arrives."""
+
+
+@dataclass(frozen=True)
+class Assignment:
+    """What a sender's process is given: the OPEN the listener took, and where and how to receive."""
+
+    opening: bytes
+    source: Address
+    port: Address
+    """The station's address and port, which the process's socket shares."""
+    family: int
+    params: Params
+    options: Options
+    output: Output
+    gate: Gate
+    force: bool
+    tick: float
+    metrics: bool
+
+
+class Relay:
+    """A sender process's feedback and ``--metrics`` figures, sent to the station."""
+
+    def __init__(self, channel: Connection, tick: float) -> None:
+        self.channel, self.tick = channel, tick
+
+    def status(self, text: str) -> None:
+        self.channel.send(("status", text))
+
+    def progress(self, done: int, total: int | None, task: str = "") -> None:
+        self.channel.send(("progress", done, total))
+
+    def report(self, report: TransferReport) -> None:
+        self.channel.send(("report", report))
+
+    def publish(self, key: int, report: TransferReport) -> None:
+        self.channel.send(("publish", report))
+
+    def ended(self, key: int, report: TransferReport) -> None:
+        self.channel.send(("ended", report))
+
+
+def serve_sender(task: Assignment, channel: Connection) -> None:
+    """A sender's process: its own socket on the station's port, kept to that sender, and
+    one connection served on it as a one-off receiver serves it."""
+    _stop_once()
+    relay = Relay(channel, task.tick)
+    options = replace(task.options, metrics=relay if task.metrics else None)
+    code = 0
+    try:
+        transport = Transport("udp", task.port, task.family, share="join")
+        try:
+            transport.keep_to(task.source)
+            channel.send(("ready",))
+            came_since: list[bytes] = channel.recv()
+            dp = SoftwareDataPath(transport)
+            try:
+                for datagram in (task.opening, *came_since):
+                    dp.arrived(datagram, task.source)
+                opening = next((e for e in dp.wait_events(0) if isinstance(e, ev.PacketReceived)), None)
+                served = serve_connection(dp, task.params, task.output, options, relay, task.force, task.gate,
+                                          deque(), listen_until=time.monotonic(), opening=opening)
+                code = served.stop.code if served.stop else 0
+            finally:
+                dp.close()
+        finally:
+            transport.close()
+    except TransportError as exc:
+        relay.status(f"cannot serve {show(task.source)}: {exc}")
+        code = 1
+    except (Interrupted, KeyboardInterrupt) as exc:  # a signal outside the run loop: nothing to tell
+        code = exc.code if isinstance(exc, Interrupted) else 130
+    except (EOFError, OSError):
+        return  # the station is gone: nobody to tell
+    try:
+        channel.send(("done", code))
+    except OSError:
+        pass
+
+
+def _ready() -> None:
+    """Nothing: a first process from the fork server, which has it import this module now."""
+
+
+def _stop_once() -> None:
+    """SIGINT and SIGTERM end a sender's process as they end a receiver; a second (a
+    terminal's Ctrl-C reaches it and the station, which passes it on) does not cut short
+    the abort the first began."""
+    def stop(signum: int, frame: object) -> None:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        raise Interrupted(130, "SIGINT") if signum == signal.SIGINT else Interrupted(143, "SIGTERM")
+
+    signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGTERM, stop)
+
+
+@dataclass
+class Sender:
+    """A sender being served, by its process."""
+
+    key: int
+    source: Address
+    uid: int
+    process: multiprocessing.process.BaseProcess
+    channel: Connection
+    came_since: list[bytes] | None = field(default_factory=list)
+    """What the sender sent the listener after its OPEN, until its process's socket took
+    over (an ABORT, a repeated OPEN): handed to the process then (None after)."""
+    done: bool = False
+
+
+class Station:
+    """Serves up to ``most`` senders at once until a signal (see the module's docstring)."""
+
+    def __init__(self, listen: Address, output: Output, options: Options, feedback: Feedback, *,
+                 most: int = MOST_SENDERS, force: bool = False, gate: Gate | None = None) -> None:
+        self.listen, self.output, self.options, self.feedback = listen, output, options, feedback
+        self.most, self.force = most, force
+        self.gate = gate or Gate(secret=options.secret)
+        self.senders: dict[Address, Sender] = {}
+        self.finished: deque[tuple[Address, int]] = deque(maxlen=RECENT_UIDS)
+        self.reports: list[TransferReport] = []
+        self.dropped: Counter[str] = Counter()
+        """Datagrams the listener took and dropped, by reason (any connection's are its process's)."""
+        self.started = 0
+        self._context = multiprocessing.get_context("forkserver")
+        self._context.set_forkserver_preload([__name__])
+
+    def serve(self, listening: Callable[[str], None] | None = None) -> tuple[list[TransferReport], Interrupted]:
+        """Serve until a signal, which is returned once every sender's process has ended."""
+        transport = Transport("udp", self.listen, share="open")
+        try:
+            self._params = self.options.params
+            self._codec = ControlCodec(transport.local_port)
+            self._context.Process(target=_ready).start()  # the fork server warms up before any sender comes
+            host = transport.sock.getsockname()[0]
+            self._port = (host, transport.local_port)
+            if listening:
+                listening(show(self._port))
+            try:
+                while True:
+                    self._look(transport)
+            except (KeyboardInterrupt, Interrupted) as exc:
+                stop = exc if isinstance(exc, Interrupted) else Interrupted(130, "SIGINT")
+                self._end_all(stop)
+                return self.reports, stop
+        finally:
+            transport.close()
+            for sender in self.senders.values():  # a second signal cut the ending short
+                sender.process.kill()
+
+    # -- the listener -------------------------------------------------------------------------
+
+    def _look(self, transport: Transport) -> None:
+        channels = {sender.channel: sender for sender in self.senders.values()}
+        for ready in wait([transport.sock, *channels], LOOK):
+            if ready is transport.sock:
+                self._take(transport)
+            else:
+                self._hear(channels[ready])  # type: ignore[index]
+
+    def _take(self, transport: Transport) -> None:
+        buf = bytearray(1 << 16)
+        view, segment, source = transport.receive(buf)
+        if source is None:
+            return
+        segment = segment or len(view)
+        starting = self.senders.get(source)
+        for at in range(0, len(view), segment):
+            datagram = view[at:at + segment]
+            if starting is not None and starting.came_since is not None and not is_data(datagram):
+                if len(starting.came_since) < HELD_MOST:
+                    starting.came_since.append(bytes(datagram))
+                continue
+            if is_data(datagram):
+                self.dropped["data from no sender being served"] += 1
+                continue
+            packet = self._codec.decode(datagram, source, self.dropped)
+            if isinstance(packet, Open):
+                self._opened(transport, packet, bytes(datagram), source)
+            elif packet is not None:
+                self.dropped["not an OPEN"] += 1  # a finished connection's late packets, or a stranger's
+
+    def _opened(self, transport: Transport, packet: Open, datagram: bytes, source: Address) -> None:
+        if source in self.senders:
+            self.dropped["late for its sender's process"] += 1  # queued here before that process took over
+            return
+        if (source, packet.uid) in self.finished:
+            why: str | None = "that connection is over"
+        elif len(self.senders) >= self.most:
+            why = (f"busy: serving {self.most} sender{'s' if self.most > 1 else ''} at once, its limit "
+                   "(--max-senders); try again when one ends")
+        else:
+            why = self.gate.refusal(source, packet.uid, packet.client_string)
+        if why is not None:
+            transport.send([self._codec.encode(Refused(why), source)], source)
+            self.feedback.status(f"refused {show(source)}: {why}")
+            return
+        self.started += 1
+        task = Assignment(datagram, source, self._port, transport.family, self._params,
+                          replace(self.options, metrics=None), self.output, replace(self.gate, judged=True),
+                          self.force, self.feedback.tick, self.options.metrics is not None)
+        theirs, ours = self._context.Pipe()
+        process = self._context.Process(target=serve_sender, args=(task, ours), daemon=True,
+                                        name=f"netblt-recv {show(source)}")
+        process.start()
+        ours.close()
+        self.senders[source] = Sender(self.started, source, packet.uid, process, theirs)
+
+    # -- the senders' processes ---------------------------------------------------------------
+
+    def _hear(self, sender: Sender) -> None:
+        """What a sender's process said; its end when it has ended."""
+        try:
+            while sender.channel.poll():
+                self._heard(sender, sender.channel.recv())
+        except (EOFError, OSError):
+            self._ended(sender)
+
+    def _heard(self, sender: Sender, message: tuple) -> None:
+        what, *rest = message
+        metrics = self.options.metrics
+        if what == "status":
+            self.feedback.status(rest[0])
+        elif what == "progress":
+            self.feedback.progress(rest[0], rest[1], task=f"from {show(sender.source)}")
+        elif what == "report":
+            self.reports.append(rest[0])
+            self.feedback.report(rest[0])
+        elif what == "publish" and metrics:
+            metrics.publish(sender.key, rest[0])
+        elif what == "ended" and metrics:
+            metrics.ended(sender.key, rest[0])
+        elif what == "ready":
+            sender.channel.send(sender.came_since)
+            sender.came_since = None
+        elif what == "done":
+            sender.done = True
+
+    def _ended(self, sender: Sender) -> None:
+        sender.process.join(1)
+        del self.senders[sender.source]
+        self.finished.append((sender.source, sender.uid))
+        sender.channel.close()
+        if not sender.done:
+            code = sender.process.exitcode
+            report = TransferReport(False, f"the process receiving from {show(sender.source)} ended "
+                                    f"unexpectedly (exit status {code})", "receiver", peer=show(sender.source))
+            if self.options.metrics:
+                self.options.metrics.ended(sender.key, report)
+            self.reports.append(report)
+            self.feedback.report(report)
+
+    def _end_all(self, stop: Interrupted) -> None:
+        """Pass the signal on; wait up to GRACE for each process to tell its sender and report."""
+        for sender in self.senders.values():
+            if sender.process.pid is not None:
+                try:
+                    os.kill(sender.process.pid, signal.SIGINT if stop.code == 130 else signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+        until = time.monotonic() + GRACE
+        while self.senders and (left := until - time.monotonic()) > 0:
+            channels = {sender.channel: sender for sender in self.senders.values()}
+            for ready in wait(list(channels), left):
+                self._hear(channels[ready])  # type: ignore[index]

@@ -1,0 +1,247 @@
+"""A receiving station (host/station.py): ``netblt recv --keep-serving`` serving several
+senders at once, each in a process of its own, and what one sender does kept from the
+others: a stall, an abort, a hostile spray, a file too large for the disk, its process's
+crash. Real processes on loopback."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from clitools import NETBLT, finish, reports, spawn, start_recv
+
+from netblt.host.announce import Announcement
+from netblt.host.files import Expectation, FileError, FileSink
+
+SLOW = "8M"
+"""A rate that keeps a 2 MB transfer going some 2 s: long enough to overlap the others."""
+
+
+def files(folder: Path, count: int, size: int) -> list[Path]:
+    folder.mkdir(exist_ok=True)
+    made = []
+    for i in range(count):
+        path = folder / f"f{i}.bin"
+        path.write_bytes(os.urandom(size + i))
+        made.append(path)
+    return made
+
+
+def sender(path: Path, port: int, *args: str) -> subprocess.Popen:
+    return spawn(["send", str(path), f"127.0.0.1:{port}", "--json", *args], stdout=subprocess.PIPE,
+                 stderr=subprocess.PIPE, text=True)
+
+
+def station(tmp_path: Path, *args: str) -> tuple[subprocess.Popen, int, Path]:
+    out = tmp_path / "in"
+    out.mkdir()
+    recv, port = start_recv(tmp_path, "--out", f"{out}/", "--keep-serving", *args)
+    return recv, port, out
+
+
+def stop(recv: subprocess.Popen) -> tuple[list[dict], str]:
+    recv.send_signal(signal.SIGTERM)
+    got, err = finish(recv)
+    assert recv.returncode == 143, err
+    return got, err
+
+
+def intact(sent: list[Path], out: Path) -> bool:
+    return all((out / path.name).read_bytes() == path.read_bytes() for path in sent)
+
+
+def test_eight_senders_at_once_each_intact_with_its_own_report(tmp_path):
+    sent = files(tmp_path / "src", 8, 2_000_000)
+    recv, port, out = station(tmp_path)
+    senders = [sender(path, port, "--rate", SLOW) for path in sent]
+    for proc in senders:
+        proc.communicate(timeout=120)
+        assert proc.returncode == 0
+    got, err = stop(recv)
+    assert sorted(r["name"] for r in got) == sorted(p.name for p in sent) and all(r["ok"] for r in got)
+    assert len({r["peer"] for r in got}) == 8 and "refused" not in err
+    assert intact(sent, out)
+
+
+def test_past_its_limit_a_station_refuses_an_open_with_the_reason(tmp_path):
+    first, second = files(tmp_path / "src", 2, 2_000_000)
+    recv, port, out = station(tmp_path, "--max-senders", "1")
+    running = sender(first, port, "--rate", SLOW)
+    assert "receiving f0.bin" in recv.stderr.readline()
+    refused = sender(second, port)
+    _, err = refused.communicate(timeout=60)
+    assert refused.returncode == 1
+    assert "busy: serving 1 sender at once, its limit (--max-senders); try again when one ends" in err
+    running.communicate(timeout=60)
+    got, _ = stop(recv)
+    assert [r["name"] for r in got] == ["f0.bin"] and got[0]["ok"] and not (out / "f1.bin").exists()
+
+
+def test_a_stalled_sender_holds_up_no_other(tmp_path):
+    stalled_file, *others_files = files(tmp_path / "src", 3, 2_000_000)
+    recv, port, out = station(tmp_path)
+    stalled = sender(stalled_file, port, "--rate", SLOW)
+    assert "receiving f0.bin" in recv.stderr.readline()
+    stalled.send_signal(signal.SIGSTOP)  # mid-transfer: its receiver waits, as for a lost path
+    try:
+        others = [sender(path, port, "--rate", SLOW) for path in others_files]
+        for proc in others:
+            proc.communicate(timeout=60)
+            assert proc.returncode == 0
+        assert stalled.poll() is None
+    finally:
+        stalled.send_signal(signal.SIGCONT)
+    stalled.communicate(timeout=60)
+    assert stalled.returncode == 0  # it came back within its death timer and finished
+    got, _ = stop(recv)
+    assert all(r["ok"] for r in got) and intact([stalled_file, *others_files], out)
+
+
+def test_a_sender_that_aborts_fails_alone(tmp_path):
+    aborting_file, *others_files = files(tmp_path / "src", 3, 2_000_000)
+    recv, port, out = station(tmp_path)
+    others = [sender(path, port, "--rate", SLOW) for path in others_files]
+    aborting = sender(aborting_file, port, "--rate", SLOW)
+    for _ in range(3):
+        assert "receiving" in recv.stderr.readline()
+    time.sleep(0.3)
+    aborting.send_signal(signal.SIGINT)  # it tells the station with ABORT
+    aborting.communicate(timeout=30)
+    for proc in others:
+        proc.communicate(timeout=60)
+        assert proc.returncode == 0
+    got, _ = stop(recv)
+    by_name = {r["name"]: r for r in got}
+    assert not by_name["f0.bin"]["ok"] and "aborted by peer" in by_name["f0.bin"]["reason"]
+    assert by_name["f1.bin"]["ok"] and by_name["f2.bin"]["ok"] and intact(others_files, out)
+    assert not (out / "f0.bin").exists()
+
+
+def test_a_hostile_spray_at_the_port_disturbs_no_transfer(tmp_path):
+    sent = files(tmp_path / "src", 2, 2_000_000)
+    recv, port, out = station(tmp_path)
+    senders = [sender(path, port, "--rate", SLOW) for path in sent]
+    spray = random.Random(7)
+    sockets = [socket.socket(socket.AF_INET, socket.SOCK_DGRAM) for _ in range(8)]
+    try:
+        until = time.monotonic() + 2
+        while time.monotonic() < until:
+            for s in sockets:  # garbage, NETBLT-looking headers of every kind, truncated packets
+                body = bytes([spray.randrange(0, 16)]) + spray.randbytes(spray.choice((0, 3, 23, 24, 200, 1400)))
+                s.sendto(body, ("127.0.0.1", port))
+            time.sleep(0.001)
+    finally:
+        for s in sockets:
+            s.close()
+    for proc in senders:
+        proc.communicate(timeout=60)
+        assert proc.returncode == 0
+    got, err = stop(recv)
+    assert len(got) == 2 and all(r["ok"] for r in got) and intact(sent, out)
+    assert "Traceback" not in err
+
+
+def test_a_sender_process_that_dies_is_reported_and_the_station_serves_on(tmp_path):
+    doomed_file, later_file = files(tmp_path / "src", 2, 2_000_000)
+    recv, port, out = station(tmp_path)
+    doomed = sender(doomed_file, port, "--rate", SLOW, "--death-timer", "3")
+    assert "receiving f0.bin" in recv.stderr.readline()
+    serving = [int(pid) for pid in subprocess.run(["pgrep", "-f", "netblt-recv|forkserver"], capture_output=True,
+                                                  text=True).stdout.split()]
+    children = [pid for pid in serving if _parent(_parent(pid)) == recv.pid or _parent(pid) == recv.pid]
+    workers = [pid for pid in children if _parent(pid) != recv.pid]
+    assert len(workers) == 1, children
+    os.kill(workers[0], signal.SIGKILL)
+    doomed.communicate(timeout=60)
+    assert doomed.returncode == 1  # its receiver went silent
+    later = sender(later_file, port)
+    later.communicate(timeout=60)
+    assert later.returncode == 0
+    got, _ = stop(recv)
+    assert [r["ok"] for r in got] == [False, True]
+    assert "ended unexpectedly (exit status -9)" in got[0]["reason"] and intact([later_file], out)
+
+
+def _parent(pid: int) -> int:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a small file system needs root")
+def test_a_file_larger_than_the_disk_is_refused_and_the_others_are_not_disturbed(tmp_path):
+    small = tmp_path / "small"
+    small.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(small)], check=True)
+    try:
+        out = small / "in"
+        out.mkdir()
+        big = tmp_path / "big.bin"
+        big.write_bytes(os.urandom(12_000_000))
+        sent = files(tmp_path / "src", 2, 2_000_000)
+        recv, port = start_recv(tmp_path, "--out", f"{out}/", "--keep-serving")
+        senders = [sender(path, port, "--rate", SLOW) for path in sent]
+        too_big = sender(big, port)
+        _, err = too_big.communicate(timeout=60)
+        assert too_big.returncode == 1 and "no room for big.bin at the receiver: 12000000 bytes" in err
+        for proc in senders:
+            proc.communicate(timeout=60)
+            assert proc.returncode == 0
+        got, _ = stop(recv)
+        assert sorted(r["name"] for r in got) == ["f0.bin", "f1.bin"] and intact(sent, out)
+        assert sorted(os.listdir(out)) == ["f0.bin", "f1.bin"]  # no partial file left of the refused one
+    finally:
+        subprocess.run(["umount", str(small)], check=False)
+
+
+def test_sigterm_ends_a_station_and_every_transfer_within_a_second(tmp_path):
+    sent = files(tmp_path / "src", 2, 4_000_000)
+    recv, port, out = station(tmp_path)
+    senders = [sender(path, port, "--rate", SLOW) for path in sent]
+    for _ in sent:
+        assert "receiving" in recv.stderr.readline()
+    time.sleep(0.5)
+    started = time.monotonic()
+    recv.send_signal(signal.SIGTERM)
+    got, err = finish(recv)
+    took = time.monotonic() - started
+    assert recv.returncode == 143 and took < 1.5, (took, err)
+    assert len(got) == 2 and not any(r["ok"] for r in got)
+    for proc in senders:
+        _, said = proc.communicate(timeout=30)
+        assert proc.returncode == 1 and "interrupted (SIGTERM)" in said
+    assert not list(out.iterdir()) or all(name.endswith((".partial", ".resume")) for name in os.listdir(out))
+
+
+def test_two_senders_of_one_name_at_once_the_second_is_refused(tmp_path):
+    announced = Announcement(name="same.bin", size=10, sha256=None, modified=None)
+    root = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        first = FileSink(root, "same.bin", Expectation(announced), 4)
+        with pytest.raises(FileError, match="same.bin is being received from another sender now"):
+            FileSink(root, "same.bin", Expectation(announced), 4)
+        first.close()
+        FileSink(root, "same.bin", Expectation(announced), 4).close()  # free once the first let go
+    finally:
+        os.close(root)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--max-senders", "2"], "--max-senders is for --keep-serving"),
+    (["--keep-serving", "--max-senders", "2", "--out", "one.bin"], "several senders at once write into a directory"),
+    (["--keep-serving", "--max-senders", "2", "--transport", "ip"], "a raw socket (--transport ip) sees every"),
+    (["--keep-serving", "--max-senders", "0"], "must be at least 1"),
+])
+def test_max_senders_that_cannot_be_served_is_one_line(tmp_path, args, message):
+    done = subprocess.run([*NETBLT, "recv", "--listen", "127.0.0.1:0", *args], capture_output=True, text=True,
+                          cwd=tmp_path, timeout=30)
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and message in lines[-1] and "Traceback" not in done.stderr, done.stderr
+    assert sum("error" in line for line in lines) == 1  # after argparse's usage, if any: one line
