@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo demo-board demo-board-stream reproduce test test-bitstream test-board bench bench-rates bench-auto bench-tcp bench-board bench-offload bench-board-born bench-wake bench-long-path bench-sim bench-outstanding bench-gateware bench-ethernet bench-ethernet-dram bitstream formal netlist load clean
+.PHONY: demo demo-board demo-board-stream reproduce test test-bitstream test-board bench bench-rates bench-auto bench-tcp bench-board bench-offload bench-board-born bench-station bench-wake bench-long-path bench-sim bench-outstanding bench-gateware bench-ethernet bench-ethernet-dram bitstream formal netlist load clean
 
 $(STAMP): pyproject.toml driver/_fastpath.c driver/_linkpath.c
 	$(PYTHON) -m venv $(VENV)
@@ -95,6 +95,11 @@ bench-offload: $(STAMP)
 # Data born on the board through its model: the host's CPU a GB and a buffer, paced with every slot out, and a 100 ms, 0.1%-loss path.
 bench-board-born: $(STAMP)
 	$(BIN)/python -m netblt.bench.board_born_bench
+
+# Four senders at once into one station, each through its own 200 Mb/s path (veth + tbf), alone and beside
+# a fifth that stalls, aborts or sprays garbage (docs/station.md; needs root; about 4 minutes).
+bench-station: $(STAMP)
+	$(BIN)/python -m netblt.bench.station_bench
 
 # What a wake costs this machine: a piece of a sending host's work back to back and after sleeps of 1-50 ms (seconds).
 bench-wake: $(STAMP)

@@ -396,12 +396,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except FileError as exc:
         err.print(f"netblt: error: {exc}", highlight=False, soft_wrap=True)
         return 1 if args.command == "send" and not isinstance(exc, UsageError) else 2
-    server = None
+    server, metrics = None, None
     if args.metrics:
         from .metrics import Metrics  # prometheus_client only where asked for
-        options.metrics = Metrics()
+        options.metrics = metrics = Metrics()
         try:
-            server = options.metrics.serve(args.metrics)
+            server = metrics.serve(args.metrics)
         except OSError as exc:
             err.print(f"netblt: error: cannot serve metrics on {show(args.metrics)}: {exc.strerror}",
                       highlight=False, soft_wrap=True)
@@ -426,7 +426,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             gate = Gate(args.allow, options.secret)
             if station:
                 reports, stop = Station(where, output, options, terminal, most=args.max_senders or MOST_SENDERS,
-                                        force=args.force, gate=gate).serve(listening)
+                                        force=args.force, gate=gate, metrics=metrics).serve(listening)
             else:
                 reports, stop = serve(where, output, options, terminal, keep_serving=args.keep_serving,
                                       force=args.force, gate=gate, listening=listening)

@@ -57,6 +57,7 @@ class Metrics(Collector):
         self._bytes: Counter[str] = Counter()
         self._dropped: Counter[str] = Counter()
         self._boards: dict[str, dict] = {}
+        self._station: tuple[int, int, Counter[str], Counter[str]] | None = None
 
     def publish(self, key: int, report: TransferReport) -> None:
         """The transfer ``key``'s figures now."""
@@ -73,6 +74,12 @@ class Metrics(Collector):
             self._bytes[report.role] += report.bytes
             self._dropped.update(report.dropped)
 
+    def publish_station(self, serving: int, most: int, refused: Counter[str], dropped: Counter[str]) -> None:
+        """A station's (host/station.py): senders served now and at most, OPENs it refused
+        and datagrams its listener dropped, by reason (copies)."""
+        with self._lock:
+            self._station = serving, most, Counter(refused), Counter(dropped)
+
     def publish_board(self, board: dict) -> None:
         """A board's snapshot, decoded (host/board_status.py ``decoded``)."""
         with self._lock:
@@ -83,7 +90,11 @@ class Metrics(Collector):
             running = list(self._running.values())
             ended, moved, dropped = Counter(self._ended), Counter(self._bytes), Counter(self._dropped)
             boards = list(self._boards.values())
+            station = self._station
+        if station:
+            dropped.update(station[3])
         yield from _transfers(running, ended, moved, dropped)
+        yield from _station(station)
         yield from _boards(boards)
 
     def serve(self, address: Address) -> Server:
@@ -142,6 +153,21 @@ def _transfers(running: list[TransferReport], ended: Counter[tuple[str, str]], m
     for reason, count in sorted(dropped.items()):
         drops.add_metric([reason], count)
     yield drops
+
+
+def _station(station: tuple[int, int, Counter[str], Counter[str]] | None) -> Iterator[Metric]:
+    """A station's senders and refusals (its listener's drops are in netblt_dropped_packets)."""
+    if station is None:
+        return
+    serving, most, refused, _ = station
+    yield GaugeMetricFamily("netblt_station_senders", "Senders the station serves now.", value=serving)
+    yield GaugeMetricFamily("netblt_station_senders_limit", "Senders it serves at most at once (--max-senders).",
+                            value=most)
+    refusals = CounterMetricFamily("netblt_station_refused_opens", "OPENs the station's listener refused, "
+                                   "by reason.", labels=("reason",))
+    for reason, count in sorted(refused.items()):
+        refusals.add_metric([reason], count)
+    yield refusals
 
 
 def _boards(boards: list[dict]) -> Iterator[Metric]:

@@ -25,6 +25,7 @@ from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from multiprocessing.connection import Connection, wait
+from typing import TYPE_CHECKING
 
 from ..driver.control_codec import ControlCodec
 from ..driver.framing import is_data
@@ -34,6 +35,9 @@ from ..protocol import events as ev
 from ..protocol.packets import Open, Refused
 from ..protocol.params import Params
 from .transfer import (RECENT_UIDS, Feedback, Gate, Interrupted, Options, Output, TransferReport, serve_connection)
+
+if TYPE_CHECKING:
+    from .metrics import Metrics
 
 MOST_SENDERS = 8
 """Senders a station serves at once unless told (``--max-senders``)."""
@@ -100,9 +104,10 @@ def serve_sender(task: Assignment, channel: Connection) -> None:
             came_since: list[bytes] = channel.recv()
             dp = SoftwareDataPath(transport)
             try:
-                for datagram in (task.opening, *came_since):
-                    dp.arrived(datagram, task.source)
+                dp.arrived(task.opening, task.source)
                 opening = next((e for e in dp.wait_events(0) if isinstance(e, ev.PacketReceived)), None)
+                for datagram in came_since:  # for the connection the OPEN makes
+                    dp.arrived(datagram, task.source)
                 served = serve_connection(dp, task.params, task.output, options, relay, task.force, task.gate,
                                           deque(), listen_until=time.monotonic(), opening=opening)
                 code = served.stop.code if served.stop else 0
@@ -159,8 +164,11 @@ class Station:
     """Serves up to ``most`` senders at once until a signal (see the module's docstring)."""
 
     def __init__(self, listen: Address, output: Output, options: Options, feedback: Feedback, *,
-                 most: int = MOST_SENDERS, force: bool = False, gate: Gate | None = None) -> None:
+                 most: int = MOST_SENDERS, force: bool = False, gate: Gate | None = None,
+                 metrics: Metrics | None = None) -> None:
         self.listen, self.output, self.options, self.feedback = listen, output, options, feedback
+        self.metrics = metrics
+        """Where the figures go for ``--metrics``: the senders' processes' and the station's."""
         self.most, self.force = most, force
         self.gate = gate or Gate(secret=options.secret)
         self.senders: dict[Address, Sender] = {}
@@ -168,6 +176,8 @@ class Station:
         self.reports: list[TransferReport] = []
         self.dropped: Counter[str] = Counter()
         """Datagrams the listener took and dropped, by reason (any connection's are its process's)."""
+        self.refused: Counter[str] = Counter()
+        """OPENs the listener refused, by the reason's first words (not the sender's address)."""
         self.started = 0
         self._context = multiprocessing.get_context("forkserver")
         self._context.set_forkserver_preload([__name__])
@@ -204,6 +214,8 @@ class Station:
                 self._take(transport)
             else:
                 self._hear(channels[ready])  # type: ignore[index]
+        if self.metrics:
+            self.metrics.publish_station(len(self.senders), self.most, self.refused, self.dropped)
 
     def _take(self, transport: Transport) -> None:
         buf = bytearray(1 << 16)
@@ -211,9 +223,9 @@ class Station:
         if source is None:
             return
         segment = segment or len(view)
-        starting = self.senders.get(source)
         for at in range(0, len(view), segment):
             datagram = view[at:at + segment]
+            starting = self.senders.get(source)  # an OPEN may start one mid-batch
             if starting is not None and starting.came_since is not None and not is_data(datagram):
                 if len(starting.came_since) < HELD_MOST:
                     starting.came_since.append(bytes(datagram))
@@ -241,11 +253,12 @@ class Station:
         if why is not None:
             transport.send([self._codec.encode(Refused(why), source)], source)
             self.feedback.status(f"refused {show(source)}: {why}")
+            self.refused[why.split(":")[0]] += 1
             return
         self.started += 1
         task = Assignment(datagram, source, self._port, transport.family, self._params,
                           replace(self.options, metrics=None), self.output, replace(self.gate, judged=True),
-                          self.force, self.feedback.tick, self.options.metrics is not None)
+                          self.force, self.feedback.tick, self.metrics is not None)
         theirs, ours = self._context.Pipe()
         process = self._context.Process(target=serve_sender, args=(task, ours), daemon=True,
                                         name=f"netblt-recv {show(source)}")
@@ -265,7 +278,7 @@ class Station:
 
     def _heard(self, sender: Sender, message: tuple) -> None:
         what, *rest = message
-        metrics = self.options.metrics
+        metrics = self.metrics
         if what == "status":
             self.feedback.status(rest[0])
         elif what == "progress":
@@ -292,8 +305,8 @@ class Station:
             code = sender.process.exitcode
             report = TransferReport(False, f"the process receiving from {show(sender.source)} ended "
                                     f"unexpectedly (exit status {code})", "receiver", peer=show(sender.source))
-            if self.options.metrics:
-                self.options.metrics.ended(sender.key, report)
+            if self.metrics:
+                self.metrics.ended(sender.key, report)
             self.reports.append(report)
             self.feedback.report(report)
 

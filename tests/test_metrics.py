@@ -15,6 +15,7 @@ import subprocess
 import time
 import urllib.parse
 import urllib.request
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -79,6 +80,7 @@ def test_a_transfer_shows_at_both_ends_and_adds_to_the_totals(running):
     assert 0 < value(during, "netblt_transfer_round_trip_seconds", role="receiver") < 1  # loopback
     assert value(sending, "netblt_transfer_bytes", role="sender", file="payload.bin") is not None
     assert value(sending, "netblt_transfer_packets_resent", role="sender") == 0
+    assert value(during, "netblt_station_senders") == 1 and value(during, "netblt_station_senders_limit") == 8
     stdout, stderr = sender.communicate(timeout=60)
     assert sender.returncode == 0, stderr
     assert json.loads(stdout.splitlines()[-1])["ok"]
@@ -133,6 +135,38 @@ def _query(web: int, expression: str) -> list:
         return json.loads(answer.read())["data"]["result"]
 
 
+def test_a_station_counts_the_opens_it_refuses_and_what_its_listener_drops(tmp_path):
+    port_metrics = tcp_port()
+    (tmp_path / "in").mkdir()
+    (tmp_path / "big.bin").write_bytes(bytes(SIZE))
+    (tmp_path / "other.bin").write_bytes(b"other")
+    recv, port = start_recv(tmp_path, "--keep-serving", "--max-senders", "1", "--out", str(tmp_path / "in"),
+                            "--metrics", f"127.0.0.1:{port_metrics}")
+    try:
+        first = spawn(["send", str(tmp_path / "big.bin"), f"127.0.0.1:{port}", "--rate", "8M"],
+                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        assert "receiving big.bin" in recv.stderr.readline()
+        refused = subprocess.run([*NETBLT, "send", str(tmp_path / "other.bin"), f"127.0.0.1:{port}"],
+                                 capture_output=True, text=True, timeout=60)
+        assert refused.returncode == 1
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as stray:
+            stray.sendto(b"\x00" * 3, ("127.0.0.1", port))  # too short for any NETBLT packet
+        deadline = time.monotonic() + 10
+        while not _dropped(text := scrape(port_metrics)):
+            assert time.monotonic() < deadline, text
+            time.sleep(0.2)
+        assert value(text, "netblt_station_refused_opens_total", reason="busy") == 1
+        first.communicate(timeout=60)
+    finally:
+        recv.terminate()
+        recv.communicate(timeout=30)
+
+
+def _dropped(text: str) -> float:
+    return sum(s.value for family in text_string_to_metric_families(text) for s in family.samples
+               if s.name == "netblt_dropped_packets_total")
+
+
 def test_a_metrics_port_in_use_is_one_line(tmp_path):
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
@@ -147,12 +181,13 @@ def test_a_metrics_port_in_use_is_one_line(tmp_path):
 
 def test_the_example_dashboard_asks_for_what_is_served(tmp_path):
     """docs/grafana/netblt-station.json: every metric its queries name is one the
-    collector serves (a transfer running, one ended and a board published), and promtool
+    collector serves (a transfer running, one ended, a board and a station published), and promtool
     reads each query."""
     metrics = Metrics()
     metrics.publish(1, TransferReport(True, "", "receiver", established=True, dropped={"short": 1}))
     metrics.ended(2, TransferReport(True, "", "sender", established=True))
     metrics.publish_board(decoded("127.0.0.1:2990", {r.name: 0 for _, group in GROUPS + LINK_GROUPS for r in group}))
+    metrics.publish_station(1, 8, Counter(busy=1), Counter())
     served = {sample.name for family in metrics.collect() for sample in family.samples}
     queries = [target["expr"] for panel in json.loads(DASHBOARD.read_text())["panels"] for target in panel["targets"]]
     assert set(re.findall(r"\bnetblt_\w+", " ".join(queries))) <= served

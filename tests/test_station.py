@@ -17,6 +17,8 @@ import pytest
 from clitools import NETBLT, finish, reports, spawn, start_recv
 
 from netblt.host.announce import Announcement
+from netblt.protocol.codec import encode
+from netblt.protocol.packets import Abort, Open
 from netblt.host.files import Expectation, FileError, FileSink
 
 SLOW = "8M"
@@ -145,6 +147,25 @@ def test_a_hostile_spray_at_the_port_disturbs_no_transfer(tmp_path):
     got, err = stop(recv)
     assert len(got) == 2 and all(r["ok"] for r in got) and intact(sent, out)
     assert "Traceback" not in err
+
+
+def test_what_a_sender_says_before_its_process_is_ready_reaches_that_process(tmp_path):
+    """An ABORT sent right behind the OPEN reaches the station's listener, before the
+    process started for that sender has its own socket: it is handed on, and ends the
+    connection at once (else the process would wait out its death timer)."""
+    recv, port, _ = station(tmp_path)
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as peer:
+        peer.bind(("127.0.0.1", 0))
+        own = peer.getsockname()[1]
+        announced = Announcement("early.bin", 5, "00" * 32).encode()
+        peer.sendto(encode(Open(uid=5, buffer_size=14480, packet_size=1448, burst_size=5, burst_interval=10,
+                                death_timer=30, max_buffers=2, data_checksum=False, write_mode=True,
+                                transfer_size=5, client_string=announced), own, port), ("127.0.0.1", port))
+        peer.sendto(encode(Abort("changed my mind"), own, port), ("127.0.0.1", port))
+        said = recv.stderr.readline() + recv.stderr.readline()
+    assert "receiving early.bin" in said and "aborted by peer: changed my mind" in said, said
+    got, _ = stop(recv)
+    assert [r["reason"] for r in got] == ["aborted by peer: changed my mind"]
 
 
 def test_a_sender_process_that_dies_is_reported_and_the_station_serves_on(tmp_path):

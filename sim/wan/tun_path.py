@@ -52,11 +52,12 @@ def _tun(name: str) -> int:
 
 
 class NamespacePair:
-    """Two network namespaces, ``<name>-a`` and ``<name>-b``, made on entry and deleted on
-    exit (never one that was there before); subclasses join them in :meth:`_join`."""
+    """Network namespaces, ``<name>-a`` and ``<name>-b`` (or one a side named), made on
+    entry and deleted on exit (never one that was there before); subclasses join them in
+    :meth:`_join`."""
 
-    def __init__(self, name: str) -> None:
-        self.names = (f"{name}-a", f"{name}-b")
+    def __init__(self, name: str, sides: tuple[str, ...] = ("a", "b")) -> None:
+        self.names = tuple(f"{name}-{side}" for side in sides)
         self._created: list[str] = []
 
     def __enter__(self):
@@ -83,7 +84,7 @@ class NamespacePair:
         self._created.clear()
 
     def exec(self, side: int, *command: str) -> list[str]:
-        """``command`` run inside side ``side``'s namespace (0: a, 1: b)."""
+        """``command`` run inside side ``side``'s namespace (0: a, 1: b, ...)."""
         return ["ip", "netns", "exec", self.names[side], *command]
 
 

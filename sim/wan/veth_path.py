@@ -4,8 +4,9 @@ The TUN relay (:mod:`.tun_path`) models loss and delay but carries about 100 Mb/
 Python step a packet; a host-to-host gigabit link needs the kernel's own path: a veth
 pair, each end's transmit held to the line's rate by a token bucket (``tc tbf``; this
 kernel has no netem, but tbf is there). Side a is 10.78.0.1 and side b 10.78.0.2, each
-only inside its namespace. Use as a context manager; the namespaces (and the pair) go when
-it ends.
+only inside its namespace. :class:`VethStar` joins several senders' namespaces to one
+station's, each by a pair of its own (host/station.py's senders at once). Use as a context
+manager; the namespaces (and the pairs) go when it ends.
 """
 
 from __future__ import annotations
@@ -37,6 +38,32 @@ class VethPath(NamespacePair):
             _ip("-n", namespace, "link", "set", device, "mtu", str(self.mtu), "gso_max_segs", "1", "up")
             _tc(namespace, "qdisc", "add", "dev", device, "root", "stab", "overhead", str(WIRE_OVERHEAD),
                 "linklayer", "ethernet", "tbf", "rate", self.rate, "burst", BUCKET, "latency", "20ms")
+
+
+class VethStar(NamespacePair):
+    """A station's namespace (side 0) and ``count`` senders' (sides 1 to count), sender i
+    joined to the station by a veth pair of its own at ``mtu``, each way held to ``rate``:
+    the station is :meth:`station_address` (i) on pair i, the sender the next address."""
+
+    def __init__(self, count: int, rate: str, mtu: int = 1500, *, name: str = "netblt-star") -> None:
+        super().__init__(name, ("station", *(f"s{i}" for i in range(1, count + 1))))
+        self.count, self.mtu, self.rate = count, mtu, rate
+
+    @staticmethod
+    def station_address(i: int) -> str:
+        return f"10.79.{i}.1"
+
+    def _join(self) -> None:
+        for i in range(1, self.count + 1):
+            ends = ((self.names[0], f"nbstar{i}-st", self.station_address(i)),
+                    (self.names[i], f"nbstar{i}-s", f"10.79.{i}.2"))
+            _ip("link", "add", ends[0][1], "netns", ends[0][0], "type", "veth", "peer", "name", ends[1][1],
+                "netns", ends[1][0])
+            for namespace, device, address in ends:
+                _ip("-n", namespace, "addr", "add", f"{address}/30", "dev", device)
+                _ip("-n", namespace, "link", "set", device, "mtu", str(self.mtu), "gso_max_segs", "1", "up")
+                _tc(namespace, "qdisc", "add", "dev", device, "root", "stab", "overhead", str(WIRE_OVERHEAD),
+                    "linklayer", "ethernet", "tbf", "rate", self.rate, "burst", BUCKET, "latency", "20ms")
 
 
 def _tc(namespace: str, *args: str) -> None:
