@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import os
 import random
 import signal
 import socket
@@ -30,6 +29,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from . import namespaces_allowed
 from ..sim.wan.veth_path import VethStar
 
 NETBLT = [sys.executable, "-m", "netblt.host.cli"]
@@ -108,9 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--size", type=int, default=128, help="MiB each sender sends (default: 128)")
     args = parser.parse_args(argv)
-    signal.signal(signal.SIGTERM, signal.default_int_handler)  # ends as Ctrl-C does: the namespaces go
-    if os.geteuid():
-        print("bench-station: needs root (network namespaces)", file=sys.stderr)
+    if not namespaces_allowed("bench-station", "network namespaces"):
         return 2
     console = Console(width=200)
     table = Table(title=f"{SENDERS} senders at once into one station, each through its own {RATE} path "

@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import statistics
 import subprocess
 import sys
@@ -26,6 +25,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from . import namespaces_allowed
 from ..sim.wan.netem import PathConfig
 from ..sim.wan.tun_path import ADDRESSES, NamespacePair, TunPath
 
@@ -121,9 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args(argv)
-    signal.signal(signal.SIGTERM, signal.default_int_handler)  # ends as Ctrl-C does: the namespaces go
-    if os.geteuid():
-        print("bench-tcp: needs root (network namespaces and TUN devices)", file=sys.stderr)
+    if not namespaces_allowed("bench-tcp", "network namespaces and TUN devices"):
         return 2
     console = Console(width=200)
     table = Table(title=f"NETBLT without --rate against Linux TCP through the same emulated path, "
