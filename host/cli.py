@@ -444,6 +444,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             server.shutdown()
     terminal.stop()
     if stop is not None:
+        if not (reports and reports[-1].reason.endswith(f"interrupted ({stop.name})")):
+            err.print(f"netblt: interrupted ({stop.name})", highlight=False, soft_wrap=True)  # while it waited
         return stop.code
     return 0 if reports and all(r.ok for r in reports) else 1
 

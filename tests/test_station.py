@@ -254,6 +254,13 @@ def test_two_senders_of_one_name_at_once_the_second_is_refused(tmp_path):
         os.close(root)
 
 
+def test_sigterm_ends_a_waiting_station_with_one_line(tmp_path):
+    recv, _, _ = station(tmp_path)
+    recv.send_signal(signal.SIGTERM)
+    got, err = finish(recv)
+    assert recv.returncode == 143 and not got and err.strip().splitlines()[-1] == "netblt: interrupted (SIGTERM)"
+
+
 @pytest.mark.parametrize("args, message", [
     (["--max-senders", "2"], "--max-senders is for --keep-serving"),
     (["--keep-serving", "--max-senders", "2", "--out", "one.bin"], "several senders at once write into a directory"),
