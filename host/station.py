@@ -17,6 +17,7 @@ progress, each report) and the figures for ``--metrics`` over a pipe.
 
 from __future__ import annotations
 
+import math
 import multiprocessing
 import os
 import signal
@@ -34,7 +35,8 @@ from ..driver.transport import Address, Transport, TransportError, show
 from ..protocol import events as ev
 from ..protocol.packets import Open, Refused
 from ..protocol.params import Params
-from .transfer import (RECENT_UIDS, Feedback, Gate, Interrupted, Options, Output, TransferReport, serve_connection)
+from .transfer import (PUBLISH_INTERVAL, RECENT_UIDS, Feedback, Gate, Interrupted, Options, Output, TransferReport,
+                       serve_connection)
 
 if TYPE_CHECKING:
     from .metrics import Metrics
@@ -179,6 +181,8 @@ class Station:
         self.refused: Counter[str] = Counter()
         """OPENs the listener refused, by the reason's first words (not the sender's address)."""
         self.started = 0
+        self._buf = bytearray(1 << 16)
+        self._published = -math.inf
         self._context = multiprocessing.get_context("forkserver")
         self._context.set_forkserver_preload([__name__])
 
@@ -214,12 +218,13 @@ class Station:
                 self._take(transport)
             else:
                 self._hear(channels[ready])  # type: ignore[index]
-        if self.metrics:
+        now = time.monotonic()
+        if self.metrics and now - self._published >= PUBLISH_INTERVAL:
+            self._published = now
             self.metrics.publish_station(len(self.senders), self.most, self.refused, self.dropped)
 
     def _take(self, transport: Transport) -> None:
-        buf = bytearray(1 << 16)
-        view, segment, source = transport.receive(buf)
+        view, segment, source = transport.receive(self._buf)
         if source is None:
             return
         segment = segment or len(view)

@@ -2,8 +2,9 @@
 
 :func:`send` sends files, directories and streams to a waiting receiver, one
 connection per file (WRITE mode); :func:`serve` receives them, one connection at a
-time on one socket, refusing a second sender while busy. Each finished connection
-gives a :class:`TransferReport` with RFC 1030's columns.
+time on one socket, refusing a second sender while busy (host/station.py serves several
+at once, each with :func:`serve_connection`). Each finished connection gives a
+:class:`TransferReport` with RFC 1030's columns.
 """
 
 from __future__ import annotations
@@ -740,8 +741,9 @@ def serve_connection(dp: RealTimeDataPath, params: Params, output: Output, optio
             endpoint.handle(reopening, time.monotonic())
             reopening = None
         stop = run(endpoint, dp, feedback, lambda: reception.announced.size if reception.announced else None,
-                   listen_until=listen_until, publish=_publisher(options.metrics, endpoint, dp, "receiver",
-                                                                 lambda: reception.announced.name if reception.announced else ""))
+                   listen_until=listen_until,
+                   publish=_publisher(options.metrics, endpoint, dp, "receiver",
+                                      lambda: reception.announced.name if reception.announced else ""))
         if not endpoint.finished and stop is None:
             return Served(None, established, None, None)
         report = _received(endpoint, dp, reception)
