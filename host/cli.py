@@ -140,7 +140,7 @@ def build_parser() -> argparse.ArgumentParser:
                       "its pattern checker (send --source pattern); port, to the gateware on its sink port "
                       "(docs/sink-port.md; data born on a board)")
     recv.add_argument("--keep-serving", action="store_true", help="serve senders until interrupted, "
-                      f"up to --max-senders at once, each in a process of its own (over UDP into a directory; "
+                      "up to --max-senders at once, each in a process of its own (over UDP into a directory; "
                       "else one at a time)")
     recv.add_argument("--max-senders", type=positive, metavar="N", help="with --keep-serving: senders served at "
                       f"once, past which an OPEN is refused (default: {MOST_SENDERS})")
