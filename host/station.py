@@ -130,6 +130,15 @@ def serve_sender(task: Assignment, channel: Connection) -> None:
         pass
 
 
+def refusal_kind(why: str) -> str:
+    """A refusal's kind, for a metric's label: a few words, never the sender's address."""
+    for kind, sign in (("busy", "busy:"), ("over", "connection is over"), ("not allowed", "is not allowed"),
+                       ("authentication", "authentication")):
+        if sign in why:
+            return kind
+    return "other"
+
+
 def _ready() -> None:
     """Nothing: a first process from the fork server, which has it import this module now."""
 
@@ -179,7 +188,7 @@ class Station:
         self.dropped: Counter[str] = Counter()
         """Datagrams the listener took and dropped, by reason (any connection's are its process's)."""
         self.refused: Counter[str] = Counter()
-        """OPENs the listener refused, by the reason's first words (not the sender's address)."""
+        """OPENs the listener refused, by :func:`refusal_kind`."""
         self.started = 0
         self._buf = bytearray(1 << 16)
         self._published = -math.inf
@@ -224,7 +233,12 @@ class Station:
             self.metrics.publish_station(len(self.senders), self.most, self.refused, self.dropped)
 
     def _take(self, transport: Transport) -> None:
-        view, segment, source = transport.receive(self._buf)
+        try:
+            view, segment, source = transport.receive(self._buf)
+        except OSError:  # an ICMP error came back, as for a REFUSED sent to a port closed since
+            for _, what in transport.errors():
+                self.dropped[f"ICMP {what}"] += 1
+            return
         if source is None:
             return
         segment = segment or len(view)
@@ -250,15 +264,15 @@ class Station:
             return
         if (source, packet.uid) in self.finished:
             why: str | None = "that connection is over"
+        elif why := self.gate.refusal(source, packet.uid, packet.client_string):
+            pass  # who, before whether there is room
         elif len(self.senders) >= self.most:
             why = (f"busy: serving {self.most} sender{'s' if self.most > 1 else ''} at once, its limit "
                    "(--max-senders); try again when one ends")
-        else:
-            why = self.gate.refusal(source, packet.uid, packet.client_string)
         if why is not None:
             transport.send([self._codec.encode(Refused(why), source)], source)
             self.feedback.status(f"refused {show(source)}: {why}")
-            self.refused[why.split(":")[0]] += 1
+            self.refused[refusal_kind(why)] += 1
             return
         self.started += 1
         task = Assignment(datagram, source, self._port, transport.family, self._params,

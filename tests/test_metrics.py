@@ -22,9 +22,12 @@ import pytest
 from clitools import NETBLT, spawn, start_recv
 from prometheus_client.parser import text_string_to_metric_families
 
+from netblt.host.announce import Announcement
 from netblt.host.board_status import GROUPS, LINK_GROUPS, decoded
 from netblt.host.metrics import Metrics
 from netblt.host.transfer import TransferReport
+from netblt.protocol.codec import encode
+from netblt.protocol.packets import Open
 
 SIZE = 3_000_001
 DASHBOARD = Path(__file__).parent.parent / "docs" / "grafana" / "netblt-station.json"
@@ -141,7 +144,7 @@ def test_a_station_counts_the_opens_it_refuses_and_what_its_listener_drops(tmp_p
     (tmp_path / "big.bin").write_bytes(bytes(SIZE))
     (tmp_path / "other.bin").write_bytes(b"other")
     recv, port = start_recv(tmp_path, "--keep-serving", "--max-senders", "1", "--out", str(tmp_path / "in"),
-                            "--metrics", f"127.0.0.1:{port_metrics}")
+                            "--allow", "127.0.0.1/32", "--metrics", f"127.0.0.1:{port_metrics}")
     try:
         first = spawn(["send", str(tmp_path / "big.bin"), f"127.0.0.1:{port}", "--rate", "8M"],
                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -149,6 +152,12 @@ def test_a_station_counts_the_opens_it_refuses_and_what_its_listener_drops(tmp_p
         refused = subprocess.run([*NETBLT, "send", str(tmp_path / "other.bin"), f"127.0.0.1:{port}"],
                                  capture_output=True, text=True, timeout=60)
         assert refused.returncode == 1
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as stranger:  # from an address not allowed
+            stranger.bind(("127.0.0.2", 0))
+            stranger.sendto(encode(Open(uid=3, buffer_size=14480, packet_size=1448, burst_size=5, burst_interval=10,
+                                        death_timer=30, max_buffers=2, data_checksum=False, write_mode=True,
+                                        transfer_size=5, client_string=Announcement("x", 5, "00" * 32).encode()),
+                                   stranger.getsockname()[1], port), ("127.0.0.1", port))
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as stray:
             stray.sendto(b"\x00" * 3, ("127.0.0.1", port))  # too short for any NETBLT packet
         deadline = time.monotonic() + 10
@@ -156,6 +165,7 @@ def test_a_station_counts_the_opens_it_refuses_and_what_its_listener_drops(tmp_p
             assert time.monotonic() < deadline, text
             time.sleep(0.2)
         assert value(text, "netblt_station_refused_opens_total", reason="busy") == 1
+        assert value(text, "netblt_station_refused_opens_total", reason="not allowed") == 1  # no address as label
         first.communicate(timeout=60)
     finally:
         recv.terminate()

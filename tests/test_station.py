@@ -16,7 +16,9 @@ from pathlib import Path
 import pytest
 from clitools import NETBLT, finish, reports, spawn, start_recv
 
+from netblt.driver.transport import show
 from netblt.host.announce import Announcement
+from netblt.host.station import refusal_kind
 from netblt.protocol.codec import encode
 from netblt.protocol.packets import Abort, Open
 from netblt.host.files import Expectation, FileError, FileSink
@@ -168,6 +170,26 @@ def test_what_a_sender_says_before_its_process_is_ready_reaches_that_process(tmp
     assert [r["reason"] for r in got] == ["aborted by peer: changed my mind"]
 
 
+def test_a_refusal_that_draws_an_icmp_error_leaves_the_station_serving(tmp_path):
+    """A REFUSED sent to a port closed since comes back as ICMP port unreachable, which the
+    listener's socket reports at its next read."""
+    (sent,) = files(tmp_path / "src", 1, 100_000)
+    recv, port, out = station(tmp_path, "--allow", "127.0.0.1/32")
+    for _ in range(3):
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as stranger:
+            stranger.bind(("127.0.0.2", 0))
+            stranger.sendto(encode(Open(uid=9, buffer_size=14480, packet_size=1448, burst_size=5, burst_interval=10,
+                                        death_timer=30, max_buffers=2, data_checksum=False, write_mode=True,
+                                        transfer_size=5, client_string=Announcement("x", 5, "00" * 32).encode()),
+                                   stranger.getsockname()[1], port), ("127.0.0.1", port))
+        assert "is not allowed to send here" in recv.stderr.readline()
+    welcome = sender(sent, port)
+    welcome.communicate(timeout=60)
+    assert welcome.returncode == 0
+    got, err = stop(recv)
+    assert [r["ok"] for r in got] == [True] and intact([sent], out) and "Traceback" not in err
+
+
 def test_a_sender_process_that_dies_is_reported_and_the_station_serves_on(tmp_path):
     doomed_file, later_file = files(tmp_path / "src", 2, 2_000_000)
     recv, port, out = station(tmp_path)
@@ -239,6 +261,14 @@ def test_sigterm_ends_a_station_and_every_transfer_within_a_second(tmp_path):
         _, said = proc.communicate(timeout=30)
         assert proc.returncode == 1 and "interrupted (SIGTERM)" in said
     assert not list(out.iterdir()) or all(name.endswith((".partial", ".resume")) for name in os.listdir(out))
+
+
+def test_a_refusal_is_counted_by_its_kind_never_by_the_address_it_names():
+    assert refusal_kind("busy: serving 8 senders at once, its limit (--max-senders); try again") == "busy"
+    assert refusal_kind("that connection is over") == "over"
+    assert refusal_kind(f"{show(('192.0.2.7', 40000))} is not allowed to send here") == "not allowed"
+    assert refusal_kind(f"{show(('2001:db8::7', 40000))} is not allowed to send here") == "not allowed"
+    assert refusal_kind("authentication failed: the proof does not match this receiver's secret") == "authentication"
 
 
 def test_two_senders_of_one_name_at_once_the_second_is_refused(tmp_path):
