@@ -73,6 +73,23 @@ def test_eight_senders_at_once_each_intact_with_its_own_report(tmp_path):
     assert intact(sent, out)
 
 
+@pytest.mark.skipif(not socket.has_ipv6, reason="no IPv6")
+def test_a_station_on_every_address_serves_ipv4_and_ipv6_senders_at_once(tmp_path):
+    sent = files(tmp_path / "src", 2, 2_000_000)
+    out = tmp_path / "in"
+    out.mkdir()
+    recv, port = start_recv(tmp_path, "--out", f"{out}/", "--keep-serving", host="::")  # IPv6 and IPv4 together
+    senders = [spawn(["send", str(path), where, "--json", "--rate", SLOW], stdout=subprocess.PIPE,
+                     stderr=subprocess.PIPE, text=True)
+               for path, where in zip(sent, (f"127.0.0.1:{port}", f"[::1]:{port}"))]
+    for proc in senders:
+        proc.communicate(timeout=60)
+        assert proc.returncode == 0
+    got, _ = stop(recv)
+    assert sorted(r["peer"].rsplit(":", 1)[0] for r in got) == ["127.0.0.1", "[::1]"]
+    assert all(r["ok"] for r in got) and intact(sent, out)
+
+
 def test_past_its_limit_a_station_refuses_an_open_with_the_reason(tmp_path):
     first, second = files(tmp_path / "src", 2, 2_000_000)
     recv, port, out = station(tmp_path, "--max-senders", "1")
