@@ -187,9 +187,11 @@ class SoftwareDataPath(DataPathCore):
             return  # nothing of a connection's was sent yet
         packet = self.params.packet_size if self.params else 0
         headers = overhead(peer[0], self.transport.kind)
-        self.too_large = (f"DATA packets of {packet} bytes do not fit the path to {show(peer)}: its MTU is "
-                          f"under {packet + headers}; give a --packet-size {headers} bytes under it "
-                          f"({MTU - headers} for {MTU})")
+        mtu = self.transport.path_mtu
+        fit = (f"its MTU is {mtu}; give a --packet-size of {mtu - headers} or less" if mtu else
+               f"its MTU is under {packet + headers}; give a --packet-size {headers} bytes under it "
+               f"({MTU - headers} for {MTU})")
+        self.too_large = f"DATA packets of {packet} bytes do not fit the path to {show(peer)}: {fit}"
         self._notify_events()
 
     def _notify_events(self) -> None:
@@ -247,6 +249,6 @@ class SoftwareDataPath(DataPathCore):
                 assert self.peer_address is not None  # configured: DATA is packed only then
                 self.transport.send_segments(memoryview(out)[:size], segment, self.peer_address)
             except OSError as exc:
+                self._icmp_errors()  # first: "fragmentation needed" names the MTU that fits
                 if exc.errno == errno.EMSGSIZE:
                     self._too_large()
-                self._icmp_errors()

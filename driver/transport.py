@@ -41,8 +41,9 @@ with EMSGSIZE); not in Python 3.11's socket module."""
 GSO_MAX_SEGMENTS, GSO_MAX_BYTES = 64, 65000
 _GSO_SIZE = struct.Struct("=H")
 _GRO_SIZE = struct.Struct("=i")
-_EXTENDED_ERR = struct.Struct("=I")
-"""The leading ee_errno of Linux's struct sock_extended_err."""
+_EXTENDED_ERR = struct.Struct("=I4xI")
+"""Linux's struct sock_extended_err: ee_errno, then (past origin, type, code and pad)
+ee_info, which for "fragmentation needed" is the MTU the router can pass."""
 TOO_LARGE = "larger than the path's MTU"
 """What an ICMP "fragmentation needed" (EMSGSIZE) says about the datagram that drew it."""
 ICMP_ERRORS = {errno.ECONNREFUSED: "port unreachable", errno.EHOSTUNREACH: "host unreachable",
@@ -182,6 +183,8 @@ class Transport:
         self.local_port = self.sock.getsockname()[1] if kind == "udp" else port
         self.sock.settimeout(0.05)
         self.offload = kind == "udp" and _try_offload(self.sock)
+        self.path_mtu: int | None = None
+        """The MTU the last "fragmentation needed" named (a router's, or this host's own)."""
 
     def keep_to(self, peer: Address) -> None:
         """Take datagrams from ``peer`` only: on a shared port the kernel then brings this
@@ -257,9 +260,11 @@ class Transport:
             except OSError as exc:
                 out.append((None, exc.strerror or str(exc)))
                 return out
-            code = next((_EXTENDED_ERR.unpack_from(data)[0] for *_, data in ancillary
-                         if len(data) >= _EXTENDED_ERR.size), 0)
+            code, info = next((_EXTENDED_ERR.unpack_from(data) for *_, data in ancillary
+                               if len(data) >= _EXTENDED_ERR.size), (0, 0))
             what = ICMP_ERRORS.get(code) or (errno.errorcode.get(code, "ICMP error").lower())
+            if code == errno.EMSGSIZE and info:
+                self.path_mtu = info
             host, port = address[:2]
             out.append(((host, port if self.kind == "udp" else 0), what))
 

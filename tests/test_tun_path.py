@@ -9,11 +9,13 @@ import shutil
 import subprocess
 import sys
 import threading
+import time
 
 import pytest
 
 from netblt.sim.wan.netem import PathConfig
 from netblt.sim.wan.tun_path import ADDRESSES, TunPath
+from netblt.sim.wan.veth_path import RoutedPath
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not os.path.exists("/dev/net/tun") or not shutil.which("ip"),
                                 reason="needs root, /dev/net/tun and iproute2")
@@ -96,3 +98,38 @@ def test_data_larger_than_the_paths_mtu_ends_the_transfer_saying_so(tmp_path):
     assert sent.returncode != 0 and "Traceback" not in sent.stderr
     assert "DATA packets of 1448 bytes do not fit the path" in sent.stderr and "--packet-size" in sent.stderr
     assert recv.returncode != 0 and "do not fit the path" in received  # the ABORT's reason
+
+
+def test_a_path_whose_mtu_shrinks_mid_transfer_ends_it_naming_the_mtu_and_the_fix_resumes(tmp_path):
+    """A router's link narrows mid-transfer (a tunnel or VPN coming up): it answers each
+    DATA packet that no longer fits with ICMP "fragmentation needed", naming its MTU. The
+    sender ends within seconds with the packet size that fits, never hangs; sent again
+    with it, the transfer resumes and the file arrives whole."""
+    data = os.urandom(32 << 20)
+    (tmp_path / "f.bin").write_bytes(data)
+    out = tmp_path / "out"
+    out.mkdir()
+    with RoutedPath(name=f"nbr{os.getpid()}") as path:
+        def receiver() -> subprocess.Popen:
+            recv = subprocess.Popen(path.exec(2, *NETBLT, "recv", "--listen", f"{path.RECEIVER}:2998", "--out",
+                                              f"{out}/"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            assert "waiting for a sender" in recv.stderr.readline()
+            return recv
+
+        recv = receiver()
+        sender = subprocess.Popen(path.exec(0, *NETBLT, "send", str(tmp_path / "f.bin"), path.RECEIVER,
+                                            "--rate", "100M"), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  text=True)
+        time.sleep(1)  # the transfer under way: 32 MiB at 100 Mb/s take some 3 s
+        path.narrow(1400)
+        _, said = sender.communicate(timeout=15)
+        _, received = recv.communicate(timeout=30)
+        assert sender.returncode == 1 and "Traceback" not in said
+        assert "do not fit the path to 10.80.2.2:2998: its MTU is 1400; give a --packet-size of 1348 or less" in said
+        assert "aborted by peer: DATA packets of 1448 bytes do not fit the path" in received
+        recv = receiver()
+        again = subprocess.run(path.exec(0, *NETBLT, "send", str(tmp_path / "f.bin"), path.RECEIVER,
+                                         "--packet-size", "1348"), capture_output=True, text=True, timeout=120)
+        recv.communicate(timeout=30)
+    assert again.returncode == 0, again.stderr
+    assert (out / "f.bin").read_bytes() == data

@@ -66,6 +66,36 @@ class VethStar(NamespacePair):
                     "linklayer", "ethernet", "tbf", "rate", self.rate, "burst", BUCKET, "latency", "20ms")
 
 
+class RoutedPath(NamespacePair):
+    """A sender's namespace (side 0), a router's (1) and a receiver's (2), joined by two
+    veth pairs at 1,500 bytes with the router forwarding between them. :meth:`narrow`
+    lowers the router's MTU toward the receiver mid-transfer, as a tunnel or a VPN coming
+    up does: the router then answers each datagram that no longer fits (netblt sets
+    don't-fragment) with ICMP "fragmentation needed"."""
+
+    SENDER, RECEIVER = "10.80.1.2", "10.80.2.2"
+
+    def __init__(self, *, name: str = "netblt-routed") -> None:
+        super().__init__(name, ("sender", "router", "receiver"))
+
+    def _join(self) -> None:
+        sender, router, receiver = self.names
+        for (near, near_device, near_address), (far, far_device, far_address) in (
+                ((sender, "nbr-s", self.SENDER), (router, "nbr-rs", "10.80.1.1")),
+                ((router, "nbr-rr", "10.80.2.1"), (receiver, "nbr-r", self.RECEIVER))):
+            _ip("link", "add", near_device, "netns", near, "type", "veth", "peer", "name", far_device, "netns", far)
+            for namespace, device, address in ((near, near_device, near_address), (far, far_device, far_address)):
+                _ip("-n", namespace, "addr", "add", f"{address}/24", "dev", device)
+                _ip("-n", namespace, "link", "set", device, "up")
+        _ip("-n", sender, "route", "add", "default", "via", "10.80.1.1")
+        _ip("-n", receiver, "route", "add", "default", "via", "10.80.2.1")
+        _ip("netns", "exec", router, "sysctl", "-qw", "net.ipv4.ip_forward=1")
+
+    def narrow(self, mtu: int) -> None:
+        """The router's link toward the receiver now carries at most ``mtu`` bytes a packet."""
+        _ip("-n", self.names[1], "link", "set", "nbr-rr", "mtu", str(mtu))
+
+
 def _tc(namespace: str, *args: str) -> None:
     try:
         _ip("netns", "exec", namespace, "tc", *args)
