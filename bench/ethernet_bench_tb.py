@@ -19,7 +19,7 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
 from ..formats import host_link as F, rfc998 as L
-from ..formats.registers import ADDRESS, COMMAND_WORD, CONNECTION_FLAGS, Command, Event
+from ..formats.registers import ADDRESS, COMMAND_WORD, CONNECTION_FLAGS, DROP_COUNTERS, Command, Event
 from ..formats.pattern import pattern_bytes
 from ..formats.boards import IP_ADDRESS, MAC_ADDRESS
 from ..protocol import codec, packets
@@ -132,8 +132,7 @@ async def bench_receive(dut):
         sent_ns = get_sim_time("ns") - started
         await ClockCycles(dut.clk, 2000)
         accepted = await host.read("RX_ACCEPTED")
-        drops = {name: value for name in ADDRESS if name.startswith("DROPPED_")
-                 if (value := await host.read(name))}
+        drops = {name: value for name in DROP_COUNTERS if (value := await host.read(name))}
         rows.append({"payload": size, "udp": udp, "frames": len(frames), "gap_bytes": wire.source.ifg,
                      "frame_bytes": len(frames[0]) + 4, "sent_ns": sent_ns, "accepted": accepted, "drops": drops})
     record("receive", rows)

@@ -24,8 +24,8 @@ from dataclasses import replace
 from typing import Any
 
 from ..formats.born import BornBuffer, DrainedBuffer, PatternBuffer
-from ..formats.drops import Drop
-from ..formats.registers import COMMAND_WORD, CONNECTION_FLAGS, ENGINE_STATE, EVENT_WORD, Command, Event, PacingMode
+from ..formats.registers import (COMMAND_WORD, CONNECTION_FLAGS, DROP_COUNTERS, ENGINE_STATE, EVENT_WORD, Command,
+                                 Event, PacingMode)
 from ..protocol import events as ev
 from ..protocol.packets import Packet
 from ..protocol.params import Params, burst_for_rate
@@ -42,8 +42,7 @@ DATA_SHARE = 0.9
 and for the host link's own traffic on the same port."""
 HEARTBEAT = 1.0
 """Seconds of host-link silence after which a waiting host says it is still there."""
-COUNTERS = ["RX_DUPLICATES", "COMMANDS_REJECTED", "EVENTS_LOST", "SOURCE_TAKEN", "SOURCE_REFUSED"] + \
-    [f"DROPPED_{d.name}" for d in Drop]
+COUNTERS = ["RX_DUPLICATES", "COMMANDS_REJECTED", "EVENTS_LOST", "SOURCE_TAKEN", "SOURCE_REFUSED", *DROP_COUNTERS]
 """The board's counters a report reads."""
 
 
@@ -316,8 +315,7 @@ class BoardDataPath:
     def drop_counts(self) -> dict[str, int]:
         counts = self.dropped.copy()
         board = self.counters()
-        counts.update({f"board: {d.doc}": board[f"DROPPED_{d.name}"] for d in Drop
-                       if board.get(f"DROPPED_{d.name}")})
+        counts.update({f"board: {d.doc}": board[name] for name, d in DROP_COUNTERS.items() if board.get(name)})
         for name, what in (("COMMANDS_REJECTED", "board: commands rejected"),
                            ("EVENTS_LOST", "board: events lost")):
             if board.get(name):

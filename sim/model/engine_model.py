@@ -25,7 +25,7 @@ from ...formats.checksum import internet_checksum
 from ...formats.drops import Drop
 from ...formats.host_link import ControlPacket
 from ...formats.registers import (
-    ADDRESS, COMMAND_WORD, CONNECTION_FLAGS, ENGINE_REGISTERS, ENGINE_STATE, EVENT_WORD, GEOMETRY_WORD,
+    ADDRESS, COMMAND_WORD, CONNECTION_FLAGS, DROP_COUNTERS, ENGINE_REGISTERS, ENGINE_STATE, EVENT_WORD, GEOMETRY_WORD,
     RECEIVED_FLAGS, Command, Event, PacingMode,
 )
 
@@ -160,8 +160,8 @@ class EngineModel:
         """The read-only registers."""
         g = self.geometry
         slot = self.rx[self.value("STATUS_SLOT")] if self.value("STATUS_SLOT") < g.rx_slots else ReceiveSlot()
-        if name.startswith("DROPPED_"):
-            return self._drop_counts()[Drop[name.removeprefix("DROPPED_")]]
+        if name in DROP_COUNTERS:
+            return self._drop_counts()[DROP_COUNTERS[name]]
         values = {
             "CYCLES": self.cycles(now), "CLOCK_HZ": g.clock_hz, "SLOT_BYTES": g.slot_bytes,
             "GEOMETRY": GEOMETRY_WORD.pack(data_width=g.data_width, tx_slots=g.tx_slots, rx_slots=g.rx_slots,
