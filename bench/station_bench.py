@@ -99,6 +99,45 @@ def run(star: VethStar, files: list[Path], out: Path, case: str) -> dict:
             "cpu": [ours[f.name]["cpu_seconds"] for f in files[:SENDERS] if f.name in ours]}
 
 
+def reuseport_spread(trials: int = 1000) -> tuple[float, float]:
+    """What SO_REUSEPORT alone would do with four senders (the alternative the station
+    does not take): four unconnected sockets on one port, four senders from fresh ports a
+    trial; the share of trials where the kernel's hash puts two or more on one socket, and
+    the busiest socket's senders on average."""
+    group = []
+    for _ in range(SENDERS):
+        member = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        member.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        member.bind(("127.0.0.1", group[0].getsockname()[1] if group else 0))
+        member.setblocking(False)
+        group.append(member)
+    shared, busiest = 0, 0
+    try:
+        for _ in range(trials):
+            senders = [socket.socket(socket.AF_INET, socket.SOCK_DGRAM) for _ in range(SENDERS)]
+            for sender in senders:
+                sender.sendto(b"x", group[0].getsockname())
+            counts = [_drained(member) for member in group]
+            shared += max(counts) > 1
+            busiest += max(counts)
+            for sender in senders:
+                sender.close()
+    finally:
+        for member in group:
+            member.close()
+    return shared / trials, busiest / trials
+
+
+def _drained(member: socket.socket) -> int:
+    got = 0
+    while True:
+        try:
+            member.recv(16)
+        except BlockingIOError:
+            return got
+        got += 1
+
+
 def _default_int() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
@@ -111,6 +150,9 @@ def main(argv: list[str] | None = None) -> int:
     if not namespaces_allowed("bench-station", "network namespaces"):
         return 2
     console = Console(width=200)
+    shared, busiest = reuseport_spread()
+    console.print(f"SO_REUSEPORT alone, {SENDERS} senders over {SENDERS} sockets: two or more on one socket in "
+                  f"{shared:.1%} of trials, the busiest socket's senders {busiest:.2f} on average", highlight=False)
     table = Table(title=f"{SENDERS} senders at once into one station, each through its own {RATE} path "
                         f"(veth + tbf), {args.size} MiB each, median of {args.runs}")
     for column in ("case", "each sender's Mb/s (median of its runs)", "sum Mb/s", "together Mb/s (wall, start-ups in)",
