@@ -27,7 +27,7 @@ from rich.table import Table
 
 from . import namespaces_allowed
 from ..sim.wan.netem import PathConfig
-from ..sim.wan.tun_path import ADDRESSES, NamespacePair, TunPath
+from ..sim.wan.tun_path import ADDRESSES, Namespaces, TunPath
 
 NETBLT = [sys.executable, "-m", "netblt.host.cli"]
 PORT = 5001
@@ -83,7 +83,7 @@ class TcpRun:
     """Shares of a core, over the transfer."""
 
 
-def tcp_run(namespaces: NamespacePair, control: str, size: int, seconds: float = TCP_SECONDS,
+def tcp_run(namespaces: Namespaces, control: str, size: int, seconds: float = TCP_SECONDS,
             addresses: tuple[str, str] = ADDRESSES) -> TcpRun:
     """One TCP transfer of ``size`` bytes (in blocks of 64 KiB) from side a to side b,
     stopped after ``seconds``: its goodput and each end's CPU."""
@@ -98,7 +98,7 @@ def tcp_run(namespaces: NamespacePair, control: str, size: int, seconds: float =
     return TcpRun(int(n) * 8 / float(elapsed) / 1e6, float(sent.stdout), float(cpu) / float(elapsed))
 
 
-def netblt_run(namespaces: NamespacePair, source: Path, out: Path, options: tuple[str, ...] = (),
+def netblt_run(namespaces: Namespaces, source: Path, out: Path, options: tuple[str, ...] = (),
                limits: tuple[str, ...] = (), addresses: tuple[str, str] = ADDRESSES) -> tuple[dict, dict]:
     """One ``netblt send`` from side a to side b, default options but ``options``, the
     receiver given ``limits``: the sender's report and the receiver's (with ``resent_share``)."""

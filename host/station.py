@@ -34,7 +34,6 @@ from ..driver.software import SoftwareDataPath
 from ..driver.transport import Address, Transport, TransportError, show
 from ..protocol import events as ev
 from ..protocol.packets import Open, Refused
-from ..protocol.params import Params
 from .transfer import (PUBLISH_INTERVAL, RECENT_UIDS, Feedback, Gate, Interrupted, Options, Output, TransferReport,
                        serve_connection)
 
@@ -60,7 +59,6 @@ class Assignment:
     port: Address
     """The station's address and port, which the process's socket shares."""
     family: int
-    params: Params
     options: Options
     output: Output
     gate: Gate
@@ -110,8 +108,9 @@ def serve_sender(task: Assignment, channel: Connection) -> None:
                 opening = next((e for e in dp.wait_events(0) if isinstance(e, ev.PacketReceived)), None)
                 for datagram in came_since:  # for the connection the OPEN makes
                     dp.arrived(datagram, task.source)
-                served = serve_connection(dp, task.params, task.output, options, relay, task.force, task.gate,
-                                          deque(), listen_until=time.monotonic(), opening=opening)
+                served = serve_connection(dp, dp.fit(options.params, sending=False), task.output, options, relay,
+                                          task.force, task.gate, deque(), listen_until=time.monotonic(),
+                                          opening=opening)
                 code = served.stop.code if served.stop else 0
             finally:
                 dp.close()
@@ -199,7 +198,6 @@ class Station:
         """Serve until a signal, which is returned once every sender's process has ended."""
         transport = Transport("udp", self.listen, share="open")
         try:
-            self._params = self.options.params
             self._codec = ControlCodec(transport.local_port)
             self._context.Process(target=_ready).start()  # the fork server warms up before any sender comes
             host = transport.sock.getsockname()[0]
@@ -275,8 +273,7 @@ class Station:
             self.refused[refusal_kind(why)] += 1
             return
         self.started += 1
-        task = Assignment(datagram, source, self._port, transport.family, self._params,
-                          replace(self.options, metrics=None), self.output, replace(self.gate, judged=True),
+        task = Assignment(datagram, source, self._port, transport.family, replace(self.options, metrics=None), self.output, replace(self.gate, judged=True),
                           self.force, self.feedback.tick, self.metrics is not None)
         theirs, ours = self._context.Pipe()
         process = self._context.Process(target=serve_sender, args=(task, ours), daemon=True,

@@ -10,6 +10,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+from netblt.host.announce import Announcement
+from netblt.protocol.codec import encode
+from netblt.protocol.packets import Open
+
 NETBLT = [sys.executable, "-m", "netblt.host.cli"]
 STARTED: list[subprocess.Popen] = []
 """Processes the helpers started; tests/conftest.py ends any still running after each test."""
@@ -149,3 +153,15 @@ class RealBoard(SimBoard):
 
     def close(self) -> None:
         pass
+
+
+def opening(uid: int, name: str) -> Open:
+    """The OPEN of a 5-byte file ``name``, as a test sends one by hand."""
+    return Open(uid=uid, buffer_size=14480, packet_size=1448, burst_size=5, burst_interval=10, death_timer=30,
+                max_buffers=2, data_checksum=False, write_mode=True, transfer_size=5,
+                client_string=Announcement(name, 5, "00" * 32).encode())
+
+
+def send_open(sock: socket.socket, port: int, uid: int, name: str) -> None:
+    """:func:`opening` from ``sock`` (bound) to a receiver on 127.0.0.1 ``port``."""
+    sock.sendto(encode(opening(uid, name), sock.getsockname()[1], port), ("127.0.0.1", port))

@@ -19,15 +19,12 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from clitools import NETBLT, spawn, start_recv
+from clitools import NETBLT, send_open, spawn, start_recv
 from prometheus_client.parser import text_string_to_metric_families
 
-from netblt.host.announce import Announcement
 from netblt.host.board_status import GROUPS, LINK_GROUPS, decoded
 from netblt.host.metrics import Metrics
 from netblt.host.transfer import TransferReport
-from netblt.protocol.codec import encode
-from netblt.protocol.packets import Open
 
 SIZE = 3_000_001
 DASHBOARD = Path(__file__).parent.parent / "docs" / "grafana" / "netblt-station.json"
@@ -154,10 +151,7 @@ def test_a_station_counts_the_opens_it_refuses_and_what_its_listener_drops(tmp_p
         assert refused.returncode == 1
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as stranger:  # from an address not allowed
             stranger.bind(("127.0.0.2", 0))
-            stranger.sendto(encode(Open(uid=3, buffer_size=14480, packet_size=1448, burst_size=5, burst_interval=10,
-                                        death_timer=30, max_buffers=2, data_checksum=False, write_mode=True,
-                                        transfer_size=5, client_string=Announcement("x", 5, "00" * 32).encode()),
-                                   stranger.getsockname()[1], port), ("127.0.0.1", port))
+            send_open(stranger, port, 3, "x")
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as stray:
             stray.sendto(b"\x00" * 3, ("127.0.0.1", port))  # too short for any NETBLT packet
         deadline = time.monotonic() + 10

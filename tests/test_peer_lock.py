@@ -9,11 +9,10 @@ import time
 from pathlib import Path
 
 import pytest
-from clitools import finish, spawn, start_recv
+from clitools import finish, opening, spawn, start_recv
 
-from netblt.host.announce import Announcement
 from netblt.protocol.codec import CodecError, decode, encode
-from netblt.protocol.packets import Abort, Control, Data, Go, KeepAlive, NullAck, Ok, Open, Quit, Refused, Response
+from netblt.protocol.packets import Abort, Control, Data, Go, KeepAlive, NullAck, Ok, Quit, Refused, Response
 
 
 def udp() -> socket.socket:
@@ -21,12 +20,6 @@ def udp() -> socket.socket:
     sock.bind(("127.0.0.1", 0))
     sock.settimeout(0.5)
     return sock
-
-
-def opening(uid: int, name: str) -> Open:
-    return Open(uid=uid, buffer_size=14480, packet_size=1448, burst_size=5, burst_interval=10, death_timer=30,
-                max_buffers=2, data_checksum=False, write_mode=True, transfer_size=5,
-                client_string=Announcement(name, 5, "00" * 32).encode())
 
 
 def forgeries(port: int, own_port: int) -> list[bytes]:

@@ -14,14 +14,14 @@ import time
 from pathlib import Path
 
 import pytest
-from clitools import NETBLT, finish, reports, spawn, start_recv
+from clitools import NETBLT, finish, send_open, spawn, start_recv
 
 from netblt.driver.transport import show
 from netblt.host.announce import Announcement
+from netblt.host.files import Expectation, FileError, FileSink
 from netblt.host.station import refusal_kind
 from netblt.protocol.codec import encode
-from netblt.protocol.packets import Abort, Open
-from netblt.host.files import Expectation, FileError, FileSink
+from netblt.protocol.packets import Abort
 
 SLOW = "8M"
 """A rate that keeps a 2 MB transfer going some 2 s: long enough to overlap the others."""
@@ -175,12 +175,8 @@ def test_what_a_sender_says_before_its_process_is_ready_reaches_that_process(tmp
     recv, port, _ = station(tmp_path)
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as peer:
         peer.bind(("127.0.0.1", 0))
-        own = peer.getsockname()[1]
-        announced = Announcement("early.bin", 5, "00" * 32).encode()
-        peer.sendto(encode(Open(uid=5, buffer_size=14480, packet_size=1448, burst_size=5, burst_interval=10,
-                                death_timer=30, max_buffers=2, data_checksum=False, write_mode=True,
-                                transfer_size=5, client_string=announced), own, port), ("127.0.0.1", port))
-        peer.sendto(encode(Abort("changed my mind"), own, port), ("127.0.0.1", port))
+        send_open(peer, port, 5, "early.bin")
+        peer.sendto(encode(Abort("changed my mind"), peer.getsockname()[1], port), ("127.0.0.1", port))
         said = recv.stderr.readline() + recv.stderr.readline()
     assert "receiving early.bin" in said and "aborted by peer: changed my mind" in said, said
     got, _ = stop(recv)
@@ -195,10 +191,7 @@ def test_a_refusal_that_draws_an_icmp_error_leaves_the_station_serving(tmp_path)
     for _ in range(3):
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as stranger:
             stranger.bind(("127.0.0.2", 0))
-            stranger.sendto(encode(Open(uid=9, buffer_size=14480, packet_size=1448, burst_size=5, burst_interval=10,
-                                        death_timer=30, max_buffers=2, data_checksum=False, write_mode=True,
-                                        transfer_size=5, client_string=Announcement("x", 5, "00" * 32).encode()),
-                                   stranger.getsockname()[1], port), ("127.0.0.1", port))
+            send_open(stranger, port, 9, "x")
         assert "is not allowed to send here" in recv.stderr.readline()
     welcome = sender(sent, port)
     welcome.communicate(timeout=60)

@@ -51,7 +51,7 @@ def _tun(name: str) -> int:
     return fd
 
 
-class NamespacePair:
+class Namespaces:
     """Network namespaces, ``<name>-a`` and ``<name>-b`` (or one a side named), made on
     entry and deleted on exit (never one that was there before); subclasses join them in
     :meth:`_join`."""
@@ -88,7 +88,7 @@ class NamespacePair:
         return ["ip", "netns", "exec", self.names[side], *command]
 
 
-class TunPath(NamespacePair):
+class TunPath(Namespaces):
     """Two namespaces joined through this process. Use as a context manager."""
 
     def __init__(self, forward: PathConfig, backward: PathConfig | None = None, *, name: str = "netblt",

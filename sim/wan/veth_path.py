@@ -11,7 +11,7 @@ manager; the namespaces (and the pairs) go when it ends.
 
 from __future__ import annotations
 
-from .tun_path import NamespacePair, TunError, _ip
+from .tun_path import Namespaces, TunError, _ip
 
 ADDRESSES = ("10.78.0.1", "10.78.0.2")
 """Side a's and side b's address; they exist only inside the two namespaces."""
@@ -22,7 +22,7 @@ BUCKET = "1mb"
 """The token bucket's depth: tbf needs at least the rate over the kernel's tick."""
 
 
-class VethPath(NamespacePair):
+class VethPath(Namespaces):
     """Two namespaces joined by a veth pair at ``mtu``, each way held to ``rate`` (tc's units)."""
 
     def __init__(self, mtu: int, rate: str = "1gbit", *, name: str = "netblt-gig") -> None:
@@ -30,17 +30,11 @@ class VethPath(NamespacePair):
         self.mtu, self.rate = mtu, rate
 
     def _join(self) -> None:
-        _ip("link", "add", "nbveth-a", "netns", self.names[0], "type", "veth", "peer", "name", "nbveth-b",
-            "netns", self.names[1])
-        for namespace, device, address in zip(self.names, ("nbveth-a", "nbveth-b"), ADDRESSES):
-            _ip("-n", namespace, "addr", "add", f"{address}/30", "dev", device)
-            # One packet an skb, as on the wire: the bucket charges each its framing.
-            _ip("-n", namespace, "link", "set", device, "mtu", str(self.mtu), "gso_max_segs", "1", "up")
-            _tc(namespace, "qdisc", "add", "dev", device, "root", "stab", "overhead", str(WIRE_OVERHEAD),
-                "linklayer", "ethernet", "tbf", "rate", self.rate, "burst", BUCKET, "latency", "20ms")
+        _line(((self.names[0], "nbveth-a", ADDRESSES[0]), (self.names[1], "nbveth-b", ADDRESSES[1])),
+              self.mtu, self.rate)
 
 
-class VethStar(NamespacePair):
+class VethStar(Namespaces):
     """A station's namespace (side 0) and ``count`` senders' (sides 1 to count), sender i
     joined to the station by a veth pair of its own at ``mtu``, each way held to ``rate``:
     the station is :meth:`station_address` (i) on pair i, the sender the next address."""
@@ -55,18 +49,11 @@ class VethStar(NamespacePair):
 
     def _join(self) -> None:
         for i in range(1, self.count + 1):
-            ends = ((self.names[0], f"nbstar{i}-st", self.station_address(i)),
-                    (self.names[i], f"nbstar{i}-s", f"10.79.{i}.2"))
-            _ip("link", "add", ends[0][1], "netns", ends[0][0], "type", "veth", "peer", "name", ends[1][1],
-                "netns", ends[1][0])
-            for namespace, device, address in ends:
-                _ip("-n", namespace, "addr", "add", f"{address}/30", "dev", device)
-                _ip("-n", namespace, "link", "set", device, "mtu", str(self.mtu), "gso_max_segs", "1", "up")
-                _tc(namespace, "qdisc", "add", "dev", device, "root", "stab", "overhead", str(WIRE_OVERHEAD),
-                    "linklayer", "ethernet", "tbf", "rate", self.rate, "burst", BUCKET, "latency", "20ms")
+            _line(((self.names[0], f"nbstar{i}-st", self.station_address(i)),
+                   (self.names[i], f"nbstar{i}-s", f"10.79.{i}.2")), self.mtu, self.rate)
 
 
-class RoutedPath(NamespacePair):
+class RoutedPath(Namespaces):
     """A sender's namespace (side 0), a router's (1) and a receiver's (2), joined by two
     veth pairs at 1,500 bytes with the router forwarding between them. :meth:`narrow`
     lowers the router's MTU toward the receiver mid-transfer, as a tunnel or a VPN coming
@@ -80,13 +67,8 @@ class RoutedPath(NamespacePair):
 
     def _join(self) -> None:
         sender, router, receiver = self.names
-        for (near, near_device, near_address), (far, far_device, far_address) in (
-                ((sender, "nbr-s", self.SENDER), (router, "nbr-rs", "10.80.1.1")),
-                ((router, "nbr-rr", "10.80.2.1"), (receiver, "nbr-r", self.RECEIVER))):
-            _ip("link", "add", near_device, "netns", near, "type", "veth", "peer", "name", far_device, "netns", far)
-            for namespace, device, address in ((near, near_device, near_address), (far, far_device, far_address)):
-                _ip("-n", namespace, "addr", "add", f"{address}/24", "dev", device)
-                _ip("-n", namespace, "link", "set", device, "up")
+        _line(((sender, "nbr-s", self.SENDER), (router, "nbr-rs", "10.80.1.1")))
+        _line(((router, "nbr-rr", "10.80.2.1"), (receiver, "nbr-r", self.RECEIVER)))
         _ip("-n", sender, "route", "add", "default", "via", "10.80.1.1")
         _ip("-n", receiver, "route", "add", "default", "via", "10.80.2.1")
         _ip("netns", "exec", router, "sysctl", "-qw", "net.ipv4.ip_forward=1")
@@ -94,6 +76,22 @@ class RoutedPath(NamespacePair):
     def narrow(self, mtu: int) -> None:
         """The router's link toward the receiver now carries at most ``mtu`` bytes a packet."""
         _ip("-n", self.names[1], "link", "set", "nbr-rr", "mtu", str(mtu))
+
+
+def _line(ends: tuple[tuple[str, str, str], tuple[str, str, str]], mtu: int = 1500, rate: str = "") -> None:
+    """A veth pair between two namespaces, each end (namespace, device, address) on a /24
+    of its own, at ``mtu``; with ``rate``, each way held to it as a wire would be."""
+    (near, near_device, _), (far, far_device, _) = ends
+    _ip("link", "add", near_device, "netns", near, "type", "veth", "peer", "name", far_device, "netns", far)
+    for namespace, device, address in ends:
+        _ip("-n", namespace, "addr", "add", f"{address}/24", "dev", device)
+        if not rate:
+            _ip("-n", namespace, "link", "set", device, "mtu", str(mtu), "up")
+            continue
+        # One packet an skb, as on the wire: the bucket charges each its framing.
+        _ip("-n", namespace, "link", "set", device, "mtu", str(mtu), "gso_max_segs", "1", "up")
+        _tc(namespace, "qdisc", "add", "dev", device, "root", "stab", "overhead", str(WIRE_OVERHEAD),
+            "linklayer", "ethernet", "tbf", "rate", rate, "burst", BUCKET, "latency", "20ms")
 
 
 def _tc(namespace: str, *args: str) -> None:
