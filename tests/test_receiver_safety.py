@@ -3,6 +3,7 @@
 import os
 import socket
 import subprocess
+import threading
 import time
 from collections import deque
 
@@ -378,7 +379,14 @@ def test_a_station_open_to_anyone_says_so(tmp_path, guard, warned):
     (tmp_path / "secret").write_text("s" * 32)
     host = "127.0.0.1" if guard == "loopback" else "0.0.0.0"
     recv, _ = start_recv(tmp_path, *([] if guard == "loopback" else guard), host=host)
-    time.sleep(0.5)
+    said: list[str] = []
+    reader = threading.Thread(target=lambda: said.extend(recv.stderr), daemon=True)
+    reader.start()
+    deadline = time.monotonic() + (10 if warned else 0.5)  # on a busy machine the line may come late
+    while time.monotonic() < deadline and not any("anyone who can reach" in line for line in said):
+        time.sleep(0.05)
     recv.terminate()
-    _, stderr = recv.communicate(timeout=30)
+    recv.wait(timeout=30)
+    reader.join(timeout=30)
+    stderr = "".join(said)
     assert ("anyone who can reach this port can send files here" in stderr) == warned, stderr
