@@ -10,6 +10,7 @@ nothing. Addresses are ``(host, port)``; natively on IP the port is 0.
 from __future__ import annotations
 
 import errno
+import fcntl
 import ipaddress
 import socket
 import struct
@@ -79,6 +80,51 @@ def default_packet_size(host: str, kind: str) -> int:
     """DATA bytes a packet to ``host`` carries by default, filling :data:`MTU`: 1448 over
     UDP and IPv4, 1456 natively on IP, 1428 to IPv6 (1448 there made 1520-byte datagrams)."""
     return MTU - overhead(host, kind)
+
+
+ETHERNET_FRAMING = 38
+"""Bytes an Ethernet frame takes on the wire beyond its IP packet: header 14, FCS 4,
+preamble 8 and the gap between frames 12."""
+SIOCGIFADDR = 0x8915
+"""Linux: the ioctl that reads an interface's IPv4 address."""
+
+
+def link_speed_bps(host: str) -> float | None:
+    """The speed in bits/s the system reports for the interface a datagram to numeric
+    ``host`` leaves by; None where it reports none (loopback, a tunnel, a VM's virtio)."""
+    name = _outgoing_interface(host)
+    if name is None:
+        return None
+    try:
+        with open(f"/sys/class/net/{name}/speed") as f:
+            megabits = int(f.read())
+    except (OSError, ValueError):
+        return None
+    return megabits * 1e6 if megabits > 0 else None
+
+
+def _outgoing_interface(host: str) -> str | None:
+    """The interface holding the local address that the route to ``host`` picks."""
+    address = ipaddress.ip_address(host.partition("%")[0])
+    family = socket.AF_INET6 if address.version == 6 else socket.AF_INET
+    try:
+        with socket.socket(family, socket.SOCK_DGRAM) as probe:
+            probe.connect((host, DEFAULT_PORT))  # chooses a route and a source; sends nothing
+            local = ipaddress.ip_address(probe.getsockname()[0].partition("%")[0])
+            if family == socket.AF_INET6:
+                with open("/proc/net/if_inet6") as f:
+                    return next((fields[5] for fields in map(str.split, f)
+                                 if ipaddress.IPv6Address(int(fields[0], 16)) == local), None)
+            for _, name in socket.if_nameindex():
+                try:
+                    reply = fcntl.ioctl(probe.fileno(), SIOCGIFADDR, struct.pack("16s16x", name.encode()[:15]))
+                except OSError:
+                    continue  # no IPv4 address on it
+                if ipaddress.IPv4Address(reply[20:24]) == local:
+                    return name
+    except OSError:
+        pass
+    return None
 
 
 def parse_address(text: str, default_port: int = DEFAULT_PORT) -> Address:

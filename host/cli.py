@@ -16,7 +16,8 @@ from rich.table import Table
 from rich.text import Text
 
 from ..driver.link import LINK_MTUS
-from ..driver.transport import DEFAULT_PORT, TransportError, default_packet_size, parse_address, show
+from ..driver.transport import (DEFAULT_PORT, ETHERNET_FRAMING, TransportError, default_packet_size, link_speed_bps,
+                                overhead, parse_address, show)
 from ..formats.host_link import LINK_PORT
 from ..protocol.endpoint import DataPathError
 from ..protocol.params import MAX_PACKETS_PER_BUFFER, ParamError, Params, Timing, burst_for_rate
@@ -33,6 +34,8 @@ from .units import parse_listen_address, parse_port, parse_rate, parse_size, pos
 
 # What a sender proposes by default: a modern gigabit LAN, not 1987's.
 SEND_DEFAULTS = dict(packets_per_buffer=1024, buffers=8, rate=950e6, death_timer=30)
+GIGABIT = 1e9
+"""Interfaces up to this speed cap an automatic sender at their line (:func:`automatic_cap`)."""
 # What a receiver accepts at most by default (it only ever restricts the sender's offer).
 RECV_LIMITS = dict(packet_size=65000, buffer_size=16 << 20, burst_size=0xFFFF, burst_interval=1,
                    buffers=32, death_timer=30)
@@ -64,8 +67,9 @@ def _add_common_options(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--burst-interval", type=positive, metavar="MS", help="ms from burst start to burst start")
     g.add_argument("--buffers", type=positive, metavar="N", help="outstanding buffers (default: 8)")
     g.add_argument("--rate", type=parse_rate, help="the most data rate in bits/s, e.g. 950M, 10M, 64k (burst "
-                   "size and interval within 1%%); without it a sender starts at an eighth of 950M and the "
-                   "receiver's offers find what the path carries")
+                   "size and interval within 1%%); without it a sender starts at an eighth of its "
+                   "interface's line (a gigabit's or slower; else 950M) and the receiver's offers find "
+                   "what the path carries")
     g.add_argument("--transport", choices=("udp", "ip"), default="udp",
                    help="NETBLT inside UDP (default) or natively on IP protocol 30 (IPv4, needs root)")
     g.add_argument("--death-timer", type=positive, metavar="S", help="seconds of silence before "
@@ -189,7 +193,8 @@ def params_from(args: argparse.Namespace, *, limits: bool, peer: str = "0.0.0.0"
         if args.burst_size or args.burst_interval:
             burst_size, burst_interval = args.burst_size or 1, args.burst_interval or 1
         else:
-            burst_size, burst_interval = burst_for_rate(args.rate or SEND_DEFAULTS["rate"], packet_size)
+            burst_size, burst_interval = burst_for_rate(args.rate or automatic_cap(args, peer, packet_size),
+                                                        packet_size)
         buffer_size, buffers = packet_size * SEND_DEFAULTS["packets_per_buffer"], SEND_DEFAULTS["buffers"]
     checksum = args.data_checksum if args.data_checksum is not None else args.transport == "ip"
     auto = not limits and args.rate is None and not (args.burst_size or args.burst_interval)
@@ -198,6 +203,23 @@ def params_from(args: argparse.Namespace, *, limits: bool, peer: str = "0.0.0.0"
                   max_buffers=args.buffers or buffers, data_checksum=checksum,
                   death_timer=args.death_timer or SEND_DEFAULTS["death_timer"], rate_cap=rate_cap,
                   auto_rate=auto)
+
+
+def automatic_cap(args: argparse.Namespace, peer: str, packet_size: int) -> float:
+    """The most a sender choosing its own rate sends: the data its Ethernet interface toward
+    ``peer`` carries, where that runs at a gigabit or less; 950M otherwise (a board's wire
+    is a gigabit; a faster interface, or one the system reports no speed for).
+
+    950M is 0.9% over what a gigabit line carries in 1,448-byte packets (941.5M): within
+    the rate choice's tenth, so a host that keeps up filled its own queue unseen and lost
+    what overflowed; and it held 4,500- and 9,000-byte packets under their line (980M,
+    990M). Past a faster interface's line, start-up looking for a slower bottleneck
+    overshoots with large buffers (docs/benchmarks.md, issue 68): that waits for a safer
+    start-up."""
+    speed = None if args.board else link_speed_bps(peer)
+    if speed is None or speed > GIGABIT:
+        return SEND_DEFAULTS["rate"]
+    return speed * packet_size / (packet_size + overhead(peer, args.transport) + ETHERNET_FRAMING)
 
 
 class BitRateColumn(ProgressColumn):

@@ -129,7 +129,9 @@ class RateSelector:
             # thinned by random loss, does not pull the bottleneck down on its own.
             self.bottleneck = self.fastest = max(self.recent)
             if self.startup:
-                self.startup, self.phase = False, 0  # the next step drains what start-up queued
+                # The cycle goes on at its second probe step, then drains: draining at once
+                # was tried and cost the slow long paths 4-9% (docs/benchmarks.md, issue 68).
+                self.startup, self.phase = False, 0
         elif not limited:
             if self.startup:
                 self.fastest = max(self.fastest, sending_bps)

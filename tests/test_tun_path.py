@@ -133,3 +133,15 @@ def test_a_path_whose_mtu_shrinks_mid_transfer_ends_it_naming_the_mtu_and_the_fi
         recv.communicate(timeout=30)
     assert again.returncode == 0, again.stderr
     assert (out / "f.bin").read_bytes() == data
+
+
+def test_a_sender_finds_the_speed_of_the_interface_toward_its_peer():
+    """Inside a namespace: the veth pair reports 10 Gb/s, past a
+    gigabit, so an automatic sender keeps the 950M cap (host/cli.py automatic_cap)."""
+    from netblt.sim.wan.veth_path import ADDRESSES as VETH, VethPath
+    look = ("from netblt.driver.transport import link_speed_bps as speed; "
+            "import sys; print(speed(sys.argv[1]), speed('127.0.0.1'))")
+    with VethPath(1500) as path:
+        found = subprocess.run(path.exec(0, sys.executable, "-c", look, VETH[1]), capture_output=True, text=True,
+                               timeout=60)
+    assert found.stdout.split() == ["10000000000.0", "None"], found.stderr
