@@ -1,13 +1,14 @@
 """Rate selection in virtual time: what a sender with no --rate achieves across paths.
 
-    python -m netblt.bench.rate_bench            (make bench-auto, about a minute)
+    python -m netblt.bench.rate_bench            (make bench-auto, about two minutes)
 
 Each case is a whole transfer between the real protocol cores over sim/wan/netem.py's path model
 in virtual time (sim/wan/virtual.py), with what ``netblt send`` proposes by default (1448-byte
 packets, 1024 per buffer, 8 outstanding, 950M a cap chosen automatically), next to
 the same transfer at 950M throughout with no selection (the sender's and receiver's
-behaviour before it). RFC 1030's Wideband setting is the last row. Figures only: the
-goals are asserted, with margins, in tests/test_rate.py.
+behaviour before it). RFC 1030's Wideband setting is the last row. Then a gigabit line at
+each MTU, the sender capped at 950M or at its interface's line. Figures only: the goals
+are asserted, with margins, in tests/test_rate.py.
 """
 
 from __future__ import annotations
@@ -93,7 +94,35 @@ def main() -> int:
                   f"{statistics.median(a[2] for a in auto):.2%}", f"{statistics.median(fixed):.3f} (its 5/55 ms)", "",
                   ">= 95% of the channel")
     console.print(table)
+    console.print(gigabit_lines())
     return 0
+
+
+GIGABIT_QUEUE = 3_500_000
+"""Bytes the veth study's token bucket queues at a gigabit (sim/wan/veth_path.py: 20 ms and its 1 MB burst)."""
+
+
+def gigabit_lines() -> Table:
+    """A gigabit Ethernet line in virtual time, each MTU: a sender capped at 950M against one
+    capped at its gigabit interface's line (host/cli.py ``automatic_cap``); 256 MiB."""
+    table = Table(title="A gigabit line (3.5 MB queue, 0.1 ms round trip), no --rate, 256 MiB: the cap at 950M "
+                        "or at the interface's line")
+    for column in ("MTU", "line's data Mb/s", "cap", "opening to last byte, Mb/s", "steady Mb/s", "resent"):
+        table.add_column(column, justify="right")
+    for mtu in (1500, 4500, 9000):
+        packet_size = mtu - 52  # IPv4, UDP and NETBLT's header
+        line = 1e9 * packet_size / (mtu + 38)  # each frame's Ethernet header, FCS, preamble and gap
+        for cap in (950e6, line):
+            burst_size, burst_interval = burst_for_rate(cap, packet_size)
+            params = replace(default_params(packet_size), burst_size=burst_size, burst_interval=burst_interval)
+            result = simulate(os.urandom(256 * MB), params,
+                              forward=PathConfig(delay=0.00005, rate_bps=line, queue_bytes=GIGABIT_QUEUE),
+                              backward=PathConfig(delay=0.00005), time_limit=600)
+            progress = result.receiver.progress
+            table.add_row(str(mtu), f"{line / 1e6:.1f}", "950M" if cap == 950e6 else "the line",
+                          f"{progress.real_bps() / 1e6:.1f}", f"{progress.steady_state_bps() / 1e6:.1f}",
+                          f"{result.sender.dp.tx.resent / result.forward.counts['sent']:.2%}")
+    return table
 
 
 if __name__ == "__main__":

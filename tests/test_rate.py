@@ -153,6 +153,18 @@ def test_with_no_bottleneck_the_cap_is_reached():
     assert steady_mbps(result, after=0.3) >= 900  # after a start-up of about 0.2 s
 
 
+def test_a_sender_capped_at_its_gigabit_line_never_overflows_the_lines_queue():
+    """host/cli.py caps a sender on a gigabit interface at its line. 950M, 0.9% over it, is
+    within the selector's tenth of what arrives (never a bottleneck to it), so the line's
+    queue fills until it overflows."""
+    line = 1e9 * 1448 / 1538  # the data of 1,500-byte frames on the wire
+    path = PathConfig(delay=0.00005, rate_bps=line, queue_bytes=2 << 20)
+    burst_size, burst_interval = burst_for_rate(line, 1448)
+    at_the_line = replace(auto(), burst_size=burst_size, burst_interval=burst_interval)
+    assert resent_share(transfer(128, path, 0.00005, at_the_line)) < 0.001
+    assert resent_share(transfer(128, path, 0.00005)) > 0.005  # at 950M
+
+
 @pytest.mark.parametrize("loss", [PathConfig(loss=0.01), PathConfig(burst_loss=0.002)], ids=["random", "bursts"])
 def test_loss_alone_does_not_slow_the_sender(loss):
     result = transfer(100, replace(loss, delay=0.02, rate_bps=100e6, queue_bytes=1 << 20), 0.02)
