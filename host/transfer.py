@@ -33,8 +33,9 @@ from ..formats.born import PatternBuffer, TakenBuffer
 from ..protocol import events as ev
 from ..protocol.connection import Connection, State
 from ..protocol.endpoint import Admission, DataPathError, Endpoint, Usage
-from ..protocol.params import Params, Timing
+from ..protocol.params import Params, Timing, burst_rate_bps
 from ..protocol.receiver import Receiver
+from ..protocol.sender import Sender
 from . import announce
 from .auth import Secret
 from .files import (BoardSink, Expectation, FileError, FileSink, FileSource, PatternData, PortData, StampCheck,
@@ -162,6 +163,11 @@ class TransferReport:
     """Receiving stamps: words their numbers show missing, up to the last that came."""
     burst_size: int = 0
     burst_interval_ms: int = 0
+    """The burst size and interval agreed at set-up: the most the sender may use."""
+    rate_mbps: float = 0.0
+    """The sender's data rate at the end: with no --rate, what the receiver's offers
+    settled at (the rate the path was found to carry); a receiver knows it from the
+    sender's NULL-ACKs."""
     packet_size: int = 0
     buffer_size: int = 0
     outstanding_buffers: int = 0
@@ -332,6 +338,8 @@ def _report(endpoint: Endpoint, dp: RealTimeDataPath, role: str, **fields) -> Tr
         report.datapath_cpu_seconds = round(dp.thread_cpu() - dp.cpu_at_configure, 3)
     if p is not None:
         report.burst_size, report.burst_interval_ms = p.burst_size, p.burst_interval
+        if isinstance(conn.role, (Sender, Receiver)):
+            report.rate_mbps = round(burst_rate_bps(*conn.role.burst, p.packet_size) / 1e6, 3)
         report.packet_size, report.buffer_size = p.packet_size, p.buffer_size
         report.outstanding_buffers = p.max_buffers
     if isinstance(conn.role, Receiver) and conn.role.rtt.srtt is not None:

@@ -90,12 +90,13 @@ def simulated(board, only: str | None = None) -> None:
 
 
 def relay(forward: str, loss: str, seed: int, duplicate: str = "0%", host: str = "127.0.0.1",
-          reorder: str = "0%") -> int:
-    """``netblt netem`` on ``host``, in front of ``forward`` (ADDR:PORT); its port."""
+          reorder: str = "0%", rate: str = "0") -> int:
+    """``netblt netem`` on ``host``, in front of ``forward`` (ADDR:PORT); its port. ``rate``:
+    a bottleneck each way, with a queue of 256 KiB."""
     port = free_port()
     proc = spawn(["netem", "--listen", f"{host}:{port}", "--forward", forward, "--loss", loss,
-                  "--duplicate", duplicate, "--reorder", reorder, "--delay", "2ms", "--seed", str(seed)],
-                 stdout=subprocess.PIPE, text=True)
+                  "--duplicate", duplicate, "--reorder", reorder, "--delay", "2ms", "--seed", str(seed),
+                  "--rate", rate, "--queue", "256K"], stdout=subprocess.PIPE, text=True)
     assert "netblt netem" in proc.stdout.readline()
     return port
 
@@ -123,13 +124,14 @@ def partly_received(tmp_path: Path, source: Path, held: int) -> Path:
 
 def board_sends(board: SimBoard, tmp_path: Path, *options: str, loss: str = "0%", link_loss: str = "0%",
                 seed: int = 1, held: int | None = None, recv_options: tuple[str, ...] = (),
-                size: int = SIZE) -> tuple[dict, dict]:
+                size: int = SIZE, rate: str = "0") -> tuple[dict, dict]:
     tmp_path.mkdir(exist_ok=True)
     source = data(tmp_path, seed, size)
     out = partly_received(tmp_path, source, held) if held else tmp_path / "out"
     out.mkdir(exist_ok=True)
     recv, port = start_recv(out, *recv_options, host=board.host)
-    peer = relay(f"{board.host}:{port}", loss, seed, host=board.host) if loss != "0%" else port
+    peer = relay(f"{board.host}:{port}", loss, seed, host=board.host, rate=rate) \
+        if loss != "0%" or rate != "0" else port
     link = f"127.0.0.1:{relay(board.link_address, link_loss, seed + 100, link_loss)}" if link_loss != "0%" \
         else board.link_address
     done = send(str(source), f"{board.host}:{peer}", "--board", link, "--local-port",
@@ -601,6 +603,32 @@ def test_a_boards_next_receive_retires_its_control_messages_as_the_first_did(boa
 def test_a_board_sends_over_a_lossy_wan(board, tmp_path, loss):
     sender, receiver = board_sends(board, tmp_path, loss=loss, seed=int(loss[0]))
     assert receiver["ok"]
+
+
+def test_with_no_rate_a_boards_pacer_settles_behind_a_bottleneck_where_the_software_path_does(board, tmp_path):
+    """Issue 68: the host runs the rate choice (the receiver's offers reach its protocol
+    core) and the board's pacer follows. Behind a 20 Mb/s relay with a 256 KiB queue, a
+    board sending with no --rate ends at the rate the software path ends at, its pacing
+    registers hold that rate, and little is sent twice (at its 892M cap, most would be)."""
+    if board.backend == "rtl":
+        pytest.skip("the design runs 80-160 times slower than real time: a real-time bottleneck is none to it")
+    size, bottleneck = 100 * SIZE, 20e6
+    sender, _ = board_sends(board, tmp_path / "board", size=size, rate="20M")
+    registers = board.status()
+    pacer = registers["BURST_SIZE"] * sender["packet_size"] * 8 / (registers["BURST_INTERVAL"] / registers["CLOCK_HZ"])
+    source, out = data(tmp_path, 2, size), tmp_path / "out"
+    out.mkdir()
+    recv, port = start_recv(out)
+    done = send(str(source), f"127.0.0.1:{relay(f'127.0.0.1:{port}', '0%', 2, rate='20M')}", "--json",
+                "--buffer-size", str(sender["buffer_size"]), timeout=240)  # the board's slots
+    assert done.returncode == 0, done.stderr
+    finish(recv, timeout=60)
+    software = reports(done.stdout)[0]
+    assert pacer == pytest.approx(sender["rate_mbps"] * 1e6, rel=0.02)
+    for report in (sender, software):
+        assert 0.7 * bottleneck < report["rate_mbps"] * 1e6 < 1.3 * bottleneck, report
+        assert report["packets_retransmitted"] <= 0.05 * size / report["packet_size"], report
+    assert sender["rate_mbps"] == pytest.approx(software["rate_mbps"], rel=0.3)
 
 
 @pytest.mark.parametrize("loss", ["1%", "5%"])
