@@ -90,13 +90,14 @@ def simulated(board, only: str | None = None) -> None:
 
 
 def relay(forward: str, loss: str, seed: int, duplicate: str = "0%", host: str = "127.0.0.1",
-          reorder: str = "0%", rate: str = "0") -> int:
+          reorder: str = "0%", rate: str = "") -> int:
     """``netblt netem`` on ``host``, in front of ``forward`` (ADDR:PORT); its port. ``rate``:
     a bottleneck each way, with a queue of 256 KiB."""
     port = free_port()
+    bottleneck = ["--rate", rate, "--queue", "256K"] if rate else []
     proc = spawn(["netem", "--listen", f"{host}:{port}", "--forward", forward, "--loss", loss,
                   "--duplicate", duplicate, "--reorder", reorder, "--delay", "2ms", "--seed", str(seed),
-                  "--rate", rate, "--queue", "256K"], stdout=subprocess.PIPE, text=True)
+                  *bottleneck], stdout=subprocess.PIPE, text=True)
     assert "netblt netem" in proc.stdout.readline()
     return port
 
@@ -124,14 +125,14 @@ def partly_received(tmp_path: Path, source: Path, held: int) -> Path:
 
 def board_sends(board: SimBoard, tmp_path: Path, *options: str, loss: str = "0%", link_loss: str = "0%",
                 seed: int = 1, held: int | None = None, recv_options: tuple[str, ...] = (),
-                size: int = SIZE, rate: str = "0") -> tuple[dict, dict]:
+                size: int = SIZE, rate: str = "") -> tuple[dict, dict]:
     tmp_path.mkdir(exist_ok=True)
     source = data(tmp_path, seed, size)
     out = partly_received(tmp_path, source, held) if held else tmp_path / "out"
     out.mkdir(exist_ok=True)
     recv, port = start_recv(out, *recv_options, host=board.host)
     peer = relay(f"{board.host}:{port}", loss, seed, host=board.host, rate=rate) \
-        if loss != "0%" or rate != "0" else port
+        if loss != "0%" or rate else port
     link = f"127.0.0.1:{relay(board.link_address, link_loss, seed + 100, link_loss)}" if link_loss != "0%" \
         else board.link_address
     done = send(str(source), f"{board.host}:{peer}", "--board", link, "--local-port",
