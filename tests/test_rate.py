@@ -158,11 +158,11 @@ def test_a_sender_capped_at_its_gigabit_line_never_overflows_the_lines_queue():
     within the selector's tenth of what arrives (never a bottleneck to it), so the line's
     queue fills until it overflows."""
     line = 1e9 * 1448 / 1538  # the data of 1,500-byte frames on the wire
-    path = PathConfig(delay=0.00005, rate_bps=line, queue_bytes=2 << 20)
+    path = PathConfig(delay=0.00005, rate_bps=line, queue_bytes=1 << 20)
     burst_size, burst_interval = burst_for_rate(line, 1448)
     at_the_line = replace(auto(), burst_size=burst_size, burst_interval=burst_interval)
-    assert resent_share(transfer(128, path, 0.00005, at_the_line)) < 0.001
-    assert resent_share(transfer(128, path, 0.00005)) > 0.005  # at 950M
+    assert resent_share(transfer(64, path, 0.00005, at_the_line)) < 0.001
+    assert resent_share(transfer(64, path, 0.00005)) > 0.005  # at 950M
 
 
 @pytest.mark.parametrize("loss", [PathConfig(loss=0.01), PathConfig(burst_loss=0.002)], ids=["random", "bursts"])
