@@ -141,7 +141,7 @@ def test_a_sender_finds_the_speed_of_the_interface_toward_its_peer():
     from netblt.sim.wan.veth_path import ADDRESSES as VETH, VethPath
     look = ("from netblt.driver.transport import link_speed_bps as speed; "
             "import sys; print(speed(sys.argv[1]), speed('127.0.0.1'))")
-    with VethPath(1500) as path:
+    with VethPath(1500, name="netblt-speed") as path:  # its own: the Haystack study may run beside it
         found = subprocess.run(path.exec(0, sys.executable, "-c", look, VETH[1]), capture_output=True, text=True,
                                timeout=60)
     assert found.stdout.split() == ["10000000000.0", "None"], found.stderr
