@@ -20,9 +20,11 @@ from dataclasses import replace
 from rich.console import Console
 from rich.table import Table
 
+from ..driver.transport import line_data_bps, overhead
 from ..protocol.params import Params, burst_for_rate
 from ..protocol.rate import RateSelector
 from ..sim.wan.netem import PathConfig
+from ..sim.wan.veth_path import ADDRESSES as VETH
 from ..sim.wan.virtual import simulate
 
 MB = 1 << 20
@@ -110,8 +112,8 @@ def gigabit_lines() -> Table:
     for column in ("MTU", "line's data Mb/s", "cap", "opening to last byte, Mb/s", "steady Mb/s", "resent"):
         table.add_column(column, justify="right")
     for mtu in (1500, 4500, 9000):
-        packet_size = mtu - 52  # IPv4, UDP and NETBLT's header
-        line = 1e9 * packet_size / (mtu + 38)  # each frame's Ethernet header, FCS, preamble and gap
+        packet_size = mtu - overhead(VETH[1], "udp")
+        line = line_data_bps(1e9, VETH[1], "udp", packet_size)
         for cap in (950e6, line):
             burst_size, burst_interval = burst_for_rate(cap, packet_size)
             params = replace(default_params(packet_size), burst_size=burst_size, burst_interval=burst_interval)

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
+from ..formats.ethernet import FCS, MAC_HEADER, MIN_FRAME, PREAMBLE_AND_GAP
+
 GIGABIT_NS_PER_BYTE = 8
-PREAMBLE_AND_GAP = 8 + 12
-"""Preamble with start delimiter, and the minimum inter-frame gap."""
-MAC_HEADER, FCS, MIN_FRAME = 14, 4, 64
 IPV4_HEADER, UDP_HEADER = 20, 8
 
 

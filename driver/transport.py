@@ -17,6 +17,7 @@ import struct
 from collections.abc import Hashable
 from typing import Literal
 
+from ..formats import ethernet
 from ..formats.rfc998 import IP_PROTOCOL
 from .framing import HEADER_SIZE
 
@@ -82,11 +83,14 @@ def default_packet_size(host: str, kind: str) -> int:
     return MTU - overhead(host, kind)
 
 
-ETHERNET_FRAMING = 38
-"""Bytes an Ethernet frame takes on the wire beyond its IP packet: header 14, FCS 4,
-preamble 8 and the gap between frames 12."""
 SIOCGIFADDR = 0x8915
 """Linux: the ioctl that reads an interface's IPv4 address."""
+
+
+def line_data_bps(speed_bps: float, host: str, kind: str, packet_size: int) -> float:
+    """Bits/s of NETBLT data an Ethernet line of ``speed_bps`` carries to numeric ``host``
+    in ``packet_size`` packets, each framed on the wire."""
+    return speed_bps * packet_size / (packet_size + overhead(host, kind) + ethernet.FRAMING)
 
 
 def link_speed_bps(host: str) -> float | None:

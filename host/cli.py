@@ -16,8 +16,8 @@ from rich.table import Table
 from rich.text import Text
 
 from ..driver.link import LINK_MTUS
-from ..driver.transport import (DEFAULT_PORT, ETHERNET_FRAMING, TransportError, default_packet_size, link_speed_bps,
-                                overhead, parse_address, show)
+from ..driver.transport import (DEFAULT_PORT, TransportError, default_packet_size, line_data_bps, link_speed_bps,
+                                parse_address, show)
 from ..formats.host_link import LINK_PORT
 from ..protocol.endpoint import DataPathError
 from ..protocol.params import MAX_PACKETS_PER_BUFFER, ParamError, Params, Timing, burst_for_rate
@@ -219,7 +219,7 @@ def automatic_cap(args: argparse.Namespace, peer: str, packet_size: int) -> floa
     speed = None if args.board else link_speed_bps(peer)
     if speed is None or speed > GIGABIT:
         return SEND_DEFAULTS["rate"]
-    return speed * packet_size / (packet_size + overhead(peer, args.transport) + ETHERNET_FRAMING)
+    return line_data_bps(speed, peer, args.transport, packet_size)
 
 
 class BitRateColumn(ProgressColumn):

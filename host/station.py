@@ -273,8 +273,9 @@ class Station:
             self.refused[refusal_kind(why)] += 1
             return
         self.started += 1
-        task = Assignment(datagram, source, self._port, transport.family, replace(self.options, metrics=None), self.output, replace(self.gate, judged=True),
-                          self.force, self.feedback.tick, self.metrics is not None)
+        task = Assignment(datagram, source, self._port, transport.family, replace(self.options, metrics=None),
+                          self.output, replace(self.gate, judged=True), self.force, self.feedback.tick,
+                          self.metrics is not None)
         theirs, ours = self._context.Pipe()
         process = self._context.Process(target=serve_sender, args=(task, ours), daemon=True,
                                         name=f"netblt-recv {show(source)}")

@@ -35,7 +35,6 @@ from ..protocol.connection import Connection, State
 from ..protocol.endpoint import Admission, DataPathError, Endpoint, Usage
 from ..protocol.params import Params, Timing, burst_rate_bps
 from ..protocol.receiver import Receiver
-from ..protocol.sender import Sender
 from . import announce
 from .auth import Secret
 from .files import (BoardSink, Expectation, FileError, FileSink, FileSource, PatternData, PortData, StampCheck,
@@ -338,7 +337,7 @@ def _report(endpoint: Endpoint, dp: RealTimeDataPath, role: str, **fields) -> Tr
         report.datapath_cpu_seconds = round(dp.thread_cpu() - dp.cpu_at_configure, 3)
     if p is not None:
         report.burst_size, report.burst_interval_ms = p.burst_size, p.burst_interval
-        if isinstance(conn.role, (Sender, Receiver)):
+        if conn.role is not None:
             report.rate_mbps = round(burst_rate_bps(*conn.role.burst, p.packet_size) / 1e6, 3)
         report.packet_size, report.buffer_size = p.packet_size, p.buffer_size
         report.outstanding_buffers = p.max_buffers

@@ -46,6 +46,9 @@ class Context(Protocol):
 
 
 class Role(Protocol):
+    burst: tuple[int, int]
+    """The sender's burst size and interval now (a receiver learns them from its NULL-ACKs)."""
+
     def start(self, now: float) -> None: ...
     def on_packet(self, packet: Packet, now: float) -> None: ...
     def on_event(self, event: ev.Event, now: float) -> None: ...

@@ -19,7 +19,7 @@ from functools import partial
 from ...driver import receive_buffers
 from ...driver.framing import HEADER_SIZE, pack
 from ...driver.pattern import fill_pattern, pattern, stamps
-from ...formats import rfc998 as L
+from ...formats import ethernet, rfc998 as L
 from ...formats.boards import MAC_ADDRESS, SlotGeometry
 from ...formats.checksum import internet_checksum
 from ...formats.drops import Drop
@@ -30,8 +30,8 @@ from ...formats.registers import (
 )
 
 WIRE_BPS = 1e9
-FRAME_OVERHEAD = 8 + 14 + 4 + 12 + 20 + 8
-"""Bytes on the wire besides a UDP payload: preamble, Ethernet header, FCS, gap, IP, UDP."""
+FRAME_OVERHEAD = ethernet.FRAMING + 20 + 8
+"""Bytes on the wire besides a UDP payload: Ethernet's framing, IP, UDP."""
 LATE_AT_MOST = 0.02
 """Seconds a DATA packet the loop came to late may still start at its paced time: a
 board's pacer never waits, but this loop does, for a 4 MiB slot's fill (some 6 ms), a

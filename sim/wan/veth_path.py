@@ -11,13 +11,14 @@ manager; the namespaces (and the pairs) go when it ends.
 
 from __future__ import annotations
 
+from ...formats.ethernet import FCS, PREAMBLE_AND_GAP
 from .tun_path import Namespaces, TunError, _ip
 
 ADDRESSES = ("10.78.0.1", "10.78.0.2")
 """Side a's and side b's address; they exist only inside the two namespaces."""
-WIRE_OVERHEAD = 24
-"""Bytes a frame takes on the wire beyond what the kernel counts (its Ethernet header):
-preamble 8, FCS 4 and the gap 12, so the bucket's gigabit is the wire's."""
+WIRE_OVERHEAD = FCS + PREAMBLE_AND_GAP
+"""Bytes a frame takes on the wire beyond what the kernel counts (its Ethernet header),
+so the bucket's gigabit is the wire's."""
 BUCKET = "1mb"
 """The token bucket's depth: tbf needs at least the rate over the kernel's tick."""
 
