@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo demo-board demo-board-stream reproduce test test-bitstream test-board bench bench-rates bench-auto bench-tcp bench-board bench-offload bench-board-born bench-station bench-wake bench-long-path bench-sim bench-outstanding bench-gateware bench-ethernet bench-ethernet-dram bitstream formal netlist load clean
+.PHONY: demo demo-board demo-board-stream reproduce test test-dram test-bitstream test-board bench bench-rates bench-auto bench-tcp bench-board bench-offload bench-board-born bench-station bench-wake bench-long-path bench-sim bench-outstanding bench-gateware bench-ethernet bench-ethernet-dram bitstream formal netlist load clean
 
 # YoWASP's Yosys is compiled to machine code at its first run (some 90 s) and cached, written in place: two
 # first runs at once (make test's workers) can map a cache file the other is rewriting and die of SIGBUS.
@@ -32,7 +32,8 @@ reproduce: $(STAMP)
 
 # Two workers; the tests that share a simulated board or a Verilator build are a group each.
 # Left out, each a CI step of its own for make test's 20 minutes: the deep formal searches
-# (make formal), the netlist's simulation (make netlist) and the bitstream (make test-bitstream).
+# (make formal), the netlist's simulation (make netlist), the DRAM path's blocks one at a
+# time (make test-dram) and the bitstream (make test-bitstream).
 # Debian's tshark reads the tests' packets with the Wireshark dissector, and its prometheus
 # (promtool and the server) checks and scrapes --metrics: installed if missing (some 10 s each).
 SYSTEM_TOOLS := tshark prometheus
@@ -41,7 +42,13 @@ test: $(STAMP)
 	[ -z "$$missing" ] || ($(SUDO) apt-get update -q >/dev/null && $(SUDO) env DEBIAN_FRONTEND=noninteractive \
 		apt-get install -y -q --no-install-recommends $$missing >/dev/null) || \
 		echo "make: $$missing not installed: their tests will be skipped"
-	$(BIN)/python -m pytest -q -n 2 --dist loadgroup --durations=15 -m "not deep and not netlist and not bitstream"
+	$(BIN)/python -m pytest -q -n 2 --dist loadgroup --durations=15 -m "not deep and not netlist and not bitstream and not dram_blocks"
+
+# The DRAM path's blocks, each in a Verilator build of its own (tests/gateware/test_gateware_dram.py):
+# LiteDRAM's core, DramDma, DramSlots, the stores and each side of the engine in DRAM, twelve builds
+# (some 6 minutes on two cores; CI runs it after make test; make test runs the whole engine in DRAM).
+test-dram: $(STAMP)
+	$(BIN)/python -m pytest -q -n 2 --dist loadgroup --durations=5 -m dram_blocks tests/gateware/test_gateware_dram.py
 
 # The Colorlight bitstream built as make bitstream builds it, and its timing checked (9 to 17
 # minutes on one core; CI runs it beside make netlist and make formal).

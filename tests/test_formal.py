@@ -126,6 +126,10 @@ DEEP = 24
 has room for on a machine twice as slow as ours (make test's 20 minutes): `make formal`
 runs them."""
 
+DEEP_MARKS = [pytest.mark.deep, pytest.mark.timeout(1800)]
+"""A deep search is bounded work, not a hang: on a slow CI machine, beside the bitstream's
+build, one took over 300 s (make test's limit a test)."""
+
 
 @pytest.mark.parametrize("name", PROOFS)
 def test_the_property_is_proven(name, tmp_path):
@@ -137,7 +141,7 @@ def searched(variant: Variant) -> Proof:
     return dataclasses.replace(PROOFS[variant.proof], search=variant.search or PROOFS[variant.proof].search)
 
 
-@pytest.mark.parametrize("variant", [pytest.param(name, marks=[pytest.mark.deep] if searched(variant).search > DEEP else [])
+@pytest.mark.parametrize("variant", [pytest.param(name, marks=DEEP_MARKS if searched(variant).search > DEEP else [])
                                      for name, variant in BROKEN.items()])
 def test_a_broken_block_fails_its_property(variant, tmp_path):
     proof, line, change, rule, _ = BROKEN[variant]
