@@ -80,6 +80,11 @@ PROBE_WAIT = 0.05
 PROBE_ROUND_TRIPS = 20
 """The same in round trips of the small one: a board simulated thousands of times slower
 than real time takes that much longer to take a jumbo frame off its wire."""
+PROBE_TRIES = 6
+"""Sends of a large probe once the small one is answered: a lossy link loses some (a tenth
+lost each way leaves one in 20,000 unanswered after six, a third lost each way one in
+50), and one that never reaches the board is named after six waits (a third of a second
+on a LAN)."""
 
 
 class BoardLink:
@@ -150,39 +155,55 @@ class BoardLink:
 
     def reaches(self, sizes: list[int]) -> dict[int, bool]:
         """Which of ``sizes`` (IP datagrams) reach the board: a STATUS padded to each size
-        (a board reads no STATUS body) and a small one, sent until answered. Once the small
-        one is answered the others have :data:`PROBE_ROUND_TRIPS` of its round trips,
-        :data:`PROBE_WAIT` at least. Raises LinkError if none is answered in ``give_up``
-        seconds (no board there)."""
-        numbers = [0, *sizes]  # each probe's ID: its size (0: the small one)
-        probes = {size: F.encode(F.Header(F.Type.STATUS, id=number),
-                                 bytes(max(0, size - F.IP_UDP_HEADERS - F.HEADER.end)))
-                  for number, size in enumerate(numbers)}
+        (a board reads no STATUS body) and a small one, sent until the small one is
+        answered, PROBE_WAIT apart and twice that at each send after (as the retry timer
+        backs off). Each send's probes carry an ID of their own, so the small one's reply
+        times its own round trip, not the losses before it; from then on the others are
+        sent :data:`PROBE_TRIES` times, :data:`PROBE_ROUND_TRIPS` of that round trip apart
+        (:data:`PROBE_WAIT` at least). Raises LinkError if none is answered in ``give_up``
+        seconds (no board there). (A wait of the time to the first answer, twenty times
+        over, once held a session's start 10 s after one lost datagram.)"""
+        numbers = [0, *sizes]  # a probe's ID: its send's number times len(numbers), plus its place here
+        waiting = list(range(len(numbers)))
+        sent_at: list[float] = []
         reached: set[int] = set()
-        start = time.monotonic()
-        end = resend = start
-        end += self.client.give_up
-        while len(reached) < len(probes) and (now := time.monotonic()) < end:
+        now = time.monotonic()
+        end, resend, apart, tries = now + self.client.give_up, now, PROBE_WAIT / 2, 0
+        while waiting and now < end:
             if now >= resend:
-                for size in [size for size in probes if size not in reached]:
-                    if not self._send_probe(probes[size]):
-                        del probes[size]  # larger than this host's interface takes
-                resend = now + self.client.give_up / 8
+                if tries == PROBE_TRIES:
+                    break
+                for place in list(waiting):
+                    size = numbers[place]
+                    probe = F.encode(F.Header(F.Type.STATUS, id=len(sent_at) * len(numbers) + place),
+                                     bytes(max(0, size - F.IP_UDP_HEADERS - F.HEADER.end)))
+                    if not self._send_probe(probe):
+                        waiting.remove(place)  # larger than this host's interface takes
+                sent_at.append(now)
+                if 0 in reached:
+                    tries += 1
+                else:
+                    apart = min(2 * apart, self.client.give_up / 8)
+                resend = now + apart
             self.poller.poll(max(0.0, min(resend, end) - time.monotonic()) * 1000)
             try:
                 datagrams = self._receive()
             except ConnectionRefusedError:
                 raise self._gone() from None
+            now = time.monotonic()
             for datagram in datagrams:
                 try:
                     header, _ = F.decode(datagram)
                 except F.FormatError:
                     continue
-                if header.type == F.Type.STATUS | F.REPLY and header.id < len(numbers) and numbers[header.id] in probes:
-                    reached.add(numbers[header.id])
-                    if header.id == 0:  # the board is there: the larger ones have a while to come
-                        waited = time.monotonic() - start
-                        end = min(end, time.monotonic() + max(PROBE_WAIT, PROBE_ROUND_TRIPS * waited))
+                sent, place = divmod(header.id, len(numbers))
+                if header.type != F.Type.STATUS | F.REPLY or sent >= len(sent_at) or place not in waiting:
+                    continue
+                waiting.remove(place)
+                reached.add(numbers[place])
+                if place == 0:  # the board is there: the larger ones have a while to come
+                    apart = max(PROBE_WAIT, PROBE_ROUND_TRIPS * (now - sent_at[sent]))
+                    resend, tries = now + apart, 1
         if 0 not in reached:
             raise LinkError(f"board {self.shown}: no answer for {self.client.give_up:g} s")
         return {size: size in reached for size in sizes}

@@ -531,6 +531,27 @@ def test_the_host_link_learns_the_largest_datagram_that_reaches_the_board(mtu):
         board.close()
 
 
+@pytest.mark.parametrize("mtu, seed", [(1500, 1), (1500, 14), (9000, 28), (9000, 31)])
+def test_the_largest_datagram_is_learnt_through_a_lossy_link_in_a_moment(mtu, seed):
+    """15% of the datagrams lost each way, the first probe among them (each seed's first
+    draw): the probes are sent again until the small one is answered, and the large ones
+    are given their tries from its answer, timed by its own round trip. (The time to the
+    first answer, twenty times over, once held the start for the whole give-up time, 10
+    s, waiting for a jumbo probe a 1500-byte board never answers.)"""
+    board = ServedBoard(BUILDS["versa_ecp5"]["dram"], mtu=mtu)
+    relay = LossyRelay(board.port, seed, loss=0.15, duplicate=0.1, reorder=0.0)
+    link = BoardLink(("127.0.0.1", relay.port), give_up=10)
+    try:
+        started = time.monotonic()
+        link.fit_mtu(None)
+        assert link.mtu == mtu and relay.counts["lost"] > 0
+        assert time.monotonic() - started < 3.0  # a 30th of the give-up time would do here
+    finally:
+        link.close()
+        relay.close()
+        board.close()
+
+
 def test_a_link_mtu_the_board_cannot_take_is_one_line_naming_both_at_once():
     board = ServedBoard(BUILDS["versa_ecp5"]["dram"], mtu=1500)
     link = BoardLink(("127.0.0.1", board.port), give_up=10)
