@@ -56,7 +56,8 @@ test-bitstream: $(STAMP)
 	$(BIN)/python -m pytest -q -m bitstream tests/test_bitstream.py --durations=1
 
 # The gateware's properties proven with SymbiYosys, and each broken variant refuted, the deep searches
-# make test leaves out included (sim/rtl/formal.py; some 7 minutes on two cores; CI runs it after make test).
+# make test leaves out included (sim/rtl/formal.py; some 7 minutes on two cores, 12.5 on CI's slow machine beside
+# the bitstream, where one deep search took over 300 s: they have 30 minutes each; CI runs it after make test).
 formal: $(STAMP)
 	$(BIN)/python -m pytest -q -n 2 tests/test_formal.py --durations=5
 
