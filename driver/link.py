@@ -76,7 +76,8 @@ between take jumbo frames (the Versa does; the Colorlight holds 8 KiB requests a
 LINK_MTUS = (576, JUMBO)
 """The host-link MTUs a host may ask for: from IPv4's least to jumbo frames."""
 PROBE_WAIT = 0.05
-"""Seconds a probe of a large datagram waits at least, once a small one has been answered."""
+"""Seconds between the first two sends of the probes (then doubling until the small one is
+answered), and between sends of a large one at least, once the small one has been."""
 PROBE_ROUND_TRIPS = 20
 """The same in round trips of the small one: a board simulated thousands of times slower
 than real time takes that much longer to take a jumbo frame off its wire."""
@@ -168,7 +169,7 @@ class BoardLink:
         sent_at: list[float] = []
         reached: set[int] = set()
         now = time.monotonic()
-        end, resend, apart, tries = now + self.client.give_up, now, PROBE_WAIT / 2, 0
+        end, resend, apart, tries = now + self.client.give_up, now, PROBE_WAIT, 0
         while waiting and now < end:
             if now >= resend:
                 if tries == PROBE_TRIES:
@@ -180,11 +181,11 @@ class BoardLink:
                     if not self._send_probe(probe):
                         waiting.remove(place)  # larger than this host's interface takes
                 sent_at.append(now)
+                resend = now + apart
                 if 0 in reached:
                     tries += 1
                 else:
                     apart = min(2 * apart, self.client.give_up / 8)
-                resend = now + apart
             self.poller.poll(max(0.0, min(resend, end) - time.monotonic()) * 1000)
             try:
                 datagrams = self._receive()

@@ -128,7 +128,7 @@ runs them."""
 
 DEEP_MARKS = [pytest.mark.deep, pytest.mark.timeout(1800)]
 """A deep search is bounded work, not a hang: on a slow CI machine, beside the bitstream's
-build, one took over 300 s (make test's limit a test)."""
+build, one took over 300 s, pytest's limit a test (pyproject.toml)."""
 
 
 @pytest.mark.parametrize("name", PROOFS)
