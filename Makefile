@@ -46,7 +46,7 @@ test: $(STAMP)
 
 # The DRAM path's blocks, each in a Verilator build of its own (tests/gateware/test_gateware_dram.py):
 # LiteDRAM's core, DramDma, DramSlots, the stores and each side of the engine in DRAM, twelve builds
-# (some 6 minutes on two cores; CI runs it after make test; make test runs the whole engine in DRAM).
+# (3 min 33 s on two cores from nothing here; CI runs it after make test; make test runs the whole engine in DRAM).
 test-dram: $(STAMP)
 	$(BIN)/python -m pytest -q -n 2 --dist loadgroup --durations=5 -m dram_blocks tests/gateware/test_gateware_dram.py
 
