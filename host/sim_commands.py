@@ -14,11 +14,12 @@ import signal
 import socket
 import sys
 import time
+from typing import Any
 from pathlib import Path
 
 from ..formats.boards import BUILDS
 from ..driver.transport import Transport, TransportError, parse_address, show
-from ..sim.wan.netem import Path as WanPath, PathConfig, describe
+from ..sim.wan.netem import InFlight, Path as WanPath, PathConfig, describe
 from ..sim.wan.relay import Relay
 from ..sim.wan.tun_path import ADDRESSES, TunPath
 from .units import parse_duration, parse_port, parse_probability, parse_rate, parse_size
@@ -89,6 +90,7 @@ def run_netem(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         pass
     _print_counts(relay.stats.forward, relay.stats.backward)
+    _print_stalls(relay.in_flight)
     return 0
 
 
@@ -110,12 +112,20 @@ def _run_tun(args: argparse.Namespace, config: PathConfig) -> int:
     finally:
         tun.close()
     _print_counts(*tun.paths)
+    _print_stalls(tun.in_flight)
     return 0
 
 
 def _print_counts(forward: WanPath, backward: WanPath) -> None:
     for name, path in (("forward", forward), ("backward", backward)):
         print(f"{name}: " + ", ".join(f"{k} {v}" for k, v in sorted(path.counts.items())), flush=True)
+
+
+def _print_stalls(in_flight: InFlight[Any]) -> None:
+    """A relay its host kept from running on time emulated slower paths than asked for."""
+    if in_flight.stalls:
+        print(f"stalled: {in_flight.stalls} times, {in_flight.stalled:.3f} s in all (this host was too busy to "
+              "relay on time: the paths stood still meanwhile)", flush=True)
 
 
 def add_sim_board_arguments(parser: argparse.ArgumentParser) -> None:

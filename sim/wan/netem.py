@@ -7,9 +7,18 @@ virtual-time simulation and the real UDP relay both use it, each with its own cl
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import random
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+
+LATE = 0.002
+"""A relay this late to deliver what is due (its host busy) stalled its paths."""
 
 
 @dataclass(frozen=True)
@@ -104,6 +113,48 @@ class Path:
                 self.in_burst = True
                 return True
         return bool(c.loss) and rnd.random() < c.loss
+
+
+class InFlight(Generic[T]):
+    """What a relay's paths hold, in arrival order, on the real clock. A relay that runs
+    LATE or more stalls its paths, as a link that stops: what they hold goes out that much
+    later, as spaced as before, and the bottlenecks' queues with it. Sent all at once, it
+    would pass faster than the bottleneck, and a receiver timing its arrivals would read a
+    faster path than the one asked for."""
+
+    def __init__(self, paths: Sequence[Path]) -> None:
+        self.paths = paths
+        self.stalls = 0
+        self.stalled = 0.0
+        """Seconds the paths stood still in all."""
+        self._heap: list[tuple[float, int, T]] = []
+        self._order = itertools.count()
+
+    def __len__(self) -> int:
+        return len(self._heap)
+
+    def add(self, when: float, item: T) -> None:
+        heapq.heappush(self._heap, (when, next(self._order), item))
+
+    def next_at(self) -> float | None:
+        """When the next item is due (None: nothing held)."""
+        return self._heap[0][0] if self._heap else None
+
+    def times(self) -> list[float]:
+        """When each item held is due, soonest first."""
+        return sorted(when for when, _, _ in self._heap)
+
+    def due(self, now: float) -> list[T]:
+        """The items due by ``now``, in order."""
+        if self._heap and (lag := now - self._heap[0][0]) > LATE:
+            self._heap = [(when + lag, order, item) for when, order, item in self._heap]  # all alike: still a heap
+            for path in self.paths:
+                path.busy_until += lag
+            self.stalls, self.stalled = self.stalls + 1, self.stalled + lag
+        out = []
+        while self._heap and self._heap[0][0] <= now:
+            out.append(heapq.heappop(self._heap)[2])
+        return out
 
 
 def describe(config: PathConfig) -> str:

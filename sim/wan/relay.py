@@ -7,15 +7,15 @@ The kernel here has no netem qdisc, so the WAN is emulated in user space.
 
 from __future__ import annotations
 
-import heapq
-import itertools
 import selectors
 import socket
 import time
 from dataclasses import dataclass
 
 from ...driver.transport import GSO_MAX_BYTES, GSO_MAX_SEGMENTS, Address, Transport
-from .netem import Path, PathConfig
+from .netem import InFlight, Path, PathConfig
+
+Delivery = tuple[Transport, bytes, Address]
 
 BATCH = 64
 """Reads from one socket (each up to 64 datagrams the kernel coalesced) before looking at
@@ -42,8 +42,7 @@ class Relay:
         self.target = forward
         self.client: Address | None = None
         self.stats = RelayStats(Path(config, seed), Path(backward or config, seed + 1))
-        self._queue: list[tuple[float, int, Transport, bytes, Address]] = []
-        self._order = itertools.count()
+        self.in_flight: InFlight[Delivery] = InFlight((self.stats.forward, self.stats.backward))
         self._buf = bytearray(1 << 16)
 
     def run(self, duration: float = 0.0) -> None:
@@ -55,8 +54,9 @@ class Relay:
         try:
             while time.monotonic() < end:
                 now = time.monotonic()
-                self._deliver(now)
-                wait = min(0.05, self._queue[0][0] - now) if self._queue else 0.05
+                _send(self.in_flight.due(now))
+                due = self.in_flight.next_at()
+                wait = 0.05 if due is None else min(0.05, due - now)
                 for key, _ in selector.select(max(0.0, wait)):
                     self._read(key.data, time.monotonic())
         finally:
@@ -65,7 +65,7 @@ class Relay:
             self.back.close()
 
     def _read(self, transport: Transport, now: float) -> None:
-        due: list[tuple[Transport, bytes, Address]] = []
+        due: list[Delivery] = []
         for _ in range(BATCH):
             try:
                 view, segment, source = transport.receive(self._buf)
@@ -84,22 +84,15 @@ class Relay:
             segment = segment or len(view)
             for at in range(0, len(view), segment) if segment else (0,):
                 for when, copy in path.send(bytes(view[at:at + segment]), now):
-                    if when <= now and not self._queue:
+                    if when <= now and not self.in_flight:
                         due.append((out, copy, dest))
                     else:
-                        heapq.heappush(self._queue, (when, next(self._order), out, copy, dest))
+                        self.in_flight.add(when, (out, copy, dest))
         _send(due)
-        self._deliver(time.monotonic())
-
-    def _deliver(self, now: float) -> None:
-        due = []
-        while self._queue and self._queue[0][0] <= now:
-            _, _, out, datagram, dest = heapq.heappop(self._queue)
-            due.append((out, datagram, dest))
-        _send(due)
+        _send(self.in_flight.due(time.monotonic()))
 
 
-def _send(due: list[tuple[Transport, bytes, Address]]) -> None:
+def _send(due: list[Delivery]) -> None:
     """Send in order, runs of equal-sized datagrams to one place in one system call each."""
     start = 0
     while start < len(due):

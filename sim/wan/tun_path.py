@@ -12,15 +12,13 @@ emulated WAN (the kernel here has no netem qdisc). Run programs on either side w
 from __future__ import annotations
 
 import fcntl
-import heapq
-import itertools
 import os
 import selectors
 import struct
 import subprocess
 import time
 
-from .netem import Path, PathConfig
+from .netem import InFlight, Path, PathConfig
 
 ADDRESSES = ("10.77.0.1", "10.77.0.2")
 """Side a's and side b's address; they exist only inside the two namespaces."""
@@ -97,8 +95,7 @@ class TunPath(Namespaces):
         self.mtu = mtu
         self.paths = (Path(forward, seed), Path(backward or PathConfig(delay=forward.delay), seed + 1))
         self._fds: list[int] = []
-        self._queue: list[tuple[float, int, int, bytes]] = []
-        self._order = itertools.count()
+        self.in_flight: InFlight[tuple[int, bytes]] = InFlight(self.paths)
 
     def _join(self) -> None:
         for namespace, here, there in zip(self.names, ADDRESSES, reversed(ADDRESSES)):
@@ -122,13 +119,13 @@ class TunPath(Namespaces):
         try:
             while time.monotonic() < until and not stop():
                 now = time.monotonic()
-                while self._queue and self._queue[0][0] <= now:
-                    _, _, fd, packet = heapq.heappop(self._queue)
+                for fd, packet in self.in_flight.due(now):
                     try:
                         os.write(fd, packet)
                     except OSError:
                         pass  # the far side is not taking packets: lost, as on a real path
-                wait = min(0.05, self._queue[0][0] - now) if self._queue else 0.05
+                due = self.in_flight.next_at()
+                wait = 0.05 if due is None else min(0.05, due - now)
                 for key, _ in selector.select(max(0.0, wait)):
                     self._read(key.data, time.monotonic())
         finally:
@@ -142,4 +139,4 @@ class TunPath(Namespaces):
             except BlockingIOError:
                 return
             for at, copy in self.paths[side].send(packet, now):
-                heapq.heappush(self._queue, (at, next(self._order), target, copy))
+                self.in_flight.add(at, (target, copy))
