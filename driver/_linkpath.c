@@ -2,9 +2,10 @@
  *
  * driver/link.py keeps the protocol (docs/host-link.md); this runs its common case, a run of
  * equal requests into or out of slot memory, up to the window in flight, batched system
- * calls both ways (an upload's datagrams cut by the kernel, UDP segmentation offload), and
- * one REGISTERS request before them (the reads that go with a download: a buffer's steps in
- * one run, in the order the board runs them). A DOWNLOAD asks for its words in several
+ * calls both ways (an upload's datagrams cut by the kernel, UDP segmentation offload), one
+ * REGISTERS request before them (the reads that go with a download: a buffer's steps in
+ * one run, in the order the board runs them) and one after them (the SEND that follows an
+ * upload: its reply says the whole run ran, one wake for both). A DOWNLOAD asks for its words in several
  * reply datagrams, the request done when each has come. An upload asks for a reply from one request
  * in half a window and the last of each batch (QUIET on the rest): the board runs
  * requests in ID order, so a reply says the quiet ones before it ran. Replies to the run are
@@ -89,13 +90,17 @@ typedef struct {
     Py_buffer first;  /* the REGISTERS request's body before the data's requests, if len > 0 */
     Py_ssize_t lead;  /* 1 with it (request 0), else 0: the data's request j is request j + lead */
     PyObject *first_reply;  /* its reply, once answered */
+    Py_buffer last;  /* the REGISTERS request's body after the data's requests, if len > 0 */
+    Py_ssize_t tail;  /* 1 with it (the run's last request), else 0 */
+    PyObject *last_reply;
     char *done;
     double *sent_at, now, slowest;  /* when each request went; the last receive's time; the slowest round trip */
     Py_ssize_t oldest, next;  /* the oldest request not answered; the next to send */
     Py_ssize_t loud_every;  /* an upload asks for its reply one in this many (and each batch's last) */
     long long bytes_out, bytes_in, sent;
-    uint8_t *out;  /* datagrams being built: a window of them, end to end, then the REGISTERS request */
+    uint8_t *out;  /* datagrams being built: a window of them, end to end, then the REGISTERS requests' */
     Py_ssize_t room;  /* bytes each in out: the longest of the data's requests */
+    Py_ssize_t extra;  /* bytes for each REGISTERS request after them */
     PyObject *others, *pushes;
     const char *stopped;
 } Run;
@@ -120,6 +125,20 @@ static void put_word(uint8_t *w, uint32_t v)
     w[0] = (uint8_t)(v >> 24), w[1] = (uint8_t)(v >> 16), w[2] = (uint8_t)(v >> 8), w[3] = (uint8_t)v;
 }
 
+/* Request ``i`` is the REGISTERS request after the data's. */
+static int is_last(Run *r, Py_ssize_t i)
+{
+    return r->tail && i == r->count - 1;
+}
+
+/* Where request ``i`` is built: the data's in a ring of a window, the REGISTERS requests in
+ * places of their own after it. */
+static uint8_t *place(Run *r, Py_ssize_t i)
+{
+    uint8_t *own = r->out + r->window * r->room;
+    return i < r->lead ? own : is_last(r, i) ? own + r->extra : r->out + i % r->window * r->room;
+}
+
 /* Request ``i`` into ``d``; its length. */
 static Py_ssize_t build(Run *r, Py_ssize_t i, uint8_t *d)
 {
@@ -128,10 +147,11 @@ static Py_ssize_t build(Run *r, Py_ssize_t i, uint8_t *d)
     put(d, H_ID, (r->first_id + (uint32_t)i) & 0xFFFF);
     put(d, H_ACK, r->held);
     put(d, H_SESSION, r->session);
-    if (i < r->lead) {  /* the REGISTERS request before the data */
+    if (i < r->lead || is_last(r, i)) {  /* a REGISTERS request before or after the data */
+        Py_buffer *body = i < r->lead ? &r->first : &r->last;
         put(d, H_TYPE, type_registers);
-        memcpy(d + header_size, r->first.buf, r->first.len);
-        return header_size + r->first.len;
+        memcpy(d + header_size, body->buf, body->len);
+        return header_size + body->len;
     }
     i -= r->lead;
     Py_ssize_t words = request_words(r, i), body = r->kind == (int)type_upload ? 4 * words : 4;
@@ -175,7 +195,7 @@ static int send_window(Run *r)
     size_t len[BATCH];
     int n = 0;
     while (r->next < r->count && r->next - r->oldest < r->window && n < BATCH) {
-        at[n] = r->out + (r->next < r->lead ? r->window : r->next % r->window) * r->room;
+        at[n] = place(r, r->next);
         len[n] = (size_t)build(r, r->next, at[n]);
         n++, r->next++;
     }
@@ -236,11 +256,12 @@ static int answer(Run *r, const uint8_t *d, Py_ssize_t len)
         return 0;
     if (get(d, H_STATUS) != status_ok)
         return 1;
-    if (i < r->lead) {
+    if (i < r->lead || is_last(r, i)) {
+        PyObject **reply = i < r->lead ? &r->first_reply : &r->last_reply;
         if (get(d, H_TYPE) != (type_registers | reply_bit))
             return 1;
-        r->first_reply = PyBytes_FromStringAndSize((const char *)d, len);
-        if (!r->first_reply)
+        *reply = PyBytes_FromStringAndSize((const char *)d, len);
+        if (!*reply)
             return -1;
     } else if (get(d, H_TYPE) != ((uint32_t)r->kind | reply_bit)) {
         return 1;
@@ -292,7 +313,7 @@ static int take(Run *r, const uint8_t *d, Py_ssize_t len)
     if (get(d, H_SESSION) != r->session)
         return hand_back(r, d, len, 1);
     uint32_t type = get(d, H_TYPE), id = get(d, H_ID);
-    if (type == ((uint32_t)r->kind | reply_bit) || (r->lead && type == (type_registers | reply_bit))) {
+    if (type == ((uint32_t)r->kind | reply_bit) || ((r->lead || r->tail) && type == (type_registers | reply_bit))) {
         int answered = answer(r, d, len);
         return answered > 0 ? hand_back(r, d, len, 1) : answered;
     }
@@ -367,20 +388,20 @@ static int go(Run *r, int timeout_ms)
 static PyObject *bulk(PyObject *self, PyObject *args, PyObject *kwargs)
 {
     static char *names[] = {"fd", "kind", "session", "held", "first_id", "window", "word_address", "data",
-                            "step", "timeout", "first", "offload", "parts", NULL};
+                            "step", "timeout", "first", "offload", "parts", "last", NULL};
     Run r;
     memset(&r, 0, sizeof r);
     Py_buffer view;
-    PyObject *data, *first = NULL;
+    PyObject *data, *first = NULL, *last = NULL;
     double timeout;
     if (!configured) {
         PyErr_SetString(PyExc_RuntimeError, "layout() first");
         return NULL;
     }
     r.offload = 1, r.parts = 1;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "iiIIInIOnd|Opn", names, &r.fd, &r.kind, &r.session, &r.held,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "iiIIInIOnd|OpnO", names, &r.fd, &r.kind, &r.session, &r.held,
                                      &r.first_id, &r.window, &r.word_address, &data, &r.step, &timeout, &first,
-                                     &r.offload, &r.parts))
+                                     &r.offload, &r.parts, &last))
         return NULL;
     if (PyObject_GetBuffer(data, &view, r.kind == (int)type_download ? PyBUF_WRITABLE : PyBUF_SIMPLE) < 0)
         return NULL;  /* a download needs somewhere to write */
@@ -388,28 +409,35 @@ static PyObject *bulk(PyObject *self, PyObject *args, PyObject *kwargs)
         PyBuffer_Release(&view);
         return NULL;
     }
+    if (last && last != Py_None && PyObject_GetBuffer(last, &r.last, PyBUF_SIMPLE) < 0) {
+        if (r.first.obj)
+            PyBuffer_Release(&r.first);
+        PyBuffer_Release(&view);
+        return NULL;
+    }
     PyObject *result = NULL;
     r.data = view.buf, r.size = view.len;
     r.words = (view.len + 3) / 4;
-    r.lead = r.first.len > 0;
+    r.lead = r.first.len > 0, r.tail = r.last.len > 0;
     r.loud_every = r.window / 2 > 1 ? r.window / 2 : 1;  /* each reply a wake: a quarter window cost twice the CPU */
     if (r.kind != (int)type_download)
         r.parts = 1;
     r.stride = r.step * r.parts;
-    r.count = (r.stride > 0 ? (r.words + r.stride - 1) / r.stride : 0) + r.lead;
+    r.count = (r.stride > 0 ? (r.words + r.stride - 1) / r.stride : 0) + r.lead + r.tail;
     if ((r.kind != (int)type_upload && r.kind != (int)type_download) || r.window < 1 || r.step < 1
         || r.parts < 1 || r.parts > 32 || r.stride > 0xFFFF || header_size + 4 * r.step > MAX_DATAGRAM
-        || r.first.len > 4 * r.step || r.count > 0x4000 || r.window > 0x4000) {
-        PyErr_SetString(PyExc_ValueError, "bulk: a kind of UPLOAD or DOWNLOAD, a window, a step, 1 to 32 parts, a "
-                                          "request first no longer than one of the data's, and at most 16384 "
-                                          "requests (their IDs must not wrap)");
+        || r.first.len > 4 * r.step || r.last.len > 4 * r.step || r.count > 0x4000 || r.window > 0x4000) {
+        PyErr_SetString(PyExc_ValueError, "bulk: a kind of UPLOAD or DOWNLOAD, a window, a step, 1 to 32 parts, "
+                                          "requests first and last no longer than one of the data's, and at most "
+                                          "16384 requests (their IDs must not wrap)");
         goto done;
     }
     r.done = PyMem_Calloc(r.count ? r.count : 1, 1);
     r.got = PyMem_Calloc(r.count ? r.count : 1, sizeof(uint32_t));
     r.sent_at = PyMem_Calloc(r.count ? r.count : 1, sizeof(double));
     r.room = header_size + (r.kind == (int)type_upload ? 4 * r.step : 8);
-    r.out = PyMem_Malloc((size_t)r.window * r.room + header_size + 4 * r.step);
+    r.extra = header_size + 4 * r.step;
+    r.out = PyMem_Malloc((size_t)r.window * r.room + 2 * (size_t)r.extra);
     r.others = PyList_New(0), r.pushes = PyList_New(0);
     if (!r.done || !r.got || !r.sent_at || !r.out || !r.others || !r.pushes) {
         PyErr_NoMemory();
@@ -427,15 +455,19 @@ static PyObject *bulk(PyObject *self, PyObject *args, PyObject *kwargs)
         Py_XDECREF(pair);
     }
     if (waiting)
-        result = Py_BuildValue("{s:n,s:n,s:N,s:O,s:O,s:I,s:I,s:L,s:L,s:z,s:O,s:O,s:d}", "count", r.count, "next",
+        result = Py_BuildValue("{s:n,s:n,s:N,s:O,s:O,s:I,s:I,s:L,s:L,s:z,s:O,s:O,s:d,s:O}", "count", r.count, "next",
                                r.next, "waiting", waiting, "others", r.others, "pushes", r.pushes, "held", r.held,
                                "acked", r.acked, "bytes_out", r.bytes_out, "bytes_in", r.bytes_in,
                                "stopped", r.stopped, "first", r.first_reply ? r.first_reply : Py_None,
-                               "offload", r.offload ? Py_True : Py_False, "slowest", r.slowest);
+                               "offload", r.offload ? Py_True : Py_False, "slowest", r.slowest,
+                               "last", r.last_reply ? r.last_reply : Py_None);
 done:
     Py_XDECREF(r.first_reply);
+    Py_XDECREF(r.last_reply);
     if (r.first.obj)
         PyBuffer_Release(&r.first);
+    if (r.last.obj)
+        PyBuffer_Release(&r.last);
     PyMem_Free(r.done);
     PyMem_Free(r.got);
     PyMem_Free(r.sent_at);
@@ -451,8 +483,9 @@ static PyMethodDef methods[] = {
      "layout(fields, header_size, version, reply_bit, type_events, status_ok): the header's layout."},
     {"bulk", (PyCFunction)(void (*)(void))bulk, METH_VARARGS | METH_KEYWORDS,
      "bulk(fd, kind, session, held, first_id, window, word_address, data, step, timeout, first=None, offload=True, "
-     "parts=1) -> dict: a REGISTERS request with the body first, then a run of UPLOADs of data or DOWNLOADs into "
-     "it (each in ``parts`` replies of ``step`` words), until every one is answered or the link needs link.py."},
+     "parts=1, last=None) -> dict: a REGISTERS request with the body first, then a run of UPLOADs of data or "
+     "DOWNLOADs into it (each in ``parts`` replies of ``step`` words), then one with the body last, until every "
+     "one is answered or the link needs link.py."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -181,9 +181,12 @@ class BoardSession:
 
     # -- slot memory ---------------------------------------------------------------------------------
 
-    def upload(self, slot: int, data: bytes | memoryview) -> None:
-        """``data`` into transmit slot ``slot`` once every request queued before has run."""
-        self.link.upload(slot * self.geometry.slot_bytes // 4, data)
+    def upload(self, slot: int, data: bytes | memoryview, then: Operations | None = None) -> None:
+        """``data`` into transmit slot ``slot`` once every request queued before has run,
+        and the operations ``then`` (a SEND of it: one request's worth) just after, in the
+        same run: its reply says the upload ran too, one wake for both."""
+        after = Request(F.Type.REGISTERS, F.encode_operations(then)) if then else None
+        self.link.upload(slot * self.geometry.slot_bytes // 4, data, after)
 
     def download(self, slot: int, size: int, reads: Operations) -> tuple[bytes, list[int]]:
         """``size`` bytes of receive slot ``slot`` and the values of ``reads``, which run just

@@ -148,14 +148,12 @@ class TransmitSlots:
         return True
 
     def upload_next(self) -> bool:
-        """Upload the next slot waiting, then its SEND (queued behind the upload); False if
-        none waits."""
+        """Upload the next slot waiting, then its SEND (in the upload's run); False if none
+        waits."""
         if not self.uploads:
             return False
         upload = self.uploads.popleft()
-        self.session.upload(upload.slot, upload.data)
-        if upload.then:
-            self.session.submit(upload.then)
+        self.session.upload(upload.slot, upload.data, upload.then)
         return True
 
     def resend(self, number: int, packets: tuple[int, ...]) -> None:

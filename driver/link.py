@@ -246,10 +246,12 @@ class BoardLink:
         assert self.client.snapshot is not None
         return self.client.snapshot
 
-    def upload(self, word_address: int, data: bytes | memoryview) -> None:
+    def upload(self, word_address: int, data: bytes | memoryview, then: Request | None = None) -> None:
         """``data`` into transmit slot memory from ``word_address`` on, once every request
-        queued before it has run; returns when the board holds it all."""
-        self._bulk(F.Type.UPLOAD, word_address, data, None)
+        queued before it has run, and the REGISTERS request ``then`` just after, in the same
+        run (a SEND of the slot: its reply says all of it ran, one wake for both); returns
+        when the board holds it all, with ``then``'s reply in it."""
+        self._bulk(F.Type.UPLOAD, word_address, data, None, then)
 
     def download(self, word_address: int, size: int, first: Request | None = None) -> bytes:
         """``size`` bytes of receive slot memory from ``word_address`` on, once every
@@ -261,56 +263,65 @@ class BoardLink:
         return bytes(out)
 
     def _bulk(self, kind: F.Type, word_address: int, data: bytes | memoryview | bytearray,
-              first: Request | None) -> None:
-        """``first`` and a run of UPLOADs or DOWNLOADs, compiled (driver/_linkpath.c) where it
-        was built: one run, or where the link needed its recovery (a silence, a loss) several,
-        the client recovering what a run left in flight and the next going on from there.
-        (The rest of a slot once went through the client, a request and a reply at a time in
-        Python: on a board that answered late, nearly every request of a slot.)"""
+              first: Request | None, last: Request | None = None) -> None:
+        """``first``, a run of UPLOADs or DOWNLOADs and ``last``, compiled
+        (driver/_linkpath.c) where it was built: one run, or where the link needed its
+        recovery (a silence, a loss) several, the client recovering what a run left in
+        flight and the next going on from there. (The rest of a slot once went through the
+        client, a request and a reply at a time in Python: on a board that answered late,
+        nearly every request of a slot.)"""
         if linkpath is None:
-            self._bulk_requests(kind, word_address, data, first)
+            self._bulk_requests(kind, word_address, data, first, last)
             return
         client, step, view, at = self.client, F.max_words(self.mtu), memoryview(data), 0
+        first = first or client.take_lone_request()  # a register write queued meanwhile: no wait of its own
         while True:
             self._run(lambda: client.idle)  # the run takes the next IDs
             here = word_address + at // 4
             try:
                 run = linkpath.bulk(self.sock.fileno(), int(kind), client.session, client.held_push, client.next_id,
                                      int(client.window), here, view[at:], step, client.retry,
-                                     first.body if first else None, self.offload, self.parts)
+                                     first.body if first else None, self.offload, self.parts,
+                                     last.body if last else None)
             except ConnectionRefusedError:
                 raise self._gone() from None
-            if run["first"] is not None and first is not None:
-                header, body = F.decode(run["first"])
-                first.reply = (header, bytes(body))
-            specs = F.BulkRequests(kind, here, view[at:], step, first.body if first else None, self.parts)
+            for request, reply in ((first, run["first"]), (last, run["last"])):
+                if request is not None and reply is not None:
+                    header, body = F.decode(reply)
+                    request.reply = (header, bytes(body))
+            specs = F.BulkRequests(kind, here, view[at:], step, first.body if first else None, self.parts,
+                                   last.body if last else None)
             rest = self._take_over(run, specs)
             self.wait([request for _, request in rest])
-            for index, request in rest:
-                if first is not None and index == 0:
-                    first.reply = request.reply
-                elif kind == F.Type.DOWNLOAD:
-                    start = at + specs.offset(index)
-                    view[start:start + 4 * specs.stride] = request.answer[1][:len(view) - start]
-            at += specs.offset(run["next"])
-            if at >= len(view):
+            self._answered(specs, [(index, request.answer) for index, request in rest], first, last, view, at)
+            if run["next"] == len(specs):
                 return
+            at += specs.offset(run["next"])
             first = None
 
     def _bulk_requests(self, kind: F.Type, word_address: int, data: bytes | memoryview | bytearray,
-                       first: Request | None) -> None:
+                       first: Request | None, last: Request | None) -> None:
         """The same as requests of the client's, one Python step a datagram (no compiler)."""
         specs = F.BulkRequests(kind, word_address, memoryview(data), F.max_words(self.mtu),
-                               first.body if first else None, self.parts)
+                               first.body if first else None, self.parts, last.body if last else None)
         requests = [self.client.submit(*specs[index]) for index in range(len(specs))]
         self.wait(requests)
-        view = memoryview(data)
-        for index, request in enumerate(requests):
+        self._answered(specs, [(index, request.answer) for index, request in enumerate(requests)], first, last,
+                       memoryview(data), 0)
+
+    @staticmethod
+    def _answered(specs: F.BulkRequests, replies: list[tuple[int, tuple[F.Header, bytes]]], first: Request | None,
+                  last: Request | None, view: memoryview, at: int) -> None:
+        """Replies to ``specs``' requests (by index), each where it belongs: ``first``'s and
+        ``last``'s to them, a download's words into ``view`` (``specs`` from ``at`` on)."""
+        for index, reply in replies:
             if first is not None and index == 0:
-                first.reply = request.reply
-            elif kind == F.Type.DOWNLOAD:
-                start = specs.offset(index)
-                view[start:start + 4 * specs.stride] = request.answer[1][:len(data) - start]
+                first.reply = reply
+            elif last is not None and index == len(specs) - 1:
+                last.reply = reply
+            elif specs.kind == F.Type.DOWNLOAD:
+                start = at + specs.offset(index)
+                view[start:start + 4 * specs.stride] = reply[1][:len(view) - start]
 
     def _take_over(self, run: BulkRun, specs: F.BulkRequests) -> list[tuple[int, Request]]:
         """The client's state after a compiled run: its IDs, pushes, bytes and round trips;

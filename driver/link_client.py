@@ -257,6 +257,17 @@ class LinkClient:
     def idle(self) -> bool:
         return not self.waiting and not self.urgent and not self.in_flight and (self.opening is None or self.opened)
 
+    def take_lone_request(self) -> Request | None:
+        """The one request queued, a REGISTERS request, taken out for a compiled run to send
+        first, where nothing else waits and none is in flight (its reply then comes in that
+        run: no wake of its own). None otherwise."""
+        queued = [*self.urgent, *self.waiting]
+        if len(queued) != 1 or queued[0].type != F.Type.REGISTERS or self.in_flight or not self.opened:
+            return None
+        self.urgent.clear()
+        self.waiting.clear()
+        return queued[0]
+
     def heartbeat(self) -> None:
         """Say this host is still there (an ACK), so its session is not taken over; if
         nothing comes back, ask the board where it is, as for a request unanswered."""

@@ -259,20 +259,20 @@ class BulkRequests:
     """The requests that move ``data`` into transmit slot memory (UPLOAD) or receive slot
     memory into it (DOWNLOAD) from ``word_address`` on, ``step`` words each (the last
     fewer; an upload padded to whole words; a DOWNLOAD ``parts`` such steps, a reply
-    datagram each), after one REGISTERS request with the body ``first`` if given:
-    request ``index`` as (type, body, value), as LinkClient.submit takes it, built when
-    asked for."""
+    datagram each), after one REGISTERS request with the body ``first`` and before one
+    with the body ``last``, each if given: request ``index`` as (type, body, value), as
+    LinkClient.submit takes it, built when asked for."""
 
     def __init__(self, kind: Type, word_address: int, data: memoryview, step: int, first: bytes | None = None,
-                 parts: int = 1):
+                 parts: int = 1, last: bytes | None = None):
         self.kind, self.word_address, self.data, self.step = kind, word_address, data, step
         self.stride = step * (parts if kind == Type.DOWNLOAD else 1)
         """Words each request moves."""
-        self.first = first or b""
-        self.lead = int(first is not None)
+        self.first, self.last = first or b"", last or b""
+        self.lead, self.tail = int(first is not None), int(last is not None)
 
     def __len__(self) -> int:
-        return self.lead - (-len(self.data) // (4 * self.stride))
+        return self.lead + self.tail - (-len(self.data) // (4 * self.stride))
 
     def __iter__(self) -> Iterator[tuple[Type, bytes, int]]:
         return (self[index] for index in range(len(self)))
@@ -286,6 +286,8 @@ class BulkRequests:
             raise IndexError(index)
         if index < self.lead:
             return Type.REGISTERS, self.first, 0
+        if self.tail and index == len(self) - 1:
+            return Type.REGISTERS, self.last, 0
         at = self.offset(index)
         value = self.word_address + at // 4
         if self.kind == Type.UPLOAD:

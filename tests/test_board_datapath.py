@@ -325,7 +325,7 @@ def test_the_first_buffer_is_uploaded_while_the_open_is_out():
     dp = BoardDataPath.open(("127.0.0.1", board.port), local_port=2998)
     uploads: list[int] = []
     upload = dp.link.upload
-    dp.link.upload = lambda address, data: (uploads.append(len(data)), upload(address, data))
+    dp.link.upload = lambda address, data, then=None: (uploads.append(len(data)), upload(address, data, then))
     try:
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as peer:
             peer.bind(("127.0.0.1", 0))

@@ -340,7 +340,9 @@ def test_bulk_runs_are_exact_and_run_once_through_a_bad_path(seed, compiled, mon
     requests where it is not built, through a relay that loses, duplicates and reorders:
     where a run stops, the client's recovery finishes it; the board runs every request
     once, in order, and the bytes are exact both ways. A download's register operations
-    before it (``first``) run in its run, just before its data, and their reply comes back."""
+    before it (``first``) run in its run, just before its data, and their reply comes back;
+    so do an upload's after it (``then``: a SEND), and a register write queued alone
+    before an upload goes first in its run."""
     if not compiled:
         monkeypatch.setattr(link_module, "linkpath", None)
     board = ServedBoard(BUILDS["versa_ecp5"]["block"])
@@ -350,8 +352,17 @@ def test_bulk_runs_are_exact_and_run_once_through_a_bad_path(seed, compiled, mon
     try:
         link.open()
         data = random.Random(seed).randbytes(len(board.engine.tx_memory) - 3)  # not whole words
+        uploads = -(-len(data) // (4 * F.max_words(link.mtu)))
         for at in range(3):
-            link.upload(0, data)
+            before = link.client.requests
+            queued = link.client.submit(F.Type.REGISTERS, F.encode_operations([
+                F.Operation(F.Opcode.WRITE, ADDRESS["HIGH_ACK"], at)]), urgent=True)
+            then = Request(F.Type.REGISTERS, F.encode_operations([
+                F.Operation(F.Opcode.WRITE, ADDRESS["PEER_PORT"], 5000 + at), F.Operation(F.Opcode.READ, ADDRESS["PEER_PORT"])]))
+            link.upload(0, data, then)
+            assert F.decode_operations(then.reply[1])[1].value == 5000 + at and queued.reply is not None
+            assert [kind for _, kind in board.link.executed[before:]] == [
+                F.Type.REGISTERS, *[F.Type.UPLOAD] * uploads, F.Type.REGISTERS]  # each once, in order
             board.engine.rx_memory[:len(data)] = board.engine.tx_memory[:len(data)][::-1]
             before = link.client.requests
             first = Request(F.Type.REGISTERS, F.encode_operations([
@@ -397,20 +408,26 @@ def test_a_window_of_jumbo_downloads_fits_the_hosts_socket():
 def test_an_upload_run_asks_for_one_reply_in_several():
     """The compiled run sets QUIET on an upload's requests but one in half a window and
     each batch's last: the board runs them all, in order, and a sixteenth as many small
-    replies cross the link; a reply says the quiet ones before it ran."""
+    replies cross the link; a reply says the quiet ones before it ran. A register write
+    queued before it and the SEND after it go in the run: no reply reaches Python."""
     board = ServedBoard(BUILDS["versa_ecp5"]["block"], mtu=1500)
     link = BoardLink(("127.0.0.1", board.port), give_up=10)
     try:
         link.open()
         data = random.Random(5).randbytes(len(board.engine.tx_memory))
-        replies_before, executed_before = link.bytes_in, len(board.link.executed)
-        link.upload(0, data)
+        link.client.submit(F.Type.REGISTERS, F.encode_operations([F.Operation(F.Opcode.WRITE, ADDRESS["HIGH_ACK"], 7)]),
+                           urgent=True)
+        then = Request(F.Type.REGISTERS, F.encode_operations([F.Operation(F.Opcode.READ, ADDRESS["HIGH_ACK"])]))
+        replies_before, executed_before, in_python = link.bytes_in, len(board.link.executed), link.client.received
+        link.upload(0, data, then)
         requests = -(-len(data) // (4 * F.max_words(1500)))
-        assert bytes(board.engine.tx_memory) == data
-        assert board.link.executed[executed_before:] == [(executed_before + 1 + n, F.Type.UPLOAD)
-                                                         for n in range(requests)]
+        assert bytes(board.engine.tx_memory) == data and F.decode_operations(then.reply[1])[0].value == 7
+        assert board.link.executed[executed_before:] == [
+            (executed_before + 1 + n, kind) for n, kind in enumerate(
+                [F.Type.REGISTERS, *[F.Type.UPLOAD] * requests, F.Type.REGISTERS])]
+        assert link.client.received == in_python
         replies = (link.bytes_in - replies_before) // F.HEADER.end
-        assert 1 <= replies <= requests // (F.WINDOW // 2) + 2, (replies, requests)
+        assert 2 <= replies <= requests // (F.WINDOW // 2) + 4, (replies, requests)
     finally:
         link.close()
         board.close()
