@@ -218,7 +218,7 @@ class SoftwareDataPath(DataPathCore):
             if source is None:
                 continue
             with self._lock:
-                self.receive(view, time.monotonic(), source, segment)
+                self.receive(view, self.transport.arrival or time.monotonic(), source, segment)
                 ready = bool(self.events)
             if ready:
                 self._notify_events()

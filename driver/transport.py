@@ -14,6 +14,7 @@ import fcntl
 import ipaddress
 import socket
 import struct
+import time
 from collections.abc import Hashable
 from typing import Literal
 
@@ -35,7 +36,13 @@ SO_RCVBUFFORCE = 33
 """Linux: SO_RCVBUF past net.core.rmem_max, for a process with CAP_NET_ADMIN."""
 UDP_SEGMENT, UDP_GRO = 103, 104
 """Linux UDP segmentation offload: one system call carries many datagrams each way."""
+SO_TIMESTAMPNS = 35
+"""Linux: each datagram carries the time the kernel took it in (struct timespec, the
+system clock)."""
+_TIMESPEC = struct.Struct("@ll")
 IP_RECVERR, IPV6_RECVERR = 11, 25
+_RECVERR = {(socket.IPPROTO_IP, IP_RECVERR), (socket.IPPROTO_IPV6, IPV6_RECVERR)}
+"""Where an error queue's message says what the error was (a timestamp may come with it)."""
 """Linux: queue ICMP errors with the datagram that drew them (not in Python's socket module)."""
 IP_MTU_DISCOVER, IPV6_MTU_DISCOVER, PMTUDISC_DO = 10, 23, 2
 """Linux: never fragment this socket's datagrams (one too large for the interface fails
@@ -233,6 +240,12 @@ class Transport:
         self.local_port = self.sock.getsockname()[1] if kind == "udp" else port
         self.sock.settimeout(0.05)
         self.offload = kind == "udp" and _try_offload(self.sock)
+        if self.offload:
+            self.sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+        self.arrival: float | None = None
+        """When the kernel took in what :meth:`receive` last brought, on time.monotonic's
+        clock (None where it does not say): a receiver that was kept from running reads a
+        backlog at once, and would time the path by when it read it."""
         self.path_mtu: int | None = None
         """The MTU the last "fragmentation needed" named (a router's, or this host's own)."""
 
@@ -276,15 +289,22 @@ class Transport:
         :meth:`errors` says about whom.
         """
         nothing = memoryview(buf)[:0], 0, None
+        self.arrival = None
         if self.offload:
             try:
-                n, ancillary, _flags, address = self.sock.recvmsg_into([buf], socket.CMSG_SPACE(4))
+                n, ancillary, _flags, address = self.sock.recvmsg_into(
+                    [buf], socket.CMSG_SPACE(4) + socket.CMSG_SPACE(_TIMESPEC.size))
             except (TimeoutError, BlockingIOError):
                 return nothing
+            segment = 0
             for level, kind, data in ancillary:
                 if level == socket.SOL_UDP and kind == UDP_GRO:
-                    return memoryview(buf)[:n], _GRO_SIZE.unpack(data[:4])[0], address[:2]
-            return memoryview(buf)[:n], 0, address[:2]
+                    segment = _GRO_SIZE.unpack(data[:4])[0]
+                elif level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS:
+                    seconds, nanoseconds = _TIMESPEC.unpack(data[:_TIMESPEC.size])
+                    now = time.monotonic()
+                    self.arrival = min(now, now - time.time() + seconds + nanoseconds * 1e-9)
+            return memoryview(buf)[:n], segment, address[:2]
         try:
             n, address = self.sock.recvfrom_into(buf)
         except (TimeoutError, BlockingIOError):
@@ -310,8 +330,8 @@ class Transport:
             except OSError as exc:
                 out.append((None, exc.strerror or str(exc)))
                 return out
-            code, info = next((_EXTENDED_ERR.unpack_from(data) for *_, data in ancillary
-                               if len(data) >= _EXTENDED_ERR.size), (0, 0))
+            code, info = next((_EXTENDED_ERR.unpack_from(data) for level, kind, data in ancillary
+                               if (level, kind) in _RECVERR and len(data) >= _EXTENDED_ERR.size), (0, 0))
             what = ICMP_ERRORS.get(code) or (errno.errorcode.get(code, "ICMP error").lower())
             if code == errno.EMSGSIZE and info:
                 self.path_mtu = info

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import ipaddress
+import os
 import signal
 import socket
 import sys
@@ -85,6 +86,7 @@ def run_netem(args: argparse.Namespace) -> int:
         return 1
     print(f"netblt netem: {show(relay.address)} -> {show(forward)}: {describe(config)}", flush=True)
     signal.signal(signal.SIGTERM, signal.default_int_handler)  # ends the run as Ctrl-C does: no lock taken
+    _on_time()
     try:
         relay.run(args.duration)
     except KeyboardInterrupt:
@@ -101,6 +103,7 @@ def _run_tun(args: argparse.Namespace, config: PathConfig) -> int:
     except OSError as exc:
         print(f"netblt netem: error: {exc.strerror or exc}", file=sys.stderr)
         return 1
+    _on_time()
     (a, b), end = tun.names, time.monotonic() + args.duration if args.duration else float("inf")
     print(f"netblt netem: namespace {a} ({ADDRESSES[0]}) <-> {b} ({ADDRESSES[1]}): {describe(config)}; "
           f"run programs there with: ip netns exec {a} COMMAND", flush=True)
@@ -114,6 +117,16 @@ def _run_tun(args: argparse.Namespace, config: PathConfig) -> int:
     _print_counts(*tun.paths)
     _print_stalls(tun.in_flight)
     return 0
+
+
+def _on_time() -> None:
+    """Real-time scheduling for the relay, where this process may have it (root, or
+    CAP_SYS_NICE): a relay the host's other work holds up stalls the paths it emulates
+    (counted, and printed at exit), as Linux's netem in the kernel is not held up."""
+    try:
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))
+    except OSError:
+        pass  # not permitted: it runs as any process does
 
 
 def _print_counts(forward: WanPath, backward: WanPath) -> None:
