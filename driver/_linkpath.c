@@ -10,10 +10,11 @@
  * in half a window and the last of each batch (QUIET on the rest): the board runs
  * requests in ID order, so a reply says the quiet ones before it ran. Replies to the run are
  * matched here; the board's event pushes that are
- * next in sequence are held (and acknowledged in the following requests); anything else
- * (another reply, a status that is not OK, a late copy) and a silence longer than the retry
- * time end the run, handing the rest back to link.py, whose recovery (STATUS, RESEND) takes
- * over. The slowest round trip of the run's requests goes to link.py's retry timer. The
+ * next in sequence are held (and acknowledged in the following requests). Anything else
+ * goes back to link.py: replies to requests still in flight when the run began, pushes
+ * out of sequence; a status that is not OK, or a reply of another kind than its request's,
+ * also ends the run, as a silence longer than the retry time does, and link.py's recovery
+ * (STATUS, RESEND) takes over the rest. The slowest round trip of the run's requests goes to link.py's retry timer. The
  * header's layout comes from formats/host_link.py through layout(). */
 
 #define PY_SSIZE_T_CLEAN
@@ -313,7 +314,8 @@ static int take(Run *r, const uint8_t *d, Py_ssize_t len)
     if (get(d, H_SESSION) != r->session)
         return hand_back(r, d, len, 1);
     uint32_t type = get(d, H_TYPE), id = get(d, H_ID);
-    if (type == ((uint32_t)r->kind | reply_bit) || ((r->lead || r->tail) && type == (type_registers | reply_bit))) {
+    int mine = ((id - r->first_id) & 0xFFFF) < (uint32_t)r->count;  /* not a request's sent before the run */
+    if (mine && (type == ((uint32_t)r->kind | reply_bit) || ((r->lead || r->tail) && type == (type_registers | reply_bit)))) {
         int answered = answer(r, d, len);
         return answered > 0 ? hand_back(r, d, len, 1) : answered;
     }

@@ -276,11 +276,13 @@ class BoardLink:
         client, step, view, at = self.client, F.max_words(self.mtu), memoryview(data), 0
         first = first or client.take_lone_request()  # a register write queued meanwhile: no wait of its own
         while True:
-            self._run(lambda: client.idle)  # the run takes the next IDs
             here = word_address + at // 4
+            specs = F.BulkRequests(kind, here, view[at:], step, first.body if first else None, self.parts,
+                                   last.body if last else None)
+            self._run(lambda: client.hands_over(len(specs)))  # the run takes the next IDs
             try:
                 run = linkpath.bulk(self.sock.fileno(), int(kind), client.session, client.held_push, client.next_id,
-                                     int(client.window), here, view[at:], step, client.retry,
+                                     client.room(), here, view[at:], step, client.retry,
                                      first.body if first else None, self.offload, self.parts,
                                      last.body if last else None)
             except ConnectionRefusedError:
@@ -289,8 +291,6 @@ class BoardLink:
                 if request is not None and reply is not None:
                     header, body = F.decode(reply)
                     request.reply = (header, bytes(body))
-            specs = F.BulkRequests(kind, here, view[at:], step, first.body if first else None, self.parts,
-                                   last.body if last else None)
             rest = self._take_over(run, specs)
             self.wait([request for _, request in rest])
             self._answered(specs, [(index, request.answer) for index, request in rest], first, last, view, at)
@@ -352,7 +352,7 @@ class BoardLink:
         if answered:
             client.waiting_since = None
         if client.in_flight:
-            client.largest = F.HEADER.end + max(len(request.body) for _, request in rest)
+            client.largest = F.HEADER.end + max(len(request.body) for request in client.in_flight.values())
             # The run waited a retry time for them already: recovery starts at once.
             client.sent_at = now - client.retry if run["stopped"] == "timeout" else now
             client.waiting_since = client.waiting_since or client.sent_at

@@ -342,7 +342,7 @@ def test_bulk_runs_are_exact_and_run_once_through_a_bad_path(seed, compiled, mon
     once, in order, and the bytes are exact both ways. A download's register operations
     before it (``first``) run in its run, just before its data, and their reply comes back;
     so do an upload's after it (``then``: a SEND), and a register write queued alone
-    before an upload goes first in its run."""
+    before an upload goes first in its run; a run starts with requests still in flight."""
     if not compiled:
         monkeypatch.setattr(link_module, "linkpath", None)
     board = ServedBoard(BUILDS["versa_ecp5"]["block"])
@@ -355,14 +355,18 @@ def test_bulk_runs_are_exact_and_run_once_through_a_bad_path(seed, compiled, mon
         uploads = -(-len(data) // (4 * F.max_words(link.mtu)))
         for at in range(3):
             before = link.client.requests
+            in_flight = link.client.submit(F.Type.REGISTERS, F.encode_operations([
+                F.Operation(F.Opcode.WRITE, ADDRESS["ARG0"], at)]))
+            link.flush()  # sent: the run goes on from its ID without waiting for its reply
             queued = link.client.submit(F.Type.REGISTERS, F.encode_operations([
                 F.Operation(F.Opcode.WRITE, ADDRESS["HIGH_ACK"], at)]), urgent=True)
             then = Request(F.Type.REGISTERS, F.encode_operations([
                 F.Operation(F.Opcode.WRITE, ADDRESS["PEER_PORT"], 5000 + at), F.Operation(F.Opcode.READ, ADDRESS["PEER_PORT"])]))
             link.upload(0, data, then)
+            link.wait([in_flight])
             assert F.decode_operations(then.reply[1])[1].value == 5000 + at and queued.reply is not None
             assert [kind for _, kind in board.link.executed[before:]] == [
-                F.Type.REGISTERS, *[F.Type.UPLOAD] * uploads, F.Type.REGISTERS]  # each once, in order
+                F.Type.REGISTERS, F.Type.REGISTERS, *[F.Type.UPLOAD] * uploads, F.Type.REGISTERS]  # each once, in order
             board.engine.rx_memory[:len(data)] = board.engine.tx_memory[:len(data)][::-1]
             before = link.client.requests
             first = Request(F.Type.REGISTERS, F.encode_operations([
@@ -377,6 +381,35 @@ def test_bulk_runs_are_exact_and_run_once_through_a_bad_path(seed, compiled, mon
     finally:
         link.close()
         relay.close()
+        board.close()
+
+
+@pytest.mark.parametrize("size", [20_000, 50_000], ids=["the run fits beside it", "the run waits for it"])
+def test_a_run_goes_on_past_a_request_whose_reply_was_lost(size):
+    """A compiled run starts with requests in flight (their replies come to it and go back
+    to the client) where the whole run fits in the window beside them; one whose reply
+    never came is recovered after the run, from the reply the board still keeps, and runs
+    once. A longer run waits for it: past the window the board keeps no reply to recover."""
+    board = ServedBoard(BUILDS["versa_ecp5"]["block"])
+    link = BoardLink(("127.0.0.1", board.port), give_up=10)
+    link.client.timer.least = 0.005
+    try:
+        link.open()
+        write = link.client.submit(F.Type.REGISTERS, F.encode_operations([F.Operation(F.Opcode.WRITE, ADDRESS["ARG0"], 9)]))
+        link.flush()
+        link.sock.settimeout(2)
+        assert F.decode(link.sock.recv(65536))[0].id == write.id  # its reply, lost on the way
+        link.sock.setblocking(False)
+        before = len(board.link.executed)
+        data = random.Random(9).randbytes(size)  # 14 requests or 35, beside a window of 32
+        link.upload(0, data)
+        assert write.reply is None or write.reply[0].id == write.id
+        link.wait([write])
+        assert bytes(board.engine.tx_memory[:len(data)]) == data and board.link.executed[before - 1][1] == F.Type.REGISTERS
+        assert [kind for _, kind in board.link.executed[before:]] == [F.Type.UPLOAD] * -(-len(data) // (4 * F.max_words(1500)))
+        assert link.client.replays + link.client.resent >= 1
+    finally:
+        link.close()
         board.close()
 
 
