@@ -253,17 +253,13 @@ class LinkClient:
         at most."""
         return min(self.timer.timeout, max(self.timer.least, self.give_up / 4))
 
-    @property
-    def idle(self) -> bool:
-        return not self.waiting and not self.urgent and not self.in_flight and (self.opening is None or self.opened)
-
     def hands_over(self, requests: int) -> bool:
         """A compiled run of ``requests`` may take the next IDs now: every request queued
         has gone, none is to go again and no recovery runs; any in flight (the board runs
         them first, and the run hands their replies back) leave room for the whole run, so
         the board still keeps their replies when the run ends."""
-        return not self.urgent and not self.waiting and not self.due and not self.recovering and self.opened \
-            and (not self.in_flight or requests <= self.room())
+        return not self.urgent and not self.waiting and not self.due and not self.recovering \
+            and (self.opening is None or self.opened) and (not self.in_flight or requests <= self.room())
 
     def room(self) -> int:
         """Requests that may go now within :attr:`window` of the oldest unanswered."""
