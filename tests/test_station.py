@@ -65,8 +65,8 @@ def test_eight_senders_at_once_each_intact_with_its_own_report(tmp_path):
     recv, port, out = station(tmp_path)
     senders = [sender(path, port, "--rate", SLOW) for path in sent]
     for proc in senders:
-        proc.communicate(timeout=120)
-        assert proc.returncode == 0
+        _, said = proc.communicate(timeout=120)
+        assert proc.returncode == 0, f"a sender: {said}\nthe station: {stop(recv)[1]}"
     got, err = stop(recv)
     assert sorted(r["name"] for r in got) == sorted(p.name for p in sent) and all(r["ok"] for r in got)
     assert len({r["peer"] for r in got}) == 8 and "refused" not in err
