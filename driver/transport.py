@@ -41,9 +41,9 @@ SO_TIMESTAMPNS = 35
 system clock)."""
 _TIMESPEC = struct.Struct("@ll")
 IP_RECVERR, IPV6_RECVERR = 11, 25
+"""Linux: queue ICMP errors with the datagram that drew them (not in Python's socket module)."""
 _RECVERR = {(socket.IPPROTO_IP, IP_RECVERR), (socket.IPPROTO_IPV6, IPV6_RECVERR)}
 """Where an error queue's message says what the error was (a timestamp may come with it)."""
-"""Linux: queue ICMP errors with the datagram that drew them (not in Python's socket module)."""
 IP_MTU_DISCOVER, IPV6_MTU_DISCOVER, PMTUDISC_DO = 10, 23, 2
 """Linux: never fragment this socket's datagrams (one too large for the interface fails
 with EMSGSIZE); not in Python 3.11's socket module."""
