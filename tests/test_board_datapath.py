@@ -197,19 +197,23 @@ def test_a_board_left_with_events_pending_opens_cleanly():
 
 
 @contextmanager
-def receiving(transfer_size: int) -> Iterator[tuple[ServedBoard, BoardDataPath, Params]]:
-    """A served board's data path receiving ``transfer_size`` bytes in 16 KiB buffers from
-    127.0.0.1:5000, buffer 1 posted; closed after the block."""
+def receiving(transfer_size: int) -> Iterator[tuple[ServedBoard, BoardDataPath, Params, socket.socket]]:
+    """A served board's data path receiving ``transfer_size`` bytes in 16 KiB buffers from a
+    peer's socket on loopback (a port of its own: a fixed one may be taken), buffer 1
+    posted; closed after the block."""
     board = ServedBoard()
     dp = BoardDataPath.open(("127.0.0.1", board.port), local_port=2998)
+    peer = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     try:
+        peer.bind(("127.0.0.1", 0))
         params = Params(buffer_size=16384, packet_size=1448, burst_size=1, burst_interval=1, max_buffers=2,
                         data_checksum=False, death_timer=30)
-        dp.configure(params, ("127.0.0.1", 5000), transfer_size=transfer_size)
+        dp.configure(params, peer.getsockname(), transfer_size=transfer_size)
         dp.post_receive(1, params.packets_per_buffer)
         dp.wait_events(0.5)
-        yield board, dp, params
+        yield board, dp, params, peer
     finally:
+        peer.close()
         dp.close()
         board.close()
 
@@ -218,21 +222,19 @@ def test_a_completion_whose_event_was_lost_is_recovered_from_the_slots_state():
     """A full event FIFO loses RECEIVED events (EVENTS_LOST): a slot completes and its host
     never hears. Its next missing-packet query lists nothing; the host then reads the
     slot's state, finds it whole, downloads it and delivers it, and counts the recovery."""
-    with receiving(transfer_size=20000) as (board, dp, params):
+    with receiving(transfer_size=20000) as (board, dp, params, peer):
         data = random.Random(4).randbytes(16384)
         out = bytearray(2000)
         engine, event = board.engine, board.engine._event
         # The FIFO is full as the slot completes: its RECEIVED events are lost.
         engine._event = lambda kind, *args: None if kind == Event.RECEIVED else event(kind, *args)
         their_port = engine.value("PEER_PORT")  # the peer's NETBLT port, as set-up gave it
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as peer:
-            peer.bind(("127.0.0.1", 5000))
-            for number in range(params.packets_per_buffer):
-                written, _ = pack(out, data, 1448, number, 1, 1, 0, False, their_port, 2998, False)
-                peer.sendto(out[:written], ("127.0.0.1", board.netblt_port))
-            deadline = time.monotonic() + 5
-            while engine.rx[0].received < params.packets_per_buffer and time.monotonic() < deadline:
-                time.sleep(0.01)
+        for number in range(params.packets_per_buffer):
+            written, _ = pack(out, data, 1448, number, 1, 1, 0, False, their_port, 2998, False)
+            peer.sendto(out[:written], ("127.0.0.1", board.netblt_port))
+        deadline = time.monotonic() + 5
+        while engine.rx[0].received < params.packets_per_buffer and time.monotonic() < deadline:
+            time.sleep(0.01)
         engine._event = event
         lost = engine.rx[0].complete
         assert lost and dp.wait_events(0.3) == []
@@ -250,32 +252,30 @@ def test_a_late_completion_event_does_not_deliver_the_next_buffer_of_its_slot():
     taken for buffer 2's completion, and buffer 2's half-filled slot was delivered (a
     SHA-256 mismatch through the Versa's DRAM in CI): now the slot's state, read in the
     download's run, says it is not whole, and the event is counted and dropped."""
-    with receiving(transfer_size=40000) as (board, dp, params):
+    with receiving(transfer_size=40000) as (board, dp, params, peer):
         engine, event = board.engine, board.engine._event
         held: list[tuple] = []
         engine._event = lambda kind, *args: held.append((kind, *args)) if kind == Event.RECEIVED else event(kind, *args)
         their_port = engine.value("PEER_PORT")
         out = bytearray(2000)
         first = random.Random(5).randbytes(16384)
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as peer:
-            peer.bind(("127.0.0.1", 5000))
 
-            def arrive(buffer: int, data: bytes, packets: range) -> None:
-                for number in packets:
-                    written, _ = pack(out, data, 1448, number, 1, buffer, 0, False, their_port, 2998, False)
-                    peer.sendto(out[:written], ("127.0.0.1", board.netblt_port))
-                deadline = time.monotonic() + 5
-                while engine.rx[0].received < len(packets) and time.monotonic() < deadline:
-                    time.sleep(0.01)
+        def arrive(buffer: int, data: bytes, packets: range) -> None:
+            for number in packets:
+                written, _ = pack(out, data, 1448, number, 1, buffer, 0, False, their_port, 2998, False)
+                peer.sendto(out[:written], ("127.0.0.1", board.netblt_port))
+            deadline = time.monotonic() + 5
+            while engine.rx[0].received < len(packets) and time.monotonic() < deadline:
+                time.sleep(0.01)
 
-            arrive(1, first, range(params.packets_per_buffer))
-            dp.query_missing(1)
-            delivered = [e for e in dp.wait_events(2.0) + dp.wait_events(0.2) if isinstance(e, ev.BufferComplete)]
-            assert [e.buffer for e in delivered] == [1] and bytes(dp.take(1)) == first
-            dp.drop_receive(1)
-            dp.post_receive(2, params.packets_per_buffer)
-            dp.wait_events(0.3)
-            arrive(2, random.Random(6).randbytes(16384), range(3))  # buffer 2 begins in slot 0
+        arrive(1, first, range(params.packets_per_buffer))
+        dp.query_missing(1)
+        delivered = [e for e in dp.wait_events(2.0) + dp.wait_events(0.2) if isinstance(e, ev.BufferComplete)]
+        assert [e.buffer for e in delivered] == [1] and bytes(dp.take(1)) == first
+        dp.drop_receive(1)
+        dp.post_receive(2, params.packets_per_buffer)
+        dp.wait_events(0.3)
+        arrive(2, random.Random(6).randbytes(16384), range(3))  # buffer 2 begins in slot 0
         engine._event = event
         for kind, *args in held:  # buffer 1's events, late
             event(kind, *args)

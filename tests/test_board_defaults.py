@@ -9,7 +9,7 @@ import subprocess
 import time
 
 import pytest
-from clitools import SimBoard, finish, reports, send, spawn, start_recv
+from clitools import SimBoard, finish, handles, reports, send, spawn, start_recv, until
 
 from netblt.formats import host_link as F
 
@@ -109,7 +109,8 @@ def test_a_signal_while_the_host_waits_for_its_board_says_interrupted(model, tmp
     try:
         sender = spawn(["send", str(tmp_path / "f"), "127.0.0.1:9", "--board", model.link_address],
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        time.sleep(1.5)
+        until(lambda: handles(sender, signal.SIGTERM), "the sender's SIGTERM handler")
+        time.sleep(0.5)  # into its wait for the board
         signalled = time.monotonic()
         sender.send_signal(signal.SIGTERM)
         _, stderr = sender.communicate(timeout=30)

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from clitools import NETBLT, finish, free_port, reports, send, spawn, start_recv
+from clitools import NETBLT, finish, free_port, reports, send, spawn, start_recv, until
 from rich.progress import Progress
 
 from netblt.driver import transport
@@ -144,8 +144,9 @@ def test_a_sender_that_dies_leaves_no_output_file(tmp_path, payload):
     out.mkdir()
     recv, port = start_recv(tmp_path, "--death-timer", "2", "--out", str(out))
     sender = spawn(["send", str(payload), f"127.0.0.1:{port}", "--rate", "4M"],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    time.sleep(1.5)
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    assert "receiving payload.bin" in recv.stderr.readline()
+    time.sleep(0.5)
     sender.kill()
     sender.wait()
     stdout, stderr = recv.communicate(timeout=30)
@@ -156,7 +157,7 @@ def test_a_sender_that_dies_leaves_no_output_file(tmp_path, payload):
     assert {p.name for p in out.iterdir()} <= {"payload.bin.partial", "payload.bin.partial.resume"}
 
 
-@pytest.mark.parametrize("when", [1.5, "at the end"])
+@pytest.mark.parametrize("when", ["mid-transfer", "at the end"])
 def test_an_output_folder_removed_mid_transfer_ends_in_one_line(tmp_path, payload, when):
     """Removed while buffers still come (the resume record cannot be written), or just
     before the last (the file cannot be moved into place): a line for each, no traceback,
@@ -166,11 +167,9 @@ def test_an_output_folder_removed_mid_transfer_ends_in_one_line(tmp_path, payloa
     recv, port = start_recv(tmp_path, "--out", str(out))
     sender = spawn(["send", str(payload), f"127.0.0.1:{port}", "--rate", "4M"], stdout=subprocess.DEVNULL,
                    stderr=subprocess.PIPE, text=True)
-    if when == "at the end":
-        while not any(p.name.endswith(".partial") and p.stat().st_size >= 2_900_000 for p in out.iterdir()):
-            time.sleep(0.02)
-    else:
-        time.sleep(when)
+    written = 2_900_000 if when == "at the end" else 500_000
+    until(lambda: any(p.name.endswith(".partial") and p.stat().st_size >= written for p in out.iterdir()),
+          f"{written} bytes in the partial file")
     shutil.rmtree(out)
     stdout, stderr = recv.communicate(timeout=60)
     sender.wait(timeout=60)
@@ -228,8 +227,9 @@ def test_native_ip_without_privilege_is_one_clear_error(monkeypatch, capsys):
 def test_a_receiver_that_dies_is_named_as_such_at_the_sender(tmp_path, payload):
     recv, port = start_recv(tmp_path, "--out", str(tmp_path / "copy.bin"))
     sender = spawn(["send", str(payload), f"127.0.0.1:{port}", "--rate", "4M"],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(1.5)
+                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert "receiving payload.bin" in recv.stderr.readline()
+    time.sleep(0.5)
     recv.kill()
     recv.wait()
     _, stderr = sender.communicate(timeout=60)
@@ -242,12 +242,14 @@ def test_a_sender_without_an_answer_says_it_is_connecting(payload):
         silent.bind(("127.0.0.1", 0))
         port = silent.getsockname()[1]
         sender = spawn(["send", str(payload), f"127.0.0.1:{port}"],
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        time.sleep(2.5)
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        lines = [sender.stderr.readline().rstrip("\n")]
+        while "try 2" not in lines[-1] and lines[-1]:
+            lines.append(sender.stderr.readline().rstrip("\n"))
         sender.send_signal(signal.SIGINT)
         _, stderr = sender.communicate(timeout=30)
     assert sender.returncode == 130
-    lines = stderr.splitlines()
+    lines += stderr.splitlines()
     assert lines[0] == f"netblt: connecting to 127.0.0.1:{port} ..."  # at once: the file is hashed as it goes
     assert any(re.search(r"no answer yet, try 2 \(giving up in (29|30) s\)$", line) for line in lines)  # death timer 30 s
 

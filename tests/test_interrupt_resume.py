@@ -5,10 +5,9 @@ import json
 import os
 import signal
 import subprocess
-import time
 
 import pytest
-from clitools import finish, send, spawn, start_recv
+from clitools import finish, send, spawn, start_recv, until
 
 from netblt.host.announce import Announcement
 from netblt.host.files import Expectation, FileSink
@@ -27,15 +26,20 @@ def setup(tmp_path):
 
 
 def interrupted(tmp_path, source, out, who: str, how: signal.Signals) -> tuple[int, int, str, str]:
-    """Start a slow transfer, signal one end 1.5 s in; exit codes and stderr of both ends."""
+    """Start a slow transfer, signal one end once data has come (the receiver's first resume
+    record, a second in); exit codes and stderr of both ends."""
     recv, port = start_recv(tmp_path, "--out", str(out))
     sender = spawn(["send", str(source), f"127.0.0.1:{port}", *SLOW],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(1.5)
+                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    first_record(out)
     (recv if who == "receiver" else sender).send_signal(how)
     _, send_err = sender.communicate(timeout=60)
     _, recv_err = finish(recv)
     return recv.returncode, sender.returncode, recv_err, send_err
+
+
+def first_record(out) -> None:
+    until(lambda: (out / "big.bin.partial.resume").exists(), "the receiver's first resume record")
 
 
 def resume(tmp_path, source, out) -> dict:
@@ -78,8 +82,8 @@ def test_a_killed_receiver_leaves_what_it_synced_and_the_next_run_resumes(tmp_pa
     source, out = setup
     recv, port = start_recv(tmp_path, "--out", str(out))
     sender = spawn(["send", str(source), f"127.0.0.1:{port}", *SLOW],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(2)
+                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    first_record(out)
     recv.kill()
     recv.wait()
     sender.communicate(timeout=60)
