@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo demo-board demo-board-stream reproduce test test-dram test-bitstream test-board bench bench-rates bench-auto bench-tcp bench-board bench-offload bench-board-born bench-station bench-wake bench-long-path bench-sim bench-outstanding bench-gateware bench-ethernet bench-ethernet-dram bitstream formal netlist load clean
+.PHONY: demo demo-board demo-board-stream reproduce test test-rtl test-dram test-bitstream test-board bench bench-rates bench-auto bench-tcp bench-board bench-offload bench-board-born bench-station bench-wake bench-long-path bench-sim bench-outstanding bench-gateware bench-ethernet bench-ethernet-dram bitstream formal netlist load clean
 
 # YoWASP's Yosys is compiled to machine code at its first run (some 90 s) and cached, written in place: two
 # first runs at once (make test's workers) can map a cache file the other is rewriting and die of SIGBUS.
@@ -31,9 +31,10 @@ reproduce: $(STAMP)
 	$(BIN)/python -m netblt.bench.reproduce
 
 # Two workers; the tests that share a simulated board or a Verilator build are a group each.
-# Left out, each a CI step of its own for make test's 20 minutes: the deep formal searches
-# (make formal), the netlist's simulation (make netlist), the DRAM path's blocks one at a
-# time (make test-dram) and the bitstream (make test-bitstream).
+# Left out, each a CI step of its own for make test's 20 minutes on the slowest machine (1.5 x
+# this one's time on CI's): the node's design under Verilator (make test-rtl), the DRAM path
+# (make test-dram), the formal proofs (make formal), the netlist's simulation (make netlist)
+# and the bitstream (make test-bitstream). make test keeps every block's own testbench.
 # Debian's tshark reads the tests' packets with the Wireshark dissector, and its prometheus
 # (promtool and the server) checks and scrapes --metrics: installed if missing (some 10 s each).
 SYSTEM_TOOLS := tshark prometheus
@@ -42,22 +43,28 @@ test: $(STAMP)
 	[ -z "$$missing" ] || ($(SUDO) apt-get update -q >/dev/null && $(SUDO) env DEBIAN_FRONTEND=noninteractive \
 		apt-get install -y -q --no-install-recommends $$missing >/dev/null) || \
 		echo "make: $$missing not installed: their tests will be skipped"
-	$(BIN)/python -m pytest -q -n 2 --dist loadgroup --durations=15 -m "not deep and not netlist and not bitstream and not dram_blocks"
+	$(BIN)/python -m pytest -q -n 2 --dist loadgroup --durations=15 -m "not rtl and not dram and not formal and not netlist and not bitstream"
 
-# The DRAM path's blocks, each in a Verilator build of its own (tests/gateware/test_gateware_dram.py):
-# LiteDRAM's core, DramDma, DramSlots, the stores and each side of the engine in DRAM, twelve builds
-# (3 min 33 s on two cores from nothing here; CI runs it after make test; make test runs the whole engine in DRAM).
+# The node's design under Verilator: its testbench, its lint, sim-board and the conformance suite on it
+# (one harness build; some 4 minutes on two cores here from nothing; CI runs it after make test).
+test-rtl: $(STAMP)
+	$(BIN)/python -m pytest -q -n 2 --dist loadgroup --durations=5 -m rtl
+
+# The DRAM path under Verilator: its blocks each in a build of its own (tests/gateware/test_gateware_dram.py:
+# LiteDRAM's core, DramDma, DramSlots, the stores, each side of the engine and the whole engine in DRAM),
+# the transmit and receive sides at the Versa DRAM build's 64 bits and 16 slots, the Versa's node in DRAM
+# linted and as sim-board (tests/test_board_dram.py); CI runs it after make test.
 test-dram: $(STAMP)
-	$(BIN)/python -m pytest -q -n 2 --dist loadgroup --durations=5 -m dram_blocks tests/gateware/test_gateware_dram.py
+	$(BIN)/python -m pytest -q -n 2 --dist loadgroup --durations=5 -m dram
 
 # The Colorlight bitstream built as make bitstream builds it, and its timing checked (9 to 17
 # minutes on one core; CI runs it beside make netlist and make formal).
 test-bitstream: $(STAMP)
 	$(BIN)/python -m pytest -q -m bitstream tests/test_bitstream.py --durations=1
 
-# The gateware's properties proven with SymbiYosys, and each broken variant refuted, the deep searches
-# make test leaves out included (sim/rtl/formal.py; some 7 minutes on two cores, 12.5 on CI's slow machine beside
-# the bitstream, where one deep search took over 300 s: they have 30 minutes each; CI runs it after make test).
+# The gateware's properties proven with SymbiYosys, and each broken variant refuted (sim/rtl/formal.py; some
+# 7 minutes on two cores, 12.5 on CI's slow machine beside the bitstream, where one deep search took over
+# 300 s: they have 30 minutes each; CI runs it after make test).
 formal: $(STAMP)
 	$(BIN)/python -m pytest -q -n 2 tests/test_formal.py --durations=5
 

@@ -55,7 +55,8 @@ BACKENDS = tuple(os.environ.get("NETBLT_TEST_BACKENDS", "model,rtl,board").split
 """model, rtl (the design under Verilator), board (NETBLT_TEST_BOARD's); make test-board runs the last alone."""
 
 
-@pytest.fixture(scope="module", params=[pytest.param(backend, marks=pytest.mark.xdist_group(f"board_{backend}"))
+@pytest.fixture(scope="module", params=[pytest.param(backend, marks=[pytest.mark.xdist_group(f"board_{backend}"),
+                                                                       *([pytest.mark.rtl] if backend == "rtl" else [])])
                                         for backend in BACKENDS])  # one worker a backend: its board is this
 def board(request, tmp_path_factory):
     """The board under test; a simulated one writes its wire to ``board.pcap``."""

@@ -17,7 +17,7 @@ from netblt.formats.dram_csr import DFII_CONTROL, DramPhy
 from netblt.driver.dram_levelling import patterns
 from netblt.formats.registers import DRAM_PHY_WORD, ENGINE_STATE, GEOMETRY_WORD
 
-pytestmark = pytest.mark.xdist_group("board_dram")  # one worker: the module's board is its fixture's
+pytestmark = [pytest.mark.xdist_group("board_dram"), pytest.mark.dram]  # one worker: the module's board is its fixture's
 
 SIZE = 200_000
 """Four 64 KiB buffers, the last one short."""

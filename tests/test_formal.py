@@ -121,12 +121,12 @@ def broken_block(block: type, line: str, change: str) -> type:
     return getattr(module, name)
 
 
-DEEP = 24
-"""Searches deeper than this take a minute each, some 4 minutes in all, more than make test
-has room for on a machine twice as slow as ours (make test's 20 minutes): `make formal`
-runs them."""
+pytestmark = pytest.mark.formal  # make formal, a CI step of its own: not make test
 
-DEEP_MARKS = [pytest.mark.deep, pytest.mark.timeout(1800)]
+DEEP = 24
+"""Searches deeper than this take a minute or more each."""
+
+DEEP_MARKS = [pytest.mark.timeout(1800)]
 """A deep search is bounded work, not a hang: on a slow CI machine, beside the bitstream's
 build, one took over 300 s, pytest's limit a test (pyproject.toml)."""
 

@@ -3,6 +3,7 @@ difference kept as a design of two lines (docs/architecture.md, "Verilator 5.48'
 
 import functools
 
+import pytest
 from amaranth.back import verilog
 from amaranth.hdl import Instance, Module
 from amaranth.lib import wiring
@@ -61,6 +62,7 @@ node = functools.cache(lambda: sim_board.design(None))
 """The node the tests and sim-board simulate: engine, host link and the LiteEth core."""
 
 
+@pytest.mark.rtl
 def test_the_node_lints_clean_but_for_the_waivers(tmp_path):
     """Every -Wall rule not waived, with its reason, in sim/rtl/waivers.vlt holds on the node."""
     design = node()
@@ -69,6 +71,7 @@ def test_the_node_lints_clean_but_for_the_waivers(tmp_path):
     assert lint.verilator_lint([source, *design.sources], "node") == []
 
 
+@pytest.mark.dram
 def test_the_node_with_its_slots_in_dram_lints_clean_too(tmp_path):
     """The Versa's, with LiteDRAM's controller and its model of the chip."""
     design = sim_board.design(BOARDS["versa_ecp5"], "dram")
@@ -77,6 +80,7 @@ def test_the_node_with_its_slots_in_dram_lints_clean_too(tmp_path):
     assert lint.verilator_lint([source, *design.sources], design.name) == []
 
 
+@pytest.mark.rtl
 def test_the_node_has_no_second_driver_no_undriven_bit_and_no_loop():
     design = node()
     assert lint.yosys_check(design.node, "node", design.sources) == []

@@ -35,6 +35,7 @@ def operations(*ops: F.Operation) -> bytes:
     return F.encode_operations(list(ops))
 
 
+@pytest.mark.rtl
 def test_the_boards_netblt_traffic_reaches_real_sockets_on_this_machine():
     """A peer on loopback, as issue 14's software end will be: the board's DATA reaches
     its socket as UDP from the board's NETBLT port, and its DATA reaches the board's slot."""
@@ -78,6 +79,7 @@ def test_the_boards_netblt_traffic_reaches_real_sockets_on_this_machine():
     assert code == 0 and "datagrams in: " in stdout
 
 
+@pytest.mark.rtl
 def test_the_wan_delays_and_loses_netblt_datagrams_each_way_in_simulated_time():
     """--wan-delay and --wan-loss: the board's DATA reaches the peer no sooner than the
     delay after the SEND by the board's own clock, the peer's DATA reaches the board's

@@ -49,11 +49,9 @@ def in_build(top: str, *middle: str, chip: str):
     """The case (top, *middle, chip) of build ``top``_``chip``, in that build's
     ``xdist_group``: the worker that builds it runs its cases, where split ones had the
     other worker wait for the build, idle (sim/rtl/hdl.py builds a folder one process at a
-    time). Every build but the whole engine's is a block's, marked ``dram_blocks``: each
-    is a Verilator build of some 40 s, twelve in all, half of make test's builds; make
-    test runs the engine in each chip's DRAM (the core, DramDma, the slots and both stores
-    inside it), and `make test-dram` (a CI step) the blocks one at a time."""
-    marks = [pytest.mark.xdist_group(f"{top}_{chip}")] + ([] if top == "engine" else [pytest.mark.dram_blocks])
+    time). Each is a Verilator build of some 40 s, fourteen in all: `make test-dram`, a
+    CI step of its own, runs them."""
+    marks = [pytest.mark.xdist_group(f"{top}_{chip}"), pytest.mark.dram]
     return pytest.param(top, *middle, chip, marks=marks)
 
 
