@@ -46,7 +46,7 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -q -n 2 --dist loadgroup --durations=15 -m "not rtl and not dram and not formal and not netlist and not bitstream"
 
 # The node's design under Verilator: its testbench, its lint, sim-board and the conformance suite on it
-# (one harness build; some 4 minutes on two cores here from nothing; CI runs it after make test).
+# (one harness build; 3 min 19 s on two cores here from nothing; CI runs it after make test).
 test-rtl: $(STAMP)
 	$(BIN)/python -m pytest -q -n 2 --dist loadgroup --durations=5 -m rtl
 
