@@ -17,7 +17,6 @@ from register_link import NAMES, RegisterLink, session
 from netblt.formats import host_link as F
 from netblt.driver.board import BoardDataPath
 from netblt.driver.board_receive import ReceiveSlots
-from netblt.driver.board_session import BoardClock
 from netblt.driver.link_client import Request
 from netblt.formats.registers import (
     ADDRESS, EVENT_WORD, RECEIVED_FLAGS, Event,
