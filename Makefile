@@ -31,8 +31,8 @@ reproduce: $(STAMP)
 	$(BIN)/python -m netblt.bench.reproduce
 
 # Two workers; the tests that share a simulated board or a Verilator build are a group each.
-# Left out, each a CI step of its own for make test's 20 minutes on the slowest machine (1.5 x
-# this one's time on CI's): the node's design under Verilator (make test-rtl), the DRAM path
+# Left out, each a CI step of its own for make test's 20 minutes (CI's machine took 1.5 times
+# this one's time, 22 minutes with them in): the node's design under Verilator (make test-rtl), the DRAM path
 # (make test-dram), the formal proofs (make formal), the netlist's simulation (make netlist)
 # and the bitstream (make test-bitstream). make test keeps every block's own testbench.
 # Debian's tshark reads the tests' packets with the Wireshark dissector, and its prometheus
@@ -53,17 +53,17 @@ test-rtl: $(STAMP)
 # The DRAM path under Verilator: its blocks each in a build of its own (tests/gateware/test_gateware_dram.py:
 # LiteDRAM's core, DramDma, DramSlots, the stores, each side of the engine and the whole engine in DRAM),
 # the transmit and receive sides at the Versa DRAM build's 64 bits and 16 slots, the Versa's node in DRAM
-# linted and as sim-board (tests/test_board_dram.py); CI runs it after make test.
+# linted and as sim-board (tests/test_board_dram.py); 4 min 29 s on two cores here from nothing; CI runs it after make test.
 test-dram: $(STAMP)
 	$(BIN)/python -m pytest -q -n 2 --dist loadgroup --durations=5 -m dram
 
 # The Colorlight bitstream built as make bitstream builds it, and its timing checked (9 to 17
-# minutes on one core; CI runs it beside make netlist and make formal).
+# minutes on one core; CI runs it beside the other steps).
 test-bitstream: $(STAMP)
 	$(BIN)/python -m pytest -q -m bitstream tests/test_bitstream.py --durations=1
 
-# The gateware's properties proven with SymbiYosys, and each broken variant refuted (sim/rtl/formal.py; some
-# 7 minutes on two cores, 12.5 on CI's slow machine beside the bitstream, where one deep search took over
+# The gateware's properties proven with SymbiYosys, and each broken variant refuted (sim/rtl/formal.py; 7 to
+# 9 minutes on two cores here, 12.5 on CI's slow machine beside the bitstream, where one deep search took over
 # 300 s: they have 30 minutes each; CI runs it after make test).
 formal: $(STAMP)
 	$(BIN)/python -m pytest -q -n 2 tests/test_formal.py --durations=5

@@ -164,9 +164,9 @@ class TransferReport:
     burst_interval_ms: int = 0
     """The burst size and interval agreed at set-up: the most the sender may use."""
     rate_mbps: float = 0.0
-    """The sender's data rate at the end: with no --rate, the receiver's last offer, where
-    its cycle around the bottleneck it measured stood (0.875 to 1.125 of it, 1.25 in a
-    start-up); a receiver knows it from the sender's NULL-ACKs."""
+    """The sender's data rate at the end: with no --rate, the receiver's last offer, wherever
+    its probing cycle (or a start-up) stood then, not the mean rate (``steady_state_mbps``
+    is that); a receiver knows it from the sender's NULL-ACKs."""
     packet_size: int = 0
     buffer_size: int = 0
     outstanding_buffers: int = 0

@@ -19,6 +19,8 @@ import pytest
 
 from netblt.sim.rtl.formal import PROOFS, Proof, prove, refute
 
+pytestmark = pytest.mark.formal  # make formal, a CI step of its own: not make test
+
 
 class Variant(NamedTuple):
     proof: str
@@ -120,8 +122,6 @@ def broken_block(block: type, line: str, change: str) -> type:
         del sys.modules[module.__name__]
     return getattr(module, name)
 
-
-pytestmark = pytest.mark.formal  # make formal, a CI step of its own: not make test
 
 DEEP = 24
 """Searches deeper than this take a minute or more each."""

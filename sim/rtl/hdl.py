@@ -48,8 +48,9 @@ os.environ.setdefault("CCACHE_DIR", str(BUILD / "ccache"))
 os.environ.setdefault("CCACHE_PREFIX", "nice")
 """Every compile at nice 10: a build is background work, and what runs beside it in real
 time (a transfer, a relay, a board model timing its pacer) keeps the CPU: beside the test
-suite's builds a rate test behind a 20 Mb/s relay ended at 28.1, and under busy loops at
-nice 0 it failed 1 run in 6, at nice 19 none of 6."""
+suite's builds a rate test behind a 20 Mb/s relay ended at 28.1; beside busy loops at
+nice 0 it failed 1 run in 6, beside the same loops niced (19; a build takes `nice`'s
+default, 10) none of 6."""
 
 
 def build(component: wiring.Component, name: str, extra_sources: Sequence[Path] = (),
