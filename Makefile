@@ -38,12 +38,15 @@ reproduce: $(STAMP)
 # Debian's tshark reads the tests' packets with the Wireshark dissector, and its prometheus
 # (promtool and the server) checks and scrapes --metrics: installed if missing (some 10 s each).
 SYSTEM_TOOLS := tshark prometheus
+# What make test runs; the cases marked alone run after the rest, with nothing beside them.
+TEST_SELECTION := not rtl and not dram and not formal and not netlist and not bitstream
 test: $(STAMP)
 	@missing="$$(for t in $(SYSTEM_TOOLS); do command -v $$t >/dev/null || echo $$t; done)"; \
 	[ -z "$$missing" ] || ($(SUDO) apt-get update -q >/dev/null && $(SUDO) env DEBIAN_FRONTEND=noninteractive \
 		apt-get install -y -q --no-install-recommends $$missing >/dev/null) || \
 		echo "make: $$missing not installed: their tests will be skipped"
-	$(BIN)/python -m pytest -q -n 2 --dist loadgroup --durations=15 -m "not rtl and not dram and not formal and not netlist and not bitstream"
+	$(BIN)/python -m pytest -q -n 2 --dist loadgroup --durations=15 -m "not alone and $(TEST_SELECTION)"; parallel=$$?; \
+	$(BIN)/python -m pytest -q --durations=3 -m "alone and $(TEST_SELECTION)"; exit $$((parallel | $$?))
 
 # The node's design under Verilator: its testbench, its lint, sim-board and the conformance suite on it
 # (one harness build; 3 min 19 s on two cores here from nothing; CI runs it after make test).

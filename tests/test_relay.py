@@ -1,13 +1,15 @@
 """The UDP relay behind ``netblt netem``: a bottleneck it stands for keeps its rate even
 when the relay's host is too busy to run it on time."""
 
+import selectors
+import statistics
 import time
 
 import pytest
 
 from netblt.driver.transport import Transport
 from netblt.sim.wan import relay as relay_module
-from netblt.sim.wan.netem import LATE, InFlight, Path, PathConfig
+from netblt.sim.wan.netem import LATE, InFlight, Path, PathConfig, precise_selector
 from netblt.sim.wan.relay import Relay
 
 SPACING = 0.001
@@ -56,3 +58,23 @@ def test_a_relay_a_moment_late_sends_what_is_due_without_moving_the_rest():
     assert queued[1] - queued[0] == pytest.approx(SPACING) and 1.5 * SPACING < LATE
     assert in_flight.due(queued[0] + 1.5 * SPACING) == [0, 1]  # a wake-up's usual slack
     assert in_flight.times() == queued[2:] and in_flight.stalls == 0
+
+
+def test_a_relays_loop_wakes_within_a_millisecond_when_its_next_packet_is_due():
+    """A 20 Mb/s bottleneck's 1,448-byte packets are due 0.58 ms apart; a loop whose wait is
+    rounded up to a millisecond (epoll's) sent them in clumps, and the receiver timing them
+    read the path anywhere from 15.8 to 24.6 Mb/s. The median of 21 waits of 0.2 ms, so
+    that a busy moment does not decide it."""
+    near = Transport("udp", ("127.0.0.1", 0))
+    selector = precise_selector()
+    selector.register(near.sock, selectors.EVENT_READ)
+    waits = []
+    try:
+        for _ in range(21):
+            started = time.monotonic()
+            assert selector.select(0.0002) == []
+            waits.append(time.monotonic() - started)
+    finally:
+        selector.close()
+        near.close()
+    assert statistics.median(waits) < 0.0009, waits

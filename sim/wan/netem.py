@@ -10,6 +10,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import random
+import selectors
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -155,6 +156,14 @@ class InFlight(Generic[T]):
         while self._heap and self._heap[0][0] <= now:
             out.append(heapq.heappop(self._heap)[2])
         return out
+
+
+def precise_selector() -> selectors.BaseSelector:
+    """A selector for a relay's loop, its timeout kept to the microsecond (select(2)'s
+    timeval). epoll's is rounded up to a millisecond: a 20 Mb/s path's packets, due 0.6 ms
+    apart, went out in clumps, and a receiver timing a 16 KiB buffer's arrivals read the
+    path at 15.8-24.6 Mb/s (20.9-21.1 with this)."""
+    return selectors.SelectSelector()
 
 
 def describe(config: PathConfig) -> str:

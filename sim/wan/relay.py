@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass
 
 from ...driver.transport import GSO_MAX_BYTES, GSO_MAX_SEGMENTS, Address, Transport
-from .netem import InFlight, Path, PathConfig
+from .netem import InFlight, Path, PathConfig, precise_selector
 
 Delivery = tuple[Transport, bytes, Address]
 
@@ -47,7 +47,7 @@ class Relay:
 
     def run(self, duration: float = 0.0) -> None:
         """Relay for ``duration`` seconds (0: until interrupted)."""
-        selector = selectors.DefaultSelector()
+        selector = precise_selector()
         selector.register(self.front.sock, selectors.EVENT_READ, self.front)
         selector.register(self.back.sock, selectors.EVENT_READ, self.back)
         end = time.monotonic() + duration if duration else float("inf")

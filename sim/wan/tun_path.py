@@ -18,7 +18,7 @@ import struct
 import subprocess
 import time
 
-from .netem import InFlight, Path, PathConfig
+from .netem import InFlight, Path, PathConfig, precise_selector
 
 ADDRESSES = ("10.77.0.1", "10.77.0.2")
 """Side a's and side b's address; they exist only inside the two namespaces."""
@@ -113,7 +113,7 @@ class TunPath(Namespaces):
 
     def run(self, until: float = float("inf"), stop=lambda: False) -> None:
         """Relay until the monotonic clock reads ``until`` or ``stop()`` says so."""
-        selector = selectors.DefaultSelector()
+        selector = precise_selector()
         for side, fd in enumerate(self._fds):
             selector.register(fd, selectors.EVENT_READ, side)
         try:
