@@ -131,7 +131,8 @@ def _on_time() -> None:
 
 def _print_counts(forward: WanPath, backward: WanPath) -> None:
     for name, path in (("forward", forward), ("backward", backward)):
-        print(f"{name}: " + ", ".join(f"{k} {v}" for k, v in sorted(path.counts.items())), flush=True)
+        counted = ", ".join(f"{k} {v}" for k, v in sorted(path.counts.items()))
+        print(f"{name}: {counted or 'nothing relayed'}", flush=True)
 
 
 def _print_stalls(in_flight: InFlight[Any]) -> None:

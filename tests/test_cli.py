@@ -417,6 +417,7 @@ def test_netem_says_what_it_does_in_words():
     first = result.stdout.splitlines()[0]
     assert result.returncode == 0 and "PathConfig" not in first
     assert first.endswith("delay 10 ms, loss 1%, rate 100 Mb/s, queue 1048576 bytes"), first
+    assert result.stdout.splitlines()[1:] == ["forward: nothing relayed", "backward: nothing relayed"], result.stdout
     helped = subprocess.run(NETBLT + ["netem", "--help"], capture_output=True, text=True).stdout
     described = helped.split("options:", 1)[1]
     for option in ("--duplicate", "--seed", "--corrupt", "--queue"):
