@@ -489,6 +489,30 @@ def test_a_push_carries_every_control_packet_waiting_once_and_in_order_through_a
     assert pushes < len(reasons), pushes
 
 
+def test_a_push_carries_the_request_id_the_board_expects_next_as_its_replies_do(board):
+    """Every datagram the board sends its owner carries ``ack``, its LINK_NEXT_ID: a push's
+    header is built as a reply's (the model's pushes said 0), so a host may learn from a
+    push which of its requests have run."""
+    simulated(board)  # the packet comes from this host, to the board's NETBLT port
+    owner = taken(board)
+    try:
+        header, _ = owner.run(F.Type.REGISTERS, operations(*(F.Operation(F.Opcode.WRITE, ADDRESS[name], value)
+                                                            for name, value in (
+            ("LOCAL_PORT", board.netblt), ("UDP_LOCAL_PORT", board.netblt), ("FLAGS", CONNECTION_FLAGS.pack(udp=1))))))
+        next_id = owner.client.next_id
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as peer:
+            peer.bind(("127.0.0.1", 0))
+            peer.sendto(codec.encode(packets.Quit("a push"), peer.getsockname()[1], board.netblt),
+                        (board.host, board.netblt))
+            owner.sock.settimeout(60)
+            while (pushed := F.decode(owner.sock.recv(65536))[0]).type != F.Type.EVENTS:
+                pass  # a late copy of a reply
+    finally:
+        owner.sock.setblocking(False)  # as the client runs it
+        leave(owner)
+    assert pushed.ack == header.ack == next_id, (pushed, header)
+
+
 def test_a_resend_goes_out_ahead_of_the_buffers_queued(board):
     """RESEND is served at the next packet start, before the new packets of every buffer
     already SENT (the model once queued it behind them: through a long path, the receiver's

@@ -102,7 +102,8 @@ class HostLink:
             while waiting and (not packets or words + F.record_words(len(waiting[0].packet)) <= room):
                 packets.append(waiting.popleft())
                 words += F.record_words(len(packets[-1].packet))
-            self.push_sent = F.encode(F.Header(F.Type.EVENTS, id=self.push_number, session=self.session),
+            self.push_sent = F.encode(F.Header(F.Type.EVENTS, id=self.push_number, session=self.session,
+                                               ack=self.expected),
                                       F.encode_events(events, packets))
         else:
             return []
