@@ -454,6 +454,24 @@ def test_a_quiet_upload_runs_unanswered_and_a_resend_answers_it(board):
         leave(owner)
 
 
+def taking_control_packets(owner: BoardLink, board, **more: int) -> F.Header:
+    """The board takes UDP control packets on its NETBLT port and pushes them to ``owner``
+    (with the registers ``more`` names written too); the reply's header."""
+    writes = {"LOCAL_PORT": board.netblt, "UDP_LOCAL_PORT": board.netblt, "FLAGS": CONNECTION_FLAGS.pack(udp=1), **more}
+    header, _ = owner.run(F.Type.REGISTERS, operations(*(F.Operation(F.Opcode.WRITE, ADDRESS[name], value)
+                                                        for name, value in writes.items())))
+    return header
+
+
+def quits_to(board, reasons: list[str]) -> None:
+    """A QUIT for each of ``reasons`` to the board's NETBLT port, from a port of this host's."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as peer:
+        peer.bind(("127.0.0.1", 0))
+        for reason in reasons:
+            peer.sendto(codec.encode(packets.Quit(reason), peer.getsockname()[1], board.netblt),
+                        (board.host, board.netblt))
+
+
 def test_a_push_carries_every_control_packet_waiting_once_and_in_order_through_a_lossy_link(board):
     """The board pushes every control packet it holds in one push, as far as its room
     allows: a dozen sent to its NETBLT port at once reach the host each once and in order
@@ -463,18 +481,12 @@ def test_a_push_carries_every_control_packet_waiting_once_and_in_order_through_a
     port = relay(board.link_address, "10%", 11, duplicate="10%", reorder="10%")
     owner = BoardLink(("127.0.0.1", port), give_up=60)
     owner.open(take_over=True)
-    flags = CONNECTION_FLAGS.pack(udp=1)
     try:
-        owner.many([(F.Type.REGISTERS, operations(*(F.Operation(F.Opcode.WRITE, ADDRESS[name], value) for name, value in (
-            ("LOCAL_PORT", board.netblt), ("UDP_LOCAL_PORT", board.netblt), ("FLAGS", flags),
-            ("PUSH_TIMEOUT", 1 << 24)))), 0)])  # the push again after a third of a second: losses cost little
+        # The push again after a third of a second: losses cost little.
+        taking_control_packets(owner, board, PUSH_TIMEOUT=1 << 24)
         before = board.status()
         reasons = [f"quit {n}: " + "x" * (13 * n) for n in range(12)]
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as peer:
-            peer.bind(("127.0.0.1", 0))
-            for reason in reasons:
-                peer.sendto(codec.encode(packets.Quit(reason), peer.getsockname()[1], board.netblt),
-                            (board.host, board.netblt))
+        quits_to(board, reasons)
         got: list[str] = []
         deadline = time.monotonic() + 300
         while len(got) < len(reasons) and time.monotonic() < deadline:
@@ -496,17 +508,12 @@ def test_a_push_carries_the_request_id_the_board_expects_next_as_its_replies_do(
     simulated(board)  # the packet comes from this host, to the board's NETBLT port
     owner = taken(board)
     try:
-        header, _ = owner.run(F.Type.REGISTERS, operations(*(F.Operation(F.Opcode.WRITE, ADDRESS[name], value)
-                                                            for name, value in (
-            ("LOCAL_PORT", board.netblt), ("UDP_LOCAL_PORT", board.netblt), ("FLAGS", CONNECTION_FLAGS.pack(udp=1))))))
+        header = taking_control_packets(owner, board)
         next_id = owner.client.next_id
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as peer:
-            peer.bind(("127.0.0.1", 0))
-            peer.sendto(codec.encode(packets.Quit("a push"), peer.getsockname()[1], board.netblt),
-                        (board.host, board.netblt))
-            owner.sock.settimeout(60)
-            while (pushed := F.decode(owner.sock.recv(65536))[0]).type != F.Type.EVENTS:
-                pass  # a late copy of a reply
+        quits_to(board, ["a push"])
+        owner.sock.settimeout(60)
+        while (pushed := F.decode(owner.sock.recv(65536))[0]).type != F.Type.EVENTS:
+            pass  # a late copy of a reply
     finally:
         owner.sock.setblocking(False)  # as the client runs it
         leave(owner)
@@ -643,12 +650,11 @@ def test_with_no_rate_a_boards_pacer_settles_behind_a_bottleneck_where_the_softw
     software path, 24.8 for the board, in one CI run), nothing wrong with either.
     It runs alone (marker ``alone``): beside five Verilator testbenches a sender's
     11-packet bursts reached the receiver spread over 20 ms, its own lateness read as a
-    bottleneck, and the rate fell to 6 Mb/s. And 5 Mb/s, not 20: a 16 KiB buffer then
-    takes 26 ms through the relay, not 6.5, so a millisecond or two of a busy virtual
-    machine (8.5% of its CPU time stolen during this case, one hour) is a few percent of
-    a sample, not a third: at 20 Mb/s the receiver's samples read 10-22 Mb/s in such an
-    hour and a board path ended at 13.4 (8.8 steady); at 5 Mb/s, 3.8-5.4 (p10-p90
-    4.4-5.2) in four runs of the same hour."""
+    bottleneck, and the rate fell to 6 Mb/s. And 5 Mb/s, not 20: a 16 KiB buffer takes 26
+    ms through the relay, not 6.5, so a stall of a millisecond or two on a busy virtual
+    machine weighs a few percent of a sample, not a third. In one slow hour (8.5% of the
+    CPU time stolen by the hypervisor during a run) the receiver's samples read 10-22 Mb/s
+    at 20 and a board path ended at 13.4 (8.8 steady); at 5, 3.8-5.4 in four runs."""
     if board.backend == "rtl":
         pytest.skip("the design runs 80-160 times slower than real time: a real-time bottleneck is none to it")
     size, bottleneck = 100 * SIZE, 5e6

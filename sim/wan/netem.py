@@ -162,7 +162,8 @@ def precise_selector() -> selectors.BaseSelector:
     """A selector for a relay's loop, its timeout kept to the microsecond (select(2)'s
     timeval). epoll's is rounded up to a millisecond: a 20 Mb/s path's packets, due 0.6 ms
     apart, went out in clumps, and a receiver timing a 16 KiB buffer's arrivals read the
-    path at 15.8-24.6 Mb/s (20.9-21.1 with this)."""
+    path at 15.8-24.6 Mb/s (with this, mostly 20.9-21.1). select(2) takes descriptors
+    below 1024: a relay has two of its own."""
     return selectors.SelectSelector()
 
 
