@@ -37,5 +37,6 @@ _DOCS = {
     Drop.OUTSIDE: "packet number or length reaches past the slot, buffer or bitmap",
     Drop.PAST_LDATA: "DATA beyond its buffer's LDATA, or a conflicting LDATA",
     Drop.CONTROL_OVERFLOW: "control packet did not fit in the control FIFO",
-    Drop.FRAME: "the link layer flagged its frame (Ethernet frame check failed)",
+    Drop.FRAME: "the link layer flagged its frame (Ethernet frame check failed, or the frame carried "
+                "more than its IP datagram: frames spliced in the MAC's receive FIFO)",
 }

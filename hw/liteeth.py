@@ -7,7 +7,13 @@ passes a short frame's Ethernet padding on; the engine's ``keep`` covers the IP
 payload's lanes only, so both are converted here and nowhere else.
 A received frame whose FCS failed carries ``error`` on its last beat: the engine drops
 it as DROPPED_FRAME (without negotiated data checksums the FCS is all that guards the
-data, so such a frame must never be accepted).
+data, so such a frame must never be accepted). So does a frame that carries bytes past
+its IP datagram beyond a short frame's padding: LiteEth checks the FCS before its receive
+clock crossing, which loses words when the engine falls behind, splicing the head of one
+frame onto the tail of the next; where the splice is longer than the first frame's IP
+length, trimming the padding would leave a datagram of the right length and wrong data
+(the likeliest way a board receiving into DRAM under sim-board delivered a buffer that
+failed its transfer's SHA-256 on CI, two spliced DATA dropped as too short beside it).
 """
 
 from __future__ import annotations
@@ -20,6 +26,9 @@ from ..gateware.streams import ip_stream
 from .liteeth_core import DATA_WIDTH, PROTOCOLS, STREAM_WIRES
 
 LANES = DATA_WIDTH // 8
+PADDED_PAYLOAD = 46 - 20
+"""The IP payload bytes of a minimum frame (LiteEth takes only 20-byte IP headers): a
+shorter datagram's frame is padded out to it, a longer one's carries no padding."""
 
 GMII = {"rx_clk": In(1), "tx_clk": In(1), "reset": In(1), "rx_data": In(8), "rx_dv": In(1),
         "rx_er": In(1), "tx_data": Out(8), "tx_en": Out(1), "tx_er": Out(1)}
@@ -108,6 +117,9 @@ class LiteEthCore(wiring.Component):
         out = self.rx.payload
         offset = Signal(16)
         """Payload bytes before this beat: lanes past the IP length are Ethernet padding."""
+        overhang, spliced = Signal(), Signal()
+        """This beat, and an earlier one of the frame, carried bytes past the datagram that
+        are not padding."""
         for index, (protocol, source) in enumerate(sources):
             with m.If(chosen == index):
                 in_frame = Mux(source["last"], (source["last_be"] << 1) - 1, (1 << LANES) - 1)
@@ -116,10 +128,11 @@ class LiteEthCore(wiring.Component):
                     self.rx.valid.eq(source["valid"]), source["ready"].eq(self.rx.ready),
                     out.data.eq(source["data"]), out.last.eq(source["last"]),
                     out.keep.eq(in_frame & in_payload),
-                    out.error.eq(source["last"] & source["error"].any()),
+                    overhang.eq((in_frame & ~in_payload).any() & (source["length"] >= PADDED_PAYLOAD)),
+                    out.error.eq(source["last"] & (source["error"].any() | spliced | overhang)),
                     out.address.eq(source["ip_address"]), out.protocol.eq(protocol),
                     out.length.eq(source["length"]),
                 ]
         with m.If(self.rx.valid & self.rx.ready):
             m.d.sync += [busy.eq(~out.last), owner.eq(chosen),
-                         offset.eq(Mux(out.last, 0, offset + LANES))]
+                         offset.eq(Mux(out.last, 0, offset + LANES)), spliced.eq(~out.last & (spliced | overhang))]
