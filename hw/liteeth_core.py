@@ -35,7 +35,7 @@ from liteeth.core.ip import LiteEthIP
 from liteeth.mac import LiteEthMAC
 from liteeth.phy.ecp5rgmii import LiteEthPHYRGMII
 from liteeth.phy.gmii import LiteEthPHYGMIIRX, LiteEthPHYGMIITX
-from migen import ClockDomain, ClockDomainsRenamer, Mux
+from migen import ClockDomain, ClockDomainsRenamer, If, Mux, Signal
 
 from ..formats import rfc998 as L
 from ..formats.boards import IP_ADDRESS, MAC_ADDRESS
@@ -109,6 +109,20 @@ class Router(LiteXModule):
                       table.request.ip_address.eq(Mux(nearby | (gateway == 0), destination, gateway))]
 
 
+def keep_frame_errors(depacketizer) -> None:
+    """LiteEth 2024.12's Depacketizer gives each beat out the ``error`` of the beat it takes
+    in. Stripping the MAC's 14-byte header from 32-bit beats, a frame whose FCS-stripped
+    length is 0 or 3 bytes past a word sends its last bytes in a beat of their own, after
+    the last beat in was taken: the frame-check error was lost (top_tb), and a frame the
+    FCS failed, spliced in the receive clock crossing, reached the engine as good. The
+    error of the last beat in is held until the last beat out has gone."""
+    sink, source = depacketizer.sink, depacketizer.source
+    held = Signal(len(sink.error))
+    depacketizer.sync += [If(sink.valid & sink.ready & sink.last, held.eq(sink.error)),
+                          If(source.valid & source.ready & source.last, held.eq(0))]
+    depacketizer.comb += source.error.eq(sink.error | held)  # after LiteEth's own: this one holds
+
+
 class LiteEthSoc(LiteXModule):
     def __init__(self, platform, phy: str, mac_address: int, ip_address: str, clock_hz: float,
                  arp_timescale: float = 1, ping: bool = True) -> None:
@@ -130,6 +144,7 @@ class LiteEthSoc(LiteXModule):
         # depth while a frame goes out (frames still leave at the minimum gap: docs/benchmarks.md).
         self.mac = LiteEthMAC(self.ethphy, dw=DATA_WIDTH, interface="crossbar", hw_mac=mac_address,
                               with_sys_datapath=True, tx_cdc_buffered=True, tx_cdc_depth=16)
+        keep_frame_errors(self.mac.depacketizer)
         # LiteEth's ARP times (cache cleared each second, requests repeated each 100 ms) run
         # ``arp_timescale`` times faster in a core built to measure them in simulation.
         self.arp = LiteEthARP(self.mac, mac_address, address, int(clock_hz / arp_timescale), dw=DATA_WIDTH)
