@@ -207,10 +207,11 @@ async def test_frame_with_bad_fcs_is_dropped(dut):
 
 @cocotb.test()
 async def test_a_spliced_frame_is_dropped(dut):
-    """LiteEth's receive clock crossing loses words when the engine falls behind, after the
-    FCS has passed: the head of one frame runs on into the tail of the next. Longer than
-    its IP datagram, the splice is no padded frame: counted and dropped, never trimmed to
-    the IP length and accepted with the next frame's bytes in it."""
+    """LiteEth's receive clock crossing loses words when the engine falls behind: the head
+    of one frame runs on into the tail of the next. Its FCS fails, but were that flag lost
+    (LiteEth lost it at two of a word's four ends), a splice longer than its IP datagram is
+    still no padded frame: counted and dropped, never trimmed to the IP length and accepted
+    with the next frame's bytes in it. (Sent here with an FCS that holds.)"""
     wire = await GmiiWire.create(dut, "spliced")
     host = await connect(dut, wire, udp=False)
     await host.write("FLAGS", 0)
