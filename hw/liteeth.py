@@ -8,15 +8,14 @@ payload's lanes only, so both are converted here and nowhere else.
 A received frame whose FCS failed carries ``error`` on its last beat: the engine drops
 it as DROPPED_FRAME (without negotiated data checksums the FCS is all that guards the
 data, so such a frame must never be accepted). So does a frame that carries bytes past
-its IP datagram beyond a short frame's padding: LiteEth's receive clock crossing, ahead
-of its FCS check, loses words when the engine falls behind, splicing the head of one
-frame onto the tail of the next. The FCS fails on
-a splice, but LiteEth lost that flag on frames ending 0 or 3 bytes into a word
-(hw/liteeth_core.py keep_frame_errors keeps it now), and trimming the padding left a
-datagram of the first frame's length with the next frame's bytes in it: so a board
-receiving into DRAM under sim-board delivered a buffer that failed its transfer's SHA-256
-on CI (beside two shorter splices dropped as DROPPED_LENGTH). Either check alone drops
-such a splice.
+its IP datagram beyond a short frame's padding: ahead of LiteEth's receive clock crossing
+and its FCS check, bytes are lost while the engine falls behind (the PHY cannot wait),
+splicing the head of one frame onto the tail of the next. The FCS fails on a splice, but
+LiteEth lost that flag on frames whose length is 0 or 3 modulo 4 (hw/liteeth_core.py
+keep_frame_errors keeps it now), and trimming the padding left a datagram of the first
+frame's length with the next frame's bytes in it: so a board receiving into DRAM under
+sim-board delivered a buffer that failed its transfer's SHA-256 on CI (beside two shorter
+splices dropped as DROPPED_LENGTH). Either check alone drops such a splice.
 """
 
 from __future__ import annotations

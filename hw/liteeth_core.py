@@ -112,7 +112,7 @@ class Router(LiteXModule):
 def keep_frame_errors(depacketizer) -> None:
     """LiteEth 2024.12's Depacketizer gives each beat out the ``error`` of the beat it takes
     in. Stripping the MAC's 14-byte header from 32-bit beats, a frame whose FCS-stripped
-    length is 0 or 3 bytes past a word sends its last bytes in a beat of their own, after
+    length is 0 or 3 modulo 4 sends its last bytes in a beat of their own, after
     the last beat in was taken: the frame-check error was lost (top_tb), and a frame the
     FCS failed, spliced in the receive clock crossing, reached the engine as good. The
     error of the last beat in is held until the last beat out has gone."""
