@@ -103,9 +103,10 @@ BOARDS = {board.name: board for board in (
                          # kept frames' FCS errors (keep_frame_errors), then was still routing after
                          # 25 min; make test-bitstream builds this one
           dram_seeds=(13, 5)),  # since the receive path's reader seeds 4-12 miss (5 closest
-                                # but 13: the Ethernet clock alone at 119.1 MHz); 13 meets all
-                                # three: engine 46.3 MHz, Ethernet 125.08, SDRAM 75.8, with
-                                # little to spare (docs/benchmarks.md)
+                                # but 13: the Ethernet clock alone at 119.1 MHz); 13 met all
+                                # three (engine 46.3 MHz, Ethernet 125.08, SDRAM 75.8) until
+                                # keep_frame_errors, and misses since (engine 44.34 of 45): to
+                                # be chosen again (docs/benchmarks.md)
     Board("versa_ecp5", VersaECP5Platform, "clk100", 100e6,
           EngineConfig(**BUILDS["versa_ecp5"]["block"].fields()), phy_address=0, leds=(0, 1),
           cable="ft2232", chip="versa",

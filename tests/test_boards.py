@@ -191,7 +191,7 @@ def test_only_the_colorlight_dram_build_leaves_out_ping(tmp_path, monkeypatch):
 
 def test_each_build_places_with_its_own_seeds_and_router(tmp_path, monkeypatch):
     """build() tries the board's seeds in turn while timing fails, a DRAM build its own
-    where it has them (the Colorlight's, first 13, which meets), and routes a DRAM build
+    where it has them (the Colorlight's, 13 first), and routes a DRAM build
     with router2."""
     tried = []
 

@@ -177,6 +177,14 @@ async def test_short_control_packet_reaches_the_host(dut):
     assert (pushed.packet, pushed.address) == (message, int(ipaddress.IPv4Address(HOST_IP)))
 
 
+def lone_ldata_frame(buffer: int, padding: int = 0) -> bytes:
+    """A native frame holding a buffer's one packet (200 bytes, LDATA), its IP datagram
+    padded by ``padding`` bytes past the NETBLT packet."""
+    netblt = codec.encode(packets.Data(buffer, 0, 0, pattern_bytes(buffer, 200), True), PEER_PORT, LOCAL_PORT)
+    return bytes(Ether(dst=MAC_ADDRESS, src=HOST_MAC) / IP(src=HOST_IP, dst=IP_ADDRESS, proto=30)
+                 / (netblt + bytes(padding)))
+
+
 @cocotb.test()
 async def test_frame_with_bad_fcs_is_dropped(dut):
     """Without data checksums only the FCS guards the data: a frame LiteEth flags is
@@ -189,9 +197,7 @@ async def test_frame_with_bad_fcs_is_dropped(dut):
     await host.write("FLAGS", 0)
     for buffer, padding in enumerate(range(4), start=3):
         await host.command(Command.POST, 0, buffer)
-        netblt = codec.encode(packets.Data(buffer, 0, 0, pattern_bytes(buffer, 200), True), PEER_PORT, LOCAL_PORT)
-        frame = bytes(Ether(dst=MAC_ADDRESS, src=HOST_MAC) / IP(src=HOST_IP, dst=IP_ADDRESS, proto=30)
-                      / (netblt + bytes(padding)))
+        frame = lone_ldata_frame(buffer, padding)
         good = GmiiFrame.from_payload(frame)
         bad = GmiiFrame.from_raw_payload(bytes(good.data[8:-4]) + bytes(4 * [0x55]))
         await host.write("COUNTERS_CLEAR", 1)
@@ -207,8 +213,8 @@ async def test_frame_with_bad_fcs_is_dropped(dut):
 
 @cocotb.test()
 async def test_a_spliced_frame_is_dropped(dut):
-    """LiteEth's receive clock crossing loses words when the engine falls behind: the head
-    of one frame runs on into the tail of the next. Its FCS fails, but were that flag lost
+    """Bytes are lost ahead of LiteEth's receive clock crossing when the engine falls behind:
+    the head of one frame runs on into the tail of the next. Its FCS fails, but were that flag lost
     (LiteEth lost it at two of a word's four ends), a splice longer than its IP datagram is
     still no padded frame: counted and dropped, never trimmed to the IP length and accepted
     with the next frame's bytes in it. (Sent here with an FCS that holds.)"""
@@ -216,9 +222,7 @@ async def test_a_spliced_frame_is_dropped(dut):
     host = await connect(dut, wire, udp=False)
     await host.write("FLAGS", 0)
     await host.command(Command.POST, 0, 3)
-    sent = [bytes(Ether(dst=MAC_ADDRESS, src=HOST_MAC) / IP(src=HOST_IP, dst=IP_ADDRESS, proto=30)
-                  / codec.encode(packets.Data(buffer, 0, 0, pattern_bytes(buffer, 200), True), PEER_PORT, LOCAL_PORT))
-            for buffer in (3, 4)]
+    sent = [lone_ldata_frame(buffer) for buffer in (3, 4)]
     spliced = sent[0][:150] + sent[1][100:]  # longer than the first, whose headers lead it
     assert len(spliced) > len(sent[0])
     wire.record(Ether(spliced))
