@@ -243,8 +243,8 @@ class LinkExecutor(wiring.Component):
                                "a reply to keep is in its request's area")
         with m.If(self.quiet):
             m.d.comb += Assert(~ongoing("PART", "STREAM", "STREAM_WORDS", "PUSH", *PUSH_STATES, *STATUS_STATES, *OPEN_STATES,
-                                        *REGISTER_STATES, "DOWNLOAD", "DOWNLOAD_STEP", "FIRST_PART")
-                               & (self.streamed == 0), "a quiet reply is an UPLOAD's")
+                                        "DOWNLOAD", "DOWNLOAD_STEP", "FIRST_PART")
+                               & (self.streamed == 0), "a quiet reply is an UPLOAD's or a REGISTERS request's")
         with m.If(ongoing("STREAM", "STREAM_WORDS")):
             m.d.comb += Assert(self.streamed != 0, "a DOWNLOAD streams words")
         with m.If(self.primed):
@@ -414,7 +414,8 @@ class LinkExecutor(wiring.Component):
         self.keep = Signal()
         """The reply is kept for replay at the request ID's place."""
         self.quiet = Signal()
-        """The reply is kept and not sent: an UPLOAD that asked for none (F.FLAG_QUIET)."""
+        """The reply is kept and not sent: an UPLOAD or REGISTERS request that asked for none
+        (F.FLAG_QUIET)."""
         # A DOWNLOAD's words from this reply on, in replies of ``step``; this reply's address.
         self.total, self.step, self.value = Signal(16), Signal(16), Signal(32)
         # The event push.
@@ -549,7 +550,7 @@ class LinkExecutor(wiring.Component):
 
     def _execute(self, m: Module, state: str) -> None:
         f, regs = self.fields, self.regs
-        quiet = (f["type"] == F.Type.UPLOAD) & (f["flags"] & F.FLAG_QUIET).any()
+        quiet = ((f["type"] == F.Type.UPLOAD) | (f["type"] == F.Type.REGISTERS)) & (f["flags"] & F.FLAG_QUIET).any()
         self.begin(self.slot * AREA_WORDS, f["type"] | F.REPLY, keep=True, quiet=quiet)
         m.d.sync += [regs["LINK_NEXT_ID"].eq(regs["LINK_NEXT_ID"] + 1), self.kept.bit_select(self.slot, 1).eq(0)]
         self._count("LINK_EXECUTED")

@@ -427,29 +427,36 @@ def test_the_board_keeps_its_last_window_of_replies_and_no_more(board):
         leave(owner)
 
 
-def test_a_quiet_upload_runs_unanswered_and_a_resend_answers_it(board):
-    """UPLOADs with QUIET run and send nothing; the next request's reply (``ack`` past
-    them) says they ran, as the board runs requests in ID order only; a RESEND of one
-    brings its kept reply."""
+def test_quiet_requests_run_unanswered_and_a_resend_answers_them(board):
+    """UPLOADs and a REGISTERS request with QUIET run and send nothing; the next request's
+    reply (``ack`` past them) says they ran, as the board runs requests in ID order only;
+    a RESEND of one brings its kept reply (the REGISTERS one with its operations done)."""
     owner = taken(board)
     first, session = owner.client.next_id, owner.client.session
     quiet = [F.encode(F.Header(F.Type.UPLOAD, id=first + n, session=session, value=16 * n, flags=F.FLAG_QUIET),
                       bytes(range(64))) for n in range(2)]
-    loud = F.encode(F.Header(F.Type.REGISTERS, id=first + 2, session=session),
+    write = operations(F.Operation(F.Opcode.WRITE, ADDRESS["PEER_PORT"], 4321))
+    quiet.append(F.encode(F.Header(F.Type.REGISTERS, id=first + 2, session=session, flags=F.FLAG_QUIET), write))
+    loud = F.encode(F.Header(F.Type.REGISTERS, id=first + 3, session=session),
                     operations(F.Operation(F.Opcode.READ, ADDRESS["PEER_PORT"])))
     try:
         for datagram in (*quiet, loud):
             owner.sock.sendto(datagram, owner.address)
         owner.sock.settimeout(60)
         answers = []
-        while not answers or answers[-1].id != first + 2:
-            header, _ = F.decode(owner.sock.recv(65536))  # pushes and a late OPEN's copies aside
-            answers += [header] if header.type in (F.Type.UPLOAD | F.REPLY, F.Type.REGISTERS | F.REPLY) else []
-        assert [(a.type, a.status, a.ack) for a in answers] == [(F.Type.REGISTERS | F.REPLY, F.Status.OK, first + 3)]
+        while not answers or answers[-1][0].id != first + 3:
+            header, body = F.decode(owner.sock.recv(65536))  # pushes and a late OPEN's copies aside
+            answers += [(header, bytes(body))] if header.type in (F.Type.UPLOAD | F.REPLY, F.Type.REGISTERS | F.REPLY) \
+                else []
+        assert [(a.type, a.status, a.ack) for a, _ in answers] == [(F.Type.REGISTERS | F.REPLY, F.Status.OK, first + 4)]
+        assert F.decode_operations(answers[0][1])[0].value == 4321  # the quiet write ran first
         again, body = resent(owner, first + 1)
         assert (again.type, again.status, again.id, body) == (F.Type.UPLOAD | F.REPLY, F.Status.OK, first + 1, b"")
+        again, body = resent(owner, first + 2)
+        assert (again.type, again.status, again.id) == (F.Type.REGISTERS | F.REPLY, F.Status.OK, first + 2)
+        assert F.decode_operations(body) == [F.Operation(F.Opcode.WRITE | F.DONE, ADDRESS["PEER_PORT"], 4321)]
     finally:
-        owner.client.next_id = first + 3
+        owner.client.next_id = first + 4
         owner.sock.setblocking(False)
         leave(owner)
 

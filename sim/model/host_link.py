@@ -195,8 +195,9 @@ _LINK_NAMES = {ADDRESS[r.name]: r.name for r in LINK_REGISTERS}
 
 
 def _quiet(header: F.Header) -> bool:
-    """An UPLOAD that asks for no reply when it runs (a replay answers all the same)."""
-    return header.type == F.Type.UPLOAD and bool(header.flags & F.FLAG_QUIET)
+    """An UPLOAD or REGISTERS request that asks for no reply when it runs (a replay answers
+    all the same)."""
+    return header.type in (F.Type.UPLOAD, F.Type.REGISTERS) and bool(header.flags & F.FLAG_QUIET)
 
 
 def _ipv4(address: str) -> int:
