@@ -8,7 +8,12 @@
  * upload: its reply says the whole run ran, one wake for both). A DOWNLOAD asks for its words in several
  * reply datagrams, the request done when each has come. An upload asks for a reply from one request
  * in half a window and the last of each batch (QUIET on the rest): the board runs
- * requests in ID order, so a reply says the quiet ones before it ran. Replies to the run are
+ * requests in ID order, so a reply says the quiet ones before it ran. A run told to ``leave``
+ * that fits its window goes out whole and QUIET (the first request too where it only
+ * writes), and a later datagram's ``ack`` says it ran (the push of the slot's SENT event,
+ * or any push or reply after the requests ran): the run waits ``patience`` for one, or
+ * for any push (the host has work then), and leaves to link.py what is still unanswered,
+ * so a buffer's upload and SEND wake the host for no reply of their own. Replies to the run are
  * matched here; the board's event pushes that are
  * next in sequence are held (and acknowledged in the following requests). Anything else
  * goes back to link.py: replies to requests still in flight when the run began, pushes
@@ -94,7 +99,12 @@ typedef struct {
     Py_buffer last;  /* the REGISTERS request's body after the data's requests, if len > 0 */
     Py_ssize_t tail;  /* 1 with it (the run's last request), else 0 */
     PyObject *last_reply;
-    char *done;
+    char *done, *quiet;  /* each request answered; each sent QUIET */
+    int leave;  /* LEAVE_*: the run may end with QUIET requests in flight */
+    int patience_ms;  /* how long it then waits for a datagram whose ack answers them */
+    int heard;  /* a push came since every request was sent, or that wait ended */
+    uint32_t board_ack;  /* the furthest ``ack`` the board sent (the next ID it expects) */
+    int ack_seen;
     double *sent_at, now, slowest;  /* when each request went; the last receive's time; the slowest round trip */
     Py_ssize_t oldest, next;  /* the oldest request not answered; the next to send */
     Py_ssize_t loud_every;  /* an upload asks for its reply one in this many (and each batch's last) */
@@ -105,6 +115,8 @@ typedef struct {
     PyObject *others, *pushes;
     const char *stopped;
 } Run;
+
+enum { LEAVE_TAIL = 1, LEAVE_FIRST = 2 };  /* the uploads and the last request; the first too */
 
 /* time.monotonic()'s clock. */
 static double monotonic(void)
@@ -200,10 +212,16 @@ static int send_window(Run *r)
         len[n] = (size_t)build(r, r->next, at[n]);
         n++, r->next++;
     }
-    if (n) {
-        r->acked = r->held;
+    if (n && (r->leave & LEAVE_TAIL) && r->next == r->count && r->next - n == r->oldest) {
+        for (int k = 0; k < n; k++)  /* the whole run at once: answered by a later datagram's ack */
+            put(at[k], H_FLAGS, r->next - n + k >= r->lead || (r->leave & LEAVE_FIRST) ? flag_quiet : 0);
+    } else if (n) {
         put(at[n - 1], H_FLAGS, 0);  /* each batch's last is answered: the run never waits on silence */
     }
+    if (n)
+        r->acked = r->held;
+    for (int k = 0; k < n; k++)
+        r->quiet[r->next - n + k] = (get(at[k], H_FLAGS) & flag_quiet) != 0;
     double now = monotonic();
     for (Py_ssize_t i = r->next - n; i < r->next; i++)
         r->sent_at[i] = now;
@@ -304,6 +322,20 @@ static int hand_back(Run *r, const uint8_t *d, Py_ssize_t len, int stop)
     return 0;
 }
 
+/* The board expects ``ack`` next, so it ran the requests before it: the QUIET ones are
+ * answered (a reply's or a push's ``ack`` is their answer). */
+static void ran_before(Run *r, uint32_t ack)
+{
+    Py_ssize_t upto = (Py_ssize_t)((ack - r->first_id) & 0xFFFF);
+    if (upto > r->next)
+        return;  /* from before the run */
+    for (Py_ssize_t i = r->oldest; i < upto; i++)
+        if (r->quiet[i])
+            r->done[i] = 1;
+    while (r->oldest < r->next && r->done[r->oldest])
+        r->oldest++;
+}
+
 /* One datagram from the board. Another session's (a reset board answers with none) stops
  * the run; a push out of sequence or another request's reply goes to link.py, which
  * knows what to do with it. */
@@ -313,6 +345,10 @@ static int take(Run *r, const uint8_t *d, Py_ssize_t len)
         return 0;  /* link.py drops these too */
     if (get(d, H_SESSION) != r->session)
         return hand_back(r, d, len, 1);
+    uint32_t ack = get(d, H_ACK);
+    if (!r->ack_seen || (uint32_t)((ack - r->board_ack) & 0xFFFF) - 1 < 0x7FFF)
+        r->board_ack = ack, r->ack_seen = 1;  /* the furthest in 16-bit serial order */
+    ran_before(r, ack);
     uint32_t type = get(d, H_TYPE), id = get(d, H_ID);
     int mine = ((id - r->first_id) & 0xFFFF) < (uint32_t)r->count;  /* not a request's sent before the run */
     if (mine && (type == ((uint32_t)r->kind | reply_bit) || ((r->lead || r->tail) && type == (type_registers | reply_bit)))) {
@@ -325,6 +361,7 @@ static int take(Run *r, const uint8_t *d, Py_ssize_t len)
             return Py_XDECREF(body), -1;
         Py_DECREF(body);
         r->held = (r->held + 1) & 0xFFFF;
+        r->heard = r->next == r->count;  /* the host has work now: it waits no longer */
         return 0;
     }
     if (type == type_events && id == r->held)
@@ -359,21 +396,42 @@ static int receive(Run *r, uint8_t *space)
     return got;
 }
 
+/* Leaving, every request is sent and those not QUIET are answered: the run waits only for
+ * word of the QUIET ones. */
+static int leaving(Run *r)
+{
+    if (!(r->leave & LEAVE_TAIL) || r->next < r->count)
+        return 0;
+    for (Py_ssize_t i = r->oldest; i < r->next; i++)
+        if (!r->done[i] && !r->quiet[i])
+            return 0;
+    return 1;
+}
+
+/* Every request is answered; or, leaving, a push came (the host has work) or the patience
+ * passed: the QUIET ones stay in flight, for link.py. */
+static int finished(Run *r)
+{
+    return r->oldest >= r->count || (leaving(r) && (r->heard || r->patience_ms <= 0));
+}
+
 static int go(Run *r, int timeout_ms)
 {
     uint8_t *space = PyMem_Malloc((size_t)BATCH * MAX_DATAGRAM);
     if (!space)
         return PyErr_NoMemory(), -1;
     int result = 0;
-    while (r->oldest < r->count && !r->stopped && result >= 0) {
-        if ((result = send_window(r)) < 0)
+    while (!finished(r) && !r->stopped && result >= 0) {
+        if ((result = send_window(r)) < 0 || finished(r))
             break;
         struct pollfd p = {r->fd, POLLIN, 0};
-        int ready;
+        int ready, quiet = leaving(r);
         Py_BEGIN_ALLOW_THREADS  /* a board simulated in this process answers meanwhile */
-        ready = poll(&p, 1, timeout_ms);
+        ready = poll(&p, 1, quiet ? r->patience_ms : timeout_ms);
         Py_END_ALLOW_THREADS
-        if (ready == 0)
+        if (ready == 0 && quiet)
+            r->heard = 1;  /* not yet: link.py's client waits for it */
+        else if (ready == 0)
             r->stopped = "timeout";
         else if (ready < 0 && errno != EINTR) {
             PyErr_SetFromErrno(PyExc_OSError);
@@ -390,20 +448,20 @@ static int go(Run *r, int timeout_ms)
 static PyObject *bulk(PyObject *self, PyObject *args, PyObject *kwargs)
 {
     static char *names[] = {"fd", "kind", "session", "held", "first_id", "window", "word_address", "data",
-                            "step", "timeout", "first", "offload", "parts", "last", NULL};
+                            "step", "timeout", "first", "offload", "parts", "last", "leave", "patience", NULL};
     Run r;
     memset(&r, 0, sizeof r);
     Py_buffer view;
     PyObject *data, *first = NULL, *last = NULL;
-    double timeout;
+    double timeout, patience = 0;
     if (!configured) {
         PyErr_SetString(PyExc_RuntimeError, "layout() first");
         return NULL;
     }
     r.offload = 1, r.parts = 1;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "iiIIInIOnd|OpnO", names, &r.fd, &r.kind, &r.session, &r.held,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "iiIIInIOnd|OpnOid", names, &r.fd, &r.kind, &r.session, &r.held,
                                      &r.first_id, &r.window, &r.word_address, &data, &r.step, &timeout, &first,
-                                     &r.offload, &r.parts, &last))
+                                     &r.offload, &r.parts, &last, &r.leave, &patience))
         return NULL;
     if (PyObject_GetBuffer(data, &view, r.kind == (int)type_download ? PyBUF_WRITABLE : PyBUF_SIMPLE) < 0)
         return NULL;  /* a download needs somewhere to write */
@@ -435,34 +493,38 @@ static PyObject *bulk(PyObject *self, PyObject *args, PyObject *kwargs)
         goto done;
     }
     r.done = PyMem_Calloc(r.count ? r.count : 1, 1);
+    r.quiet = PyMem_Calloc(r.count ? r.count : 1, 1);
     r.got = PyMem_Calloc(r.count ? r.count : 1, sizeof(uint32_t));
     r.sent_at = PyMem_Calloc(r.count ? r.count : 1, sizeof(double));
     r.room = header_size + (r.kind == (int)type_upload ? 4 * r.step : 8);
     r.extra = header_size + 4 * r.step;
     r.out = PyMem_Malloc((size_t)r.window * r.room + 2 * (size_t)r.extra);
     r.others = PyList_New(0), r.pushes = PyList_New(0);
-    if (!r.done || !r.got || !r.sent_at || !r.out || !r.others || !r.pushes) {
+    if (!r.done || !r.quiet || !r.got || !r.sent_at || !r.out || !r.others || !r.pushes) {
         PyErr_NoMemory();
         goto done;
     }
+    r.patience_ms = patience > 0 ? (int)(patience * 1000) + 1 : 0;
     if (go(&r, (int)(timeout * 1000) + 1) < 0)
         goto done;
-    PyObject *waiting = PyList_New(0);  /* sent, not answered: (index, id, when sent) */
+    PyObject *waiting = PyList_New(0);  /* sent, not answered: (index, id, when sent, QUIET) */
     for (Py_ssize_t i = r.oldest; waiting && i < r.next; i++) {
         if (r.done[i])
             continue;
-        PyObject *pair = Py_BuildValue("nId", i, (r.first_id + (uint32_t)i) & 0xFFFF, r.sent_at[i]);
+        PyObject *pair = Py_BuildValue("nIdO", i, (r.first_id + (uint32_t)i) & 0xFFFF, r.sent_at[i],
+                                       r.quiet[i] ? Py_True : Py_False);
         if (!pair || PyList_Append(waiting, pair) < 0)
             Py_CLEAR(waiting);
         Py_XDECREF(pair);
     }
     if (waiting)
-        result = Py_BuildValue("{s:n,s:n,s:N,s:O,s:O,s:I,s:I,s:L,s:L,s:z,s:O,s:O,s:d,s:O}", "count", r.count, "next",
+        result = Py_BuildValue("{s:n,s:n,s:N,s:O,s:O,s:I,s:I,s:L,s:L,s:z,s:O,s:O,s:d,s:O,s:N}", "count", r.count, "next",
                                r.next, "waiting", waiting, "others", r.others, "pushes", r.pushes, "held", r.held,
                                "acked", r.acked, "bytes_out", r.bytes_out, "bytes_in", r.bytes_in,
                                "stopped", r.stopped, "first", r.first_reply ? r.first_reply : Py_None,
                                "offload", r.offload ? Py_True : Py_False, "slowest", r.slowest,
-                               "last", r.last_reply ? r.last_reply : Py_None);
+                               "last", r.last_reply ? r.last_reply : Py_None,
+                               "ack", r.ack_seen ? PyLong_FromUnsignedLong(r.board_ack) : Py_NewRef(Py_None));
 done:
     Py_XDECREF(r.first_reply);
     Py_XDECREF(r.last_reply);
@@ -471,6 +533,7 @@ done:
     if (r.last.obj)
         PyBuffer_Release(&r.last);
     PyMem_Free(r.done);
+    PyMem_Free(r.quiet);
     PyMem_Free(r.got);
     PyMem_Free(r.sent_at);
     PyMem_Free(r.out);
@@ -485,9 +548,11 @@ static PyMethodDef methods[] = {
      "layout(fields, header_size, version, reply_bit, type_events, status_ok): the header's layout."},
     {"bulk", (PyCFunction)(void (*)(void))bulk, METH_VARARGS | METH_KEYWORDS,
      "bulk(fd, kind, session, held, first_id, window, word_address, data, step, timeout, first=None, offload=True, "
-     "parts=1, last=None) -> dict: a REGISTERS request with the body first, then a run of UPLOADs of data or "
-     "DOWNLOADs into it (each in ``parts`` replies of ``step`` words), then one with the body last, until every "
-     "one is answered or the link needs link.py."},
+     "parts=1, last=None, leave=0, patience=0) -> dict: a REGISTERS request with the body first, then a run of "
+     "UPLOADs of data or DOWNLOADs into it (each in ``parts`` replies of ``step`` words), then one with the body "
+     "last, until every one is answered (with ``leave``, 1 or 3, a run that fits its window goes QUIET, the first "
+     "request too with 3, until a push comes, an ack answers it, or ``patience`` seconds pass) or the link needs "
+     "link.py."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -245,7 +245,7 @@ class BoardDataPath:
             end = time.monotonic()  # the next upload waits for what came meanwhile, not for the timeout
         while True:
             self._pushed(client.take_pushed())
-            if self.events or time.monotonic() >= end:
+            if not self._idle_only() or time.monotonic() >= end:
                 break
             if time.monotonic() - link.sent_at > HEARTBEAT:
                 client.heartbeat()
@@ -256,6 +256,13 @@ class BoardDataPath:
         # What was pushed is acknowledged by the next flush, on the request its events
         # bring (one datagram instead of two), or alone.
         return self.take_events()
+
+    def _idle_only(self) -> bool:
+        """No event, or TransmitIdle alone: the sending core acts on that only at its next
+        timer (its keepalive) or control message, each of which ends the wait anyway, so it
+        waits for them instead of costing a turn of the run loop of its own (the push of a
+        SENT event, which a buffer's QUIET upload and SEND leave to answer them)."""
+        return all(isinstance(event, ev.TransmitIdle) for event in self.events)
 
     def _leave_board(self, end: float) -> None:
         """Sleep while the board's transmitter has enough queued not to need this host, but

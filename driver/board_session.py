@@ -210,7 +210,7 @@ class BoardSession:
         client = self.link.client
         try:
             self.set(TAKEOVER_AFTER=0, **registers)
-            self.link.wait([*client.urgent, *client.waiting, *client.in_flight.values()])
+            self.link.wait([*client.urgent, *client.waiting, *client.unanswered_requests()])
         except LinkError:
             pass  # the board is gone; there is nothing more to tell it
         finally:

@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING
 
 from ..formats import host_link as F
 from .compiled import linkpath
-from .link_client import ID_MODULUS, LinkClient, LinkError, Part, Request, decode_snapshot
+from .link_client import (ID_MODULUS, QUIET_PATIENCE, LeftRun, LinkClient, LinkError, Part, Request, decode_snapshot,
+                          known_reply)
 from .transport import (GSO_MAX_BYTES, GSO_MAX_SEGMENTS, IP_MTU_DISCOVER, IPV6_MTU_DISCOVER, MTU, PMTUDISC_DO,
                         segmented, show)
 
@@ -29,6 +30,10 @@ if linkpath is not None:
                      F.HEADER.end, F.VERSION, F.REPLY, F.Type.EVENTS, F.Type.REGISTERS, F.Type.UPLOAD,
                      F.Type.DOWNLOAD, F.Status.OK, F.FLAG_QUIET)
 
+LEAVE_TAIL, LEAVE_FIRST = 1, 2
+"""driver/_linkpath.c's ``leave``: a run that fits the window, its last request one that
+only writes (a SEND), goes QUIET and returns once sent, its first request too where that
+only writes (the reply of one that writes is what it wrote)."""
 
 FIND_MOST = 4096
 """Addresses one search asks at most: a /20; a board's segment is a LAN."""
@@ -249,8 +254,10 @@ class BoardLink:
     def upload(self, word_address: int, data: bytes | memoryview, then: Request | None = None) -> None:
         """``data`` into transmit slot memory from ``word_address`` on, once every request
         queued before it has run, and the REGISTERS request ``then`` just after, in the same
-        run (a SEND of the slot: its reply says all of it ran, one wake for both); returns
-        when the board holds it all, with ``then``'s reply in it."""
+        run (a SEND of the slot). Compiled, a run that fits the window goes out QUIET and
+        this returns as it is sent, the requests in flight until a later datagram's ``ack``
+        says they ran (the push of the slot's SENT event: no wake for a reply); else once
+        the board holds it all, with ``then``'s reply in it."""
         self._bulk(F.Type.UPLOAD, word_address, data, None, then)
 
     def download(self, word_address: int, size: int, first: Request | None = None) -> bytes:
@@ -280,20 +287,25 @@ class BoardLink:
             specs = F.BulkRequests(kind, here, view[at:], step, first.body if first else None, self.parts,
                                    last.body if last else None)
             self._run(lambda: client.hands_over(len(specs)))  # the run takes the next IDs
+            leave = 0
+            if last is not None and F.writes_only(last.body) and len(specs) <= client.room():
+                # It goes whole and reads nothing: none of it need wake the host.
+                leave = LEAVE_TAIL | (LEAVE_FIRST if first is None or F.writes_only(first.body) else 0)
             try:
                 run = linkpath.bulk(self.sock.fileno(), int(kind), client.session, client.held_push, client.next_id,
                                      client.room(), here, view[at:], step, client.retry,
                                      first.body if first else None, self.offload, self.parts,
-                                     last.body if last else None)
+                                     last.body if last else None, leave, QUIET_PATIENCE if leave else 0.0)
             except ConnectionRefusedError:
                 raise self._gone() from None
             for request, reply in ((first, run["first"]), (last, run["last"])):
                 if request is not None and reply is not None:
                     header, body = F.decode(reply)
                     request.reply = (header, bytes(body))
-            rest = self._take_over(run, specs)
-            self.wait([request for _, request in rest])
-            self._answered(specs, [(index, request.answer) for index, request in rest], first, last, view, at)
+            rest = self._take_over(run, specs, first, last)
+            self.wait([request for _, request in rest if not request.flags & F.FLAG_QUIET])
+            self._answered(specs, [(index, request.answer) for index, request in rest if request.reply is not None],
+                           first, last, view, at)
             if run["next"] == len(specs):
                 return
             at += specs.offset(run["next"])
@@ -323,10 +335,12 @@ class BoardLink:
                 start = at + specs.offset(index)
                 view[start:start + 4 * specs.stride] = reply[1][:len(view) - start]
 
-    def _take_over(self, run: BulkRun, specs: F.BulkRequests) -> list[tuple[int, Request]]:
+    def _take_over(self, run: BulkRun, specs: F.BulkRequests, first: Request | None,
+                   last: Request | None) -> list[tuple[int, Request]]:
         """The client's state after a compiled run: its IDs, pushes, bytes and round trips;
-        the requests it sent but saw no answer to, in flight (by their index in ``specs``);
-        and what came that the run could not take, given to the client."""
+        the requests it sent but saw no answer to, in flight (by their index in ``specs``;
+        the QUIET ones ``first`` and ``last`` themselves, answered where they are waited
+        for); and what came that the run could not take, given to the client."""
         client, now = self.client, time.monotonic()
         self.bytes_out += run["bytes_out"]
         self.bytes_in += run["bytes_in"]
@@ -334,7 +348,7 @@ class BoardLink:
         client.requests += run["next"]
         answered = run["next"] - len(run["waiting"])
         client.grow(answered)
-        client.next_id = (client.next_id + run["next"]) % ID_MODULUS
+        first_id, client.next_id = client.next_id, (client.next_id + run["next"]) % ID_MODULUS
         if answered:  # one sample a run, its slowest: a run's many quick replies would hide a board's slow spells
             client.timer.sample(run["slowest"])
         for body in run["pushes"]:
@@ -344,18 +358,34 @@ class BoardLink:
             client.ack_owed = run["acked"] != run["held"]
         else:
             client.ack_owed |= bool(run["pushes"])
-        rest = []
-        for index, number, sent_at in run["waiting"]:
-            request = Request(*specs[index], id=number, sent_at=sent_at)  # a late reply times the wait
+        rest, waiting, count = [], run["waiting"], len(specs)
+        ends = {index: request for index, request in ((0, first), (count - 1, last)) if request is not None}
+        answered_below = waiting[0][0] if waiting else run["next"]  # the board ran all before it
+        for index, request in ends.items():
+            if index < run["next"]:
+                request.id = (first_id + index) % ID_MODULUS
+            if request.reply is None and index < answered_below:
+                request.reply = known_reply(request, client.session)  # QUIET, and an ack said it ran
+        if run["stopped"] is None and waiting and len(waiting) == count - answered_below:
+            # The run's end, sent QUIET (leaving, the run waits for no other) and left: one record.
+            client.leave(LeftRun(waiting[0][1], specs.kept(), answered_below, count, waiting[0][2], ends))
+            waiting = []
+        for index, number, sent_at, quiet in waiting:
+            request = ends[index] if quiet and index in ends else Request(*specs[index])
+            request.id, request.sent_at = number, sent_at  # a late reply times the wait
+            request.flags = F.FLAG_QUIET if quiet else 0
             client.in_flight[number] = request
             rest.append((index, request))
         if answered:
             client.waiting_since = None
-        if client.in_flight:
-            client.largest = F.HEADER.end + max(len(request.body) for request in client.in_flight.values())
+        if client.unanswered:
+            client.largest = F.HEADER.end + max([len(request.body) for request in client.in_flight.values()]
+                                                + [4 * left.specs.step for left in client.left])
             # The run waited a retry time for them already: recovery starts at once.
             client.sent_at = now - client.retry if run["stopped"] == "timeout" else now
             client.waiting_since = client.waiting_since or client.sent_at
+        if run["ack"] is not None:
+            client.ran_before(run["ack"], now)
         try:
             for datagram in run["others"]:
                 client.receive(datagram, now)

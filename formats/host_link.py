@@ -97,9 +97,11 @@ class Opcode(enum.IntEnum):
 DONE = 0x80
 FLAG_TAKE_OVER = 0x01
 FLAG_QUIET = 0x02
-"""UPLOAD: no reply when it runs (it is kept for replay all the same). The board runs
-requests in ID order only, so the reply to a later request says this one ran: a host
-asks for one reply in several and a cable carries fewer small datagrams."""
+"""UPLOAD, REGISTERS: no reply when it runs (it is kept for replay all the same). The board
+runs requests in ID order only, so a later datagram's ``ack`` past it (a reply's, or a
+push's) says this one ran: a host asks for one reply in several, a cable carries fewer
+small datagrams, and a buffer's upload and SEND wake the host for none (the board's
+push of the slot's SENT event says they ran)."""
 EVENT_BIT = 1 << 31
 """Set in an EVENT word; clear in a control record's first word."""
 
@@ -161,6 +163,27 @@ def decode_operations(body: bytes | memoryview) -> list[Operation]:
         raise FormatError(f"operations of {len(body)} bytes are not whole {OPERATION.end}-byte operations")
     return [Operation(opcode, register, value) for opcode, register, _, value
             in OPERATION.struct.iter_unpack(body)]
+
+
+def writes_only(body: bytes) -> bool:
+    """A REGISTERS request's body of WRITE operations alone (a reply to it says only that
+    it ran)."""
+    return bool(body) and not len(body) % OPERATION.end and \
+        body[_OPCODE::OPERATION.end].count(Opcode.WRITE) == len(body) // OPERATION.end
+
+
+def done_operations(body: bytes) -> bytes | None:
+    """The reply the board gives a REGISTERS request of writes alone, each operation DONE
+    with the value it wrote (a quiet one's, answered by a later ``ack``); None where any
+    operation reads (its value is only in the board's reply) or the body is not one."""
+    if not writes_only(body):
+        return None
+    reply = bytearray(body)
+    reply[_OPCODE::OPERATION.end] = bytes([Opcode.WRITE | DONE]) * (len(body) // OPERATION.end)
+    return bytes(reply)
+
+
+_OPCODE = OPERATION.field("opcode").offset
 
 
 def words(body: bytes | memoryview) -> list[int]:
@@ -274,6 +297,13 @@ class BulkRequests:
     def __len__(self) -> int:
         return self.lead + self.tail - (-len(self.data) // (4 * self.stride))
 
+    def kept(self) -> BulkRequests:
+        """The same requests over a copy of the data (its owner may reuse the buffer while
+        they are still to be answered, and a recovery sends them again)."""
+        return BulkRequests(self.kind, self.word_address, memoryview(bytes(self.data)), self.step,
+                            self.first if self.lead else None, self.stride // self.step,
+                            self.last if self.tail else None)
+
     def __iter__(self) -> Iterator[tuple[Type, bytes, int]]:
         return (self[index] for index in range(len(self)))
 
@@ -313,7 +343,7 @@ HEADER_DOCS = {
     "type": f"what the datagram is (below); a reply is its request's type + 0x{REPLY:02x}",
     "status": "replies: " + ", ".join(status.name for status in Status),
     "flags": f"OPEN: bit {FLAG_TAKE_OVER.bit_length() - 1} TAKE_OVER; "
-             f"UPLOAD: bit {FLAG_QUIET.bit_length() - 1} QUIET (no reply when it runs; a replay still answers)",
+             f"UPLOAD, REGISTERS: bit {FLAG_QUIET.bit_length() - 1} QUIET (no reply when it runs; a replay still answers)",
     "id": "the request's packet ID (a reply's is its request's); EVENTS: the push's number",
     "ack": "from the host: the highest EVENTS number it holds; from the board: the next request ID it expects",
     "session": "the session the host opened; the board's replies carry the board's own (0: none)",

@@ -283,6 +283,12 @@ def test_a_late_completion_event_does_not_deliver_the_next_buffer_of_its_slot():
         assert dp.dropped["board completions for a slot given to its next buffer since"] == 1
 
 
+def settled(dp: BoardDataPath) -> None:
+    """Wait until what the data path sent has run on the board: a buffer's upload and SEND
+    go QUIET, answered by a later datagram's ``ack``, and the run loop goes on meanwhile."""
+    dp.link.wait(dp.link.client.unanswered_requests())
+
+
 def test_buffers_are_uploaded_one_a_turn_of_the_run_loop():
     """The protocol core hands over every buffer a GO allows at once (16 of 4 MiB on the Versa).
     The host uploads one a turn of its run loop (wait_events), so what came meanwhile (a
@@ -301,11 +307,13 @@ def test_buffers_are_uploaded_one_a_turn_of_the_run_loop():
         memory, slot = board.engine.tx_memory, dp.session.geometry.slot_bytes
         assert not any(memory[:2 * slot])
         dp.wait_events(0)
+        settled(dp)
         assert memory[:16384] == buffers[0] and not any(memory[slot:2 * slot])
         dp.resend(2, (0,))
         dp.release(2)
         assert dp.resent == 0
         dp.wait_events(0)
+        settled(dp)
         assert not any(memory[slot:2 * slot])
         dp.resend(1, (0,))
         assert dp.resent == 1
@@ -347,6 +355,7 @@ def test_the_first_buffer_is_uploaded_while_the_open_is_out():
             dp.load_ahead(2, bytes(16384))
             dp.send_buffer(2, first[:8192], False)  # not what was loaded: uploaded again
             dp.wait_events(0)
+            settled(dp)
             slot = dp.session.geometry.slot_bytes
             assert uploads == [16384, 8192] and memory[slot:slot + 8192] == first[:8192]
 

@@ -384,6 +384,56 @@ def test_bulk_runs_are_exact_and_run_once_through_a_bad_path(seed, compiled, mon
         board.close()
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_an_upload_and_its_send_go_quiet_and_a_later_ack_answers_them(seed, monkeypatch):
+    """A compiled upload run that fits the window, with a SEND after it and a register
+    write queued before it (each writes only), goes out whole and QUIET: on a clean path
+    (seed 0) the board replies to none of it, and a later datagram's ``ack`` (here a read's
+    reply) answers it, the SEND and the write with the replies the board keeps for them,
+    no STATUS needed. Through loss,
+    duplication and reordering, what no ack answered is recovered: every request runs
+    once, in order, and the bytes are exact."""
+    board = ServedBoard(BUILDS["versa_ecp5"]["block"])
+    replies: list[int] = []
+    receive = board.link.receive
+
+    def counted(*args):
+        out = receive(*args)
+        replies.extend(F.decode(datagram)[0].type for datagram in out)
+        return out
+
+    monkeypatch.setattr(board.link, "receive", counted)
+    relay = LossyRelay(board.port, seed) if seed else None
+    link = BoardLink(("127.0.0.1", relay.port if relay else board.port), give_up=10)
+    link.client.timer.least = 0.005
+    try:
+        link.open()
+        replies.clear()
+        data = random.Random(seed).randbytes(8 * 4 * F.max_words(link.mtu) - 3)  # 8 uploads
+        for at in range(8):
+            before = link.client.requests
+            queued = link.client.submit(F.Type.REGISTERS, F.encode_operations([
+                F.Operation(F.Opcode.WRITE, ADDRESS["HIGH_ACK"], at)]), urgent=True)
+            then = Request(F.Type.REGISTERS, F.encode_operations([F.Operation(F.Opcode.WRITE, ADDRESS["PEER_PORT"], at)]))
+            link.upload(0, data[at:], then)
+            link.run(F.Type.REGISTERS, F.encode_operations([F.Operation(F.Opcode.READ, ADDRESS["PEER_PORT"])]))
+            link.wait(link.client.unanswered_requests())
+            assert not link.client.unanswered and queued.reply is not None and then.reply is not None
+            assert [kind for _, kind in board.link.executed[before:]] == [
+                F.Type.REGISTERS, *[F.Type.UPLOAD] * 8, F.Type.REGISTERS, F.Type.REGISTERS]  # each once, in order
+            for request in (queued, then):  # the reply the board keeps
+                assert request.reply[1] == bytes(F.decode(board.link.stored[request.id][0])[1])
+            assert bytes(board.engine.tx_memory[:len(data) - at]) == data[at:]
+        if not seed:  # none of the runs' requests was answered by a reply, nor needed a STATUS
+            assert replies == [F.Type.REGISTERS | F.REPLY] * 8, replies  # the reads' alone
+        executed = [number for number, _ in board.link.executed]
+        assert executed == list(range(1, len(executed) + 1)) == list(range(1, link.client.requests + 1))
+    finally:
+        link.close()
+        relay and relay.close()
+        board.close()
+
+
 @pytest.mark.parametrize("size", [20_000, 50_000], ids=["the run fits beside it", "the run waits for it"])
 def test_a_run_goes_on_past_a_request_whose_reply_was_lost(size):
     """A compiled run starts with requests in flight (their replies come to it and go back
