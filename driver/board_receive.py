@@ -273,10 +273,8 @@ class ReceiveSlots:
     def _command(self, op: Command, index: int, arg0: int = 0, arg1: int = 0) -> list[Request | Part]:
         """A command on a receive slot, urgent: they follow no data, and a POST queued
         behind the last buffer's downloads reached the board after the peer, told GO by an
-        urgent control packet, had sent the buffer (its DATA was dropped as unposted). A
-        POST's reply says the slot is posted (:attr:`ReceivingSlot.ready`); the others go
-        QUIET."""
-        return self.session.submit(command(op, index, arg0, arg1), urgent=True, quiet=op != Command.POST)
+        urgent control packet, had sent the buffer (its DATA was dropped as unposted)."""
+        return self.session.submit(command(op, index, arg0, arg1), urgent=True)
 
     def _drop(self, why: str) -> None:
         self.dropped[why] += 1

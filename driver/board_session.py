@@ -160,9 +160,8 @@ class BoardSession:
         """Queue register operations (as few requests as fit); with ``wait``, their read
         values. Urgent ones go ahead of uploads and downloads queued (settings, reads,
         resends and control packets: none needs a transfer of data done first); commands
-        on slots keep their place behind the data they follow. Writes no one waits for go
-        QUIET: no reply, no wake."""
-        requests = self.submit(operations, urgent, quiet=not wait)
+        on slots keep their place behind the data they follow."""
+        requests = self.submit(operations, urgent)
         if not wait:
             return []
         replies = self.link.wait(requests)
@@ -170,12 +169,9 @@ class BoardSession:
         return [op.value for _, body in replies for op in F.decode_operations(body)
                 if op.opcode & ~F.DONE == F.Opcode.READ]
 
-    def submit(self, operations: Operations, urgent: bool = False, quiet: bool = False) -> list[Request | Part]:
-        """The requests that carry ``operations``; ``quiet``: writes whose reply no one
-        waits for go QUIET (LinkClient.submit)."""
+    def submit(self, operations: Operations, urgent: bool = False) -> list[Request | Part]:
         return self.link.submit([(F.Type.REGISTERS, F.encode_operations(operations[at:at + F.MAX_OPERATIONS]), 0)
-                                 for at in range(0, len(operations), F.MAX_OPERATIONS)], join=True, urgent=urgent,
-                                quiet=quiet)
+                                 for at in range(0, len(operations), F.MAX_OPERATIONS)], join=True, urgent=urgent)
 
     def set(self, **registers: int) -> None:
         self.operations([write(name, value) for name, value in registers.items()], urgent=True)
@@ -210,12 +206,10 @@ class BoardSession:
 
     def close(self, **registers: int) -> None:
         """Let what is queued reach the board (a last QUIT or ABORT among it) with these
-        settings written last (TAKEOVER_AFTER 0: the next host need not wait), then end:
-        their reply (asked for: the board runs requests in order) answers what went QUIET."""
+        settings written last (TAKEOVER_AFTER 0: the next host need not wait), then end."""
         client = self.link.client
         try:
-            self.operations([write(name, value) for name, value in {"TAKEOVER_AFTER": 0, **registers}.items()],
-                            wait=True, urgent=True)
+            self.set(TAKEOVER_AFTER=0, **registers)
             self.link.wait([*client.urgent, *client.waiting, *client.unanswered_requests()])
         except LinkError:
             pass  # the board is gone; there is nothing more to tell it

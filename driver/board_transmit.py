@@ -113,10 +113,9 @@ class TransmitSlots:
         self.slots[index] = SendingSlot(number, len(data), taking=isinstance(data, TakenBuffer))
         send = command(Command.SEND, index, number, len(data), flag=int(last))
         if isinstance(data, PatternBuffer):
-            self.session.submit(command(Command.FILL, index, data.key, data.length, flag=1) + send, urgent=True,
-                                quiet=True)
+            self.session.submit(command(Command.FILL, index, data.key, data.length, flag=1) + send, urgent=True)
         elif isinstance(data, TakenBuffer):
-            self.session.submit(command(Command.TAKE, index, 0, data.length, flag=1) + send, urgent=True, quiet=True)
+            self.session.submit(command(Command.TAKE, index, 0, data.length, flag=1) + send, urgent=True)
         else:
             assert not isinstance(data, BornBuffer)
             self.uploads.append(Upload(index, data, send))
@@ -144,7 +143,7 @@ class TransmitSlots:
         if waiting is not None:
             waiting.then = send
         else:
-            self.session.submit(send, quiet=True)
+            self.session.submit(send)
         self.busy = True
         return True
 

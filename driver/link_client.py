@@ -284,24 +284,20 @@ class LinkClient:
         return self.opening is not None and self.opening.reply is not None
 
     def submit(self, kind: F.Type, body: bytes = b"", value: int = 0, join: bool = False,
-               urgent: bool = False, quiet: bool = False) -> Request | Part:
+               urgent: bool = False) -> Request | Part:
         """Queue a request. With ``join``, register operations join the last request still
         waiting in their queue when that is register operations with room: one datagram
         instead of several, each way, and the same order of execution. An ``urgent``
         request goes before every request waiting that is not (a resend must not wait
-        behind megabytes of upload); it must not need any of them done first. A ``quiet``
-        one, register writes that no one waits for, asks for no reply (QUIET): a later
-        datagram's ``ack`` answers it, and no wake of the host's is spent on it."""
+        behind megabytes of upload); it must not need any of them done first."""
         queue = self.urgent if urgent else self.waiting
         last = queue[-1] if queue else None
-        flags = F.FLAG_QUIET if quiet and kind == F.Type.REGISTERS and F.writes_only(body) else 0
         if join and kind == F.Type.REGISTERS and last is not None and last.type == F.Type.REGISTERS \
                 and len(last.body) + len(body) <= F.MAX_OPERATIONS * F.OPERATION.end:
             part = Part(last, len(last.body), len(body))
             last.body += body
-            last.flags &= flags | ~F.FLAG_QUIET  # quiet only while every part is
             return part
-        request = Request(kind, body, value, flags)
+        request = Request(kind, body, value)
         queue.append(request)
         return request
 
@@ -319,15 +315,11 @@ class LinkClient:
 
     def hands_over(self, requests: int) -> bool:
         """A compiled run of ``requests`` may take the next IDs now: every request queued
-        has gone, none is to go again and no recovery runs; any in flight that asked for a
-        reply (the board runs them first, and the run hands their replies back) leave room
-        for the whole run, so the board still keeps their replies when the run ends. QUIET
-        ones need no reply kept (any later ``ack`` answers them): beside them alone a run
-        starts where the window has room."""
-        room = self.room()
+        has gone, none is to go again and no recovery runs; any in flight (the board runs
+        them first, and the run hands their replies back) leave room for the whole run, so
+        the board still keeps their replies when the run ends."""
         return not self.urgent and not self.waiting and not self.due and not self.recovering \
-            and (self.opening is None or self.opened) \
-            and (not self.unanswered or requests <= room or room >= 1 and not self._loud_in_flight())
+            and (self.opening is None or self.opened) and (not self.unanswered or requests <= self.room())
 
     def room(self) -> int:
         """Requests that may go now within :attr:`window` of the oldest unanswered."""
@@ -351,7 +343,7 @@ class LinkClient:
         self.left.append(run)
 
     def _oldest(self) -> int | None:
-        """The oldest unanswered request's ID, from which the window counts."""
+        """The oldest unanswered request's ID."""
         ids = [self.left[0].first_id] if self.left else []
         if self.in_flight:
             ids.append(next(iter(self.in_flight)))  # requests go in flight in ID order
@@ -394,8 +386,6 @@ class LinkClient:
             request.sent_at = now
             self.requests += 1
             self.in_flight[request.id] = request
-            if (self.urgent or self.waiting) and not self._room(self.next_id):
-                request.flags &= ~F.FLAG_QUIET  # it fills the window: its reply opens it again
             self._emit(request)
         acks = int(self.ack_owed)
         if self.ack_owed:
@@ -617,8 +607,10 @@ class LinkClient:
         """The runs left in flight as requests of their own, in ID order, for a recovery."""
         if not self.left:
             return
+        oldest = self._oldest()
+        assert oldest is not None
         requests = [*self.in_flight.values(), *(request for run in self.left for request in run.requests())]
-        self.in_flight = {r.id: r for r in sorted(requests, key=lambda r: (r.id - self.next_id) % ID_MODULUS)}
+        self.in_flight = {r.id: r for r in sorted(requests, key=lambda r: (r.id - oldest) % ID_MODULUS)}
         self.left.clear()
 
     def _push(self, header: F.Header, body: memoryview) -> None:

@@ -42,8 +42,7 @@ class RegisterLink:
         self.sent_at = time.monotonic()
         self.started = time.monotonic()
 
-    def submit(self, requests: F.Requests, join: bool = False, urgent: bool = False,
-               quiet: bool = False) -> list[Request]:
+    def submit(self, requests: F.Requests, join: bool = False, urgent: bool = False) -> list[Request]:
         done = []
         for kind, body, value in requests:
             operations = F.decode_operations(body)

@@ -72,8 +72,7 @@ def test_flush_goes_ahead_of_queued_data():
     dp = BoardDataPath.open(("127.0.0.1", board.port), local_port=2998)
     asked = []
     submit = dp.session.submit
-    dp.session.submit = lambda operations, urgent=False, quiet=False: asked.append(urgent) or submit(operations, urgent,
-                                                                                                   quiet)
+    dp.session.submit = lambda operations, urgent=False: asked.append(urgent) or submit(operations, urgent)
     try:
         dp.flush()
         assert asked == [True]  # one request, urgent

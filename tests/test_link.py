@@ -76,43 +76,6 @@ def test_joined_operations_run_once_in_order_and_each_gets_its_own_reply(seed):
     assert [F.decode_operations(p.reply[1])[0].value for p in parts] == list(range(100))
 
 
-@pytest.mark.parametrize("seed", range(6))
-def test_writes_no_one_waits_for_go_quiet_and_a_later_ack_answers_them(seed):
-    """Register writes submitted ``quiet`` go QUIET: the board sends no reply, and a later
-    reply's ``ack`` answers each with the reply the board keeps (its operation DONE with
-    the value written). The one that fills the window while more wait asks for its reply
-    (which opens the window again: 32 quiet writes once held a read behind them until a
-    STATUS), and so does one joined by a read. On a clean path (seed 0) only the last,
-    with nothing after it, needs a STATUS; through loss, duplication and reordering every
-    request still runs once, in order."""
-    board = board_model()
-    replies: list[int] = []
-    receive = board.receive
-
-    def counted(*args):
-        out = receive(*args)
-        replies.extend(F.decode(datagram)[0].type for datagram in out)
-        return out
-
-    board.receive = counted
-    client, link = opened(board, seed, **(IMPAIRED if seed else {}))
-    replies.clear()
-    write = [F.encode_operations([F.Operation(F.Opcode.WRITE, PORT, i)]) for i in range(42)]
-    quiet = [client.submit(F.Type.REGISTERS, body, quiet=True) for body in write[:40]]
-    joined = client.submit(F.Type.REGISTERS, write[40], quiet=True)
-    read = client.submit(F.Type.REGISTERS, F.encode_operations([F.Operation(F.Opcode.READ, PORT)]), join=True)
-    last = client.submit(F.Type.REGISTERS, write[41], quiet=True)
-    assert [r.flags for r in (quiet[0], joined, last)] == [F.FLAG_QUIET, 0, F.FLAG_QUIET]
-    link.run(client, lambda: read.reply is not None)
-    assert all(r.reply == (r.reply[0], F.encode_operations([F.Operation(F.Opcode.WRITE | F.DONE, PORT, i)]))
-               for i, r in enumerate(quiet))
-    assert F.decode_operations(read.reply[1])[0].value == 40
-    link.run(client, lambda: last.reply is not None)  # no later ack: a STATUS finds it ran
-    assert [i for i, _ in board.executed] == list(range(1, 43))  # once each, in order
-    if not seed:
-        assert replies == [F.Type.REGISTERS | F.REPLY] * 2 + [F.Type.STATUS | F.REPLY], replies
-
-
 @pytest.mark.parametrize("seed", range(3))
 def test_a_lossy_link_narrows_the_window_and_a_clean_one_widens_it_again(seed):
     """The board runs requests in order only: a lost request costs every one sent behind
