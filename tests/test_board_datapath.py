@@ -17,6 +17,7 @@ from register_link import NAMES, RegisterLink, session
 from netblt.formats import host_link as F
 from netblt.driver.board import BoardDataPath
 from netblt.driver.board_receive import ReceiveSlots
+from netblt.driver.board_transmit import SendingSlot
 from netblt.driver.link_client import Request
 from netblt.formats.registers import (
     ADDRESS, EVENT_WORD, RECEIVED_FLAGS, Event,
@@ -365,6 +366,25 @@ def test_the_first_buffer_is_uploaded_while_the_open_is_out():
             for n in (4, 5):  # two slots: the one loaded ahead gives way
                 dp.send_buffer(n, bytes(16384), False)
             assert sorted(s.buffer for s in dp.sending.slots.values()) == [4, 5]
+    finally:
+        dp.close()
+        board.close()
+
+
+def test_a_lone_transmit_idle_ends_no_wait():
+    """TransmitIdle alone (the SENT of the last buffer queued) changes nothing the sending
+    core does before its keepalive or its next control message, each of which ends the
+    wait anyway: wait_events keeps it until then, not a turn of the run loop of its own
+    (the SENT push is what wakes a host whose upload and SEND went QUIET)."""
+    board = ServedBoard()
+    dp = BoardDataPath.open(("127.0.0.1", board.port), local_port=2998)
+    try:
+        dp.sending.slots[0] = SendingSlot(1, 16384)
+        sent = EVENT_WORD.pack(kind=Event.SENT, slot=0, flags=0, value=0, valid=1)
+        dp.link.client.pushed.events.append(sent)
+        started = time.monotonic()
+        assert dp.wait_events(0.3) == [ev.TransmitIdle()]
+        assert time.monotonic() - started >= 0.3  # held to the wait's end
     finally:
         dp.close()
         board.close()
