@@ -380,7 +380,8 @@ class BoardDataPath:
         flags = CONNECTION_FLAGS.pack(udp=int(self.kind == "udp"))
         port = self.control.local_port
         operations += [write("COUNTERS_CLEAR", 1), write("LOCAL_PORT", port), write("UDP_LOCAL_PORT", port),
-                       write("FLAGS", flags), write("PEER_ADDRESS", 0), write("HIGH_ACK", 0), read("RX_HIGH_ACK")]
+                       write("FLAGS", flags), write("PEER_ADDRESS", 0), write("HIGH_ACK", 0), write("PUSH_HOLD", 0),
+                       read("RX_HIGH_ACK")]
         (stale_high_ack,) = self.session.operations(operations, wait=True)
         self.sending.reset()
         self.receiving.reset(stale_high_ack)

@@ -28,6 +28,12 @@ LOSS_MEMORY = 2.0
 """Seconds without a resend asked for after which the peer's path counts as clean."""
 LEAVE_AT_LEAST = 0.002
 """Shorter than this, a sleep saves no wake."""
+PUSH_HOLD = 0.01
+"""Seconds a sending host's board holds its events for a control packet to join their push:
+a buffer's SENT then comes with the peer's OK for it (or for one before), one wake of the
+host for both. Short beside the wait for a quiet run's answer (link_client.QUIET_PATIENCE),
+and an event's news is of no use to a sender sooner: the core acts on SENT only at its
+next control message or keepalive."""
 SOURCE_SILENCE = 5.0
 """Seconds a TAKE may wait on the source port with no word taken before the user hears."""
 
@@ -85,11 +91,14 @@ class TransmitSlots:
         self.source_seen = (time.monotonic(), 0)
         """When SOURCE_TAKEN was last read (or no TAKE waited), and what it said."""
         self.source_silent = False
+        self.holding = False
+        """PUSH_HOLD is set: this host sends."""
 
     def reset(self) -> None:
-        """The last connection is over: nothing of it is here."""
+        """The last connection is over: nothing of it is here (its board registers are
+        reset by :class:`~.board.BoardDataPath`)."""
         self.slots, self.uploads = {}, deque()
-        self.resent, self.resent_at, self.busy = 0, time.monotonic(), False
+        self.resent, self.resent_at, self.busy, self.holding = 0, time.monotonic(), False, False
 
     def configure(self) -> None:
         """A connection is set up: its path counts as lossy until it has been clean for
@@ -106,6 +115,9 @@ class TransmitSlots:
         FILL; its source port: TAKE), with the SEND in one request (the board fetches the
         slot's packets once the slot is written). That follows no upload, so it goes as
         urgent and joins the high-ack stamp that the GO's OK brought: one request a buffer."""
+        if not self.holding:
+            self.session.set(PUSH_HOLD=self.session.clock.cycles(PUSH_HOLD))
+            self.holding = True
         ahead = self._slot_of(number)
         if ahead is not None and self._send_ahead(ahead, data, last):
             return

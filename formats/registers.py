@@ -206,6 +206,8 @@ LINK_GROUPS = (
         Register("LINK_PUSH_NUMBER", "r", 16, "the number of the latest event push"),
         Register("LINK_WINDOW", "r", 8, "replies kept for replay: requests a host may have in flight"),
         Register("PUSH_TIMEOUT", "rw", 32, "cycles before an unacknowledged event push is sent again"),
+        Register("PUSH_HOLD", "rw", 32, "cycles events may wait for a control packet to join their push "
+                                        "(0, as after power-up: none); a control packet waiting pushes at once"),
         Register("PUSH_LIMIT", "rw", 16, "words a push may hold, its header included: the host link's MTU "
                                          "over four, less the IP and UDP headers (368 at 1500 bytes, as after "
                                          "power-up); control packets join a push while they fit, the first "

@@ -350,10 +350,14 @@ class LinkExecutor(wiring.Component):
             m.d.comb += self.counters.add[i].eq(strobe + extra)
 
     def _clocks(self) -> None:
-        """Cycles, for the push timer; milliseconds, for the owner's silence."""
+        """Cycles, for the push timers; milliseconds, for the owner's silence."""
         m, regs = self.m, self.regs
         self.cycles = Signal(32)
         m.d.sync += self.cycles.eq(self.cycles + 1)
+        self.events_since = Signal(32)
+        """The cycle before the events waiting began to wait, for PUSH_HOLD."""
+        with m.If(~self.events_waiting):
+            m.d.sync += self.events_since.eq(self.cycles)
         per_ms = self.identity.clock_hz // 1000
         tick = Signal(range(per_ms))
         m.d.sync += tick.eq(Mux(tick == per_ms - 1, 0, tick + 1))
@@ -472,9 +476,12 @@ class LinkExecutor(wiring.Component):
 
     def _receive(self) -> None:
         m, regs = self.m, self.regs
+        # Events wait PUSH_HOLD for a control packet to go with them (a sender's SENT for
+        # its peer's OK: one wake of the host for both); a control packet goes at once.
+        events_due = self.events_waiting & ((self.cycles - self.events_since) > regs["PUSH_HOLD"])
         push_due = regs["LINK_SESSION"].any() & Mux(
             self.push_pending, (self.cycles - self.push_sent_at) > regs["PUSH_TIMEOUT"],
-            self.events_waiting | self.control_next.any())
+            events_due | self.control_next.any())
         with m.State("IDLE"):
             # A push goes first: a host keeps requests queued for as long as a file's
             # uploads take, and events waiting behind them would wait that long. Pushes

@@ -35,14 +35,14 @@ from netblt.bench import wire_pacing
 from netblt.driver.framing import HEADER_SIZE, parse_header
 from netblt.driver import board_transmit
 from netblt.driver.board import BoardDataPath
-from netblt.driver.board_session import leave
+from netblt.driver.board_session import command, leave, write
 from netblt.driver.link import BoardLink
-from netblt.driver.link_client import BoardInUse, LinkError
+from netblt.driver.link_client import BoardInUse, LinkError, Pushed
 from netblt.formats import host_link as F
 from netblt.formats.boards import IP_ADDRESS, MAC_ADDRESS, SIMULATION
 from netblt.formats.born import TakenBuffer
 from netblt.formats.pattern import pattern_bytes
-from netblt.formats.registers import ADDRESS, CONNECTION_FLAGS
+from netblt.formats.registers import ADDRESS, CONNECTION_FLAGS, EVENT_WORD, Command, Event
 from netblt.formats.rfc998 import PacketType
 from netblt.host.files import trailer_size
 from netblt.protocol import codec, packets
@@ -525,6 +525,48 @@ def test_a_push_carries_the_request_id_the_board_expects_next_as_its_replies_do(
         owner.sock.setblocking(False)  # as the client runs it
         leave(owner)
     assert pushed.ack == header.ack == next_id, (pushed, header)
+
+
+def test_events_wait_push_hold_for_a_control_packet_to_go_with_them(board):
+    """A sending host's board holds its events up to PUSH_HOLD for a control packet to join
+    their push (a buffer's SENT and the peer's OK: one wake of the host for both): an event
+    waits while no packet comes, the QUIT that comes takes it along in one push, and with a
+    short hold an event goes alone once the hold is over."""
+    simulated(board)  # the packet comes from this host, to the board's NETBLT port
+    owner = taken(board)
+
+    def pushed_until(done, seconds: float) -> Pushed:
+        got, deadline = Pushed(), time.monotonic() + seconds
+        while not done(got) and time.monotonic() < deadline:
+            owner.step(min(deadline, time.monotonic() + 0.2))
+            more = owner.client.take_pushed()
+            got.events += more.events
+            got.packets += more.packets
+        return got
+
+    def filled(hold: int) -> None:
+        owner.run(F.Type.REGISTERS, operations(write("PUSH_HOLD", hold), *command(Command.FILL, 0, 7, 64)))
+
+    try:
+        taking_control_packets(owner, board, PUSH_TIMEOUT=1 << 24)  # a push once, acknowledged in time
+        pushed_until(lambda got: False, 0.5)  # what a previous test left
+        filled(1 << 31)
+        early = pushed_until(lambda got: False, 1.0)
+        before = board.status()
+        quits_to(board, ["with the event"])
+        held = pushed_until(lambda got: got.packets, 60)
+        after = board.status()
+        pushes = after["LINK_PUSHES"] - after["LINK_PUSH_RETRIES"] - (before["LINK_PUSHES"] - before["LINK_PUSH_RETRIES"])
+        filled(50_000)  # a millisecond of a 50 MHz clock
+        alone = pushed_until(lambda got: got.events, 60)
+        owner.run(F.Type.REGISTERS, operations(write("PUSH_HOLD", 0)))
+    finally:
+        leave(owner)
+    assert (early.events, early.packets) == ([], [])
+    assert [EVENT_WORD.unpack(word)["kind"] for word in held.events] == [Event.FILLED]
+    assert [codec.decode(record.packet).packet.reason for record in held.packets] == ["with the event"]
+    assert pushes == 1
+    assert ([EVENT_WORD.unpack(word)["kind"] for word in alone.events], alone.packets) == ([Event.FILLED], [])
 
 
 def test_a_resend_goes_out_ahead_of_the_buffers_queued(board):

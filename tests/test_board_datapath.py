@@ -17,6 +17,7 @@ from register_link import NAMES, RegisterLink, session
 from netblt.formats import host_link as F
 from netblt.driver.board import BoardDataPath
 from netblt.driver.board_receive import ReceiveSlots
+from netblt.driver import board_transmit
 from netblt.driver.board_transmit import SendingSlot
 from netblt.driver.link_client import Request
 from netblt.formats.registers import (
@@ -385,6 +386,28 @@ def test_a_lone_transmit_idle_ends_no_wait():
         started = time.monotonic()
         assert dp.wait_events(0.3) == [ev.TransmitIdle()]
         assert time.monotonic() - started >= 0.3  # held to the wait's end
+    finally:
+        dp.close()
+        board.close()
+
+
+def test_a_sending_host_has_its_board_hold_events_for_the_peers_ok():
+    """A sending host's board holds its events for a control packet (PUSH_HOLD: a buffer's
+    SENT goes with the peer's OK, one wake for both); the connection's end sets it back, so
+    a receiving host's events, which start its downloads, are never held."""
+    board = ServedBoard()
+    dp = BoardDataPath.open(("127.0.0.1", board.port), local_port=2998)
+    try:
+        assert board.link.settings["PUSH_HOLD"] == 0
+        params = Params(buffer_size=16384, packet_size=1448, burst_size=1, burst_interval=1000, max_buffers=2,
+                        data_checksum=False, death_timer=30)
+        dp.configure(params, ("127.0.0.1", 5000), transfer_size=16384)
+        dp.send_buffer(1, bytes(16384), True)
+        dp.wait_events(0)
+        settled(dp)
+        assert board.link.settings["PUSH_HOLD"] == dp.session.clock.cycles(board_transmit.PUSH_HOLD) > 0
+        dp.reset()
+        assert board.link.settings["PUSH_HOLD"] == 0
     finally:
         dp.close()
         board.close()

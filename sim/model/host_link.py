@@ -36,13 +36,16 @@ class HostLink:
         """(request ID, type) of every execution, for tests."""
         self.counts = {r.name: 0 for r in LINK_REGISTERS if r.name.startswith("LINK_") and r.width == 32
                        and r.name not in ("LINK_SESSION", "LINK_OWNER_ADDRESS", "LINK_OWNER_SILENT")}
-        self.settings = {"PUSH_TIMEOUT": engine.geometry.clock_hz // 1000, "TAKEOVER_AFTER": DEFAULT_TAKEOVER_MS,
+        self.events_since: float | None = None
+        """When the events waiting began to wait (None: none wait)."""
+        self.settings = {"PUSH_TIMEOUT": engine.geometry.clock_hz // 1000, "PUSH_HOLD": 0,
+                         "TAKEOVER_AFTER": DEFAULT_TAKEOVER_MS,
                          "PUSH_LIMIT": F.push_limit(1500), "NETMASK": _ipv4(NETMASK), "GATEWAY": _ipv4(GATEWAY)}
 
     def reset(self) -> None:
         """Power cycled: every session and stored reply is gone."""
         self.session, self.owner, self.expected, self.stored = 0, ("0.0.0.0", 0), 1, {}
-        self.push_sent, self.push_number = None, 0
+        self.push_sent, self.push_number, self.events_since = None, 0, None
 
     # -- datagrams ---------------------------------------------------------------------------------
 
@@ -88,15 +91,19 @@ class HostLink:
         (formats/host_link.py ``push_room``), the first whatever its size."""
         if not self.session:
             return []
+        if self.engine.events and self.events_since is None:
+            self.events_since = now
         if self.push_sent is not None:
             timeout = self.settings["PUSH_TIMEOUT"] / self.engine.geometry.clock_hz
             if now - self.push_sent_at <= timeout:
                 return []
             self.counts["LINK_PUSH_RETRIES"] += 1
-        elif self.engine.events or self.engine.control_in:
+        elif self.engine.control_in or self.events_due(now):
             self.push_number = (self.push_number + 1) % (1 << 16)
             room, event_room = F.push_room(self.settings["PUSH_LIMIT"])
             events = self.engine.take_events(event_room)
+            if not self.engine.events:
+                self.events_since = None
             packets, words = [], F.HEADER.end // 4 + len(events)
             waiting = self.engine.control_in
             while waiting and (not packets or words + F.record_words(len(waiting[0].packet)) <= room):
@@ -110,6 +117,15 @@ class HostLink:
         self.push_sent_at = now
         self.counts["LINK_PUSHES"] += 1
         return [self.push_sent]
+
+    def events_due(self, now: float) -> bool:
+        """Events wait PUSH_HOLD for a control packet to go with them (a sender's SENT for
+        the peer's OK: one wake of the host for both)."""
+        return self.events_since is not None and now >= self.hold_ends()
+
+    def hold_ends(self) -> float:
+        assert self.events_since is not None
+        return self.events_since + self.settings["PUSH_HOLD"] / self.engine.geometry.clock_hz
 
     def _reply(self, header: F.Header, status: F.Status = F.Status.OK, body: bytes = b"",
                value: int | None = None) -> bytes:

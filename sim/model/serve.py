@@ -80,6 +80,8 @@ class Served:
         times = [now + 0.05]
         if self.link.push_sent is not None:
             times.append(self.link.push_sent_at + self.link.settings["PUSH_TIMEOUT"] / self.engine.geometry.clock_hz)
+        elif self.link.events_since is not None:
+            times.append(self.link.hold_ends())
         if (due := self.engine.next_due()) is not None:
             times.append(due)
         if self.later:
