@@ -73,6 +73,9 @@ BROKEN = {
     "link executor: a push number skipped": Variant(
         "link_executor", 'self.reply_id.eq(regs["LINK_PUSH_NUMBER"] + 1),',
         'self.reply_id.eq(regs["LINK_PUSH_NUMBER"] + 2),', "pushes are numbered without gaps"),
+    "link executor: events pushed before their hold": Variant(
+        "link_executor", 'events_due = self.events_waiting & ((self.cycles - self.events_since)[:32] > regs["PUSH_HOLD"])',
+        'events_due = self.events_waiting', "events alone wait PUSH_HOLD for a control packet"),
     "link executor: a take-over with no silence": Variant(
         "link_executor", 'taking_over = f["flags"][0] & silent_long',
         'taking_over = f["flags"][0]', "a session changes hands only after its owner's silence"),
