@@ -406,10 +406,15 @@ class BoardLink:
         return LinkError(f"no board at {self.shown}: nothing listens on that port")
 
     def _run(self, done: Callable[[], bool]) -> None:
+        """Steps until ``done``; what waits to go first, as that may be all it needs (a
+        compiled run may start once the requests queued before it have gone: waiting for a
+        datagram then cost a round trip and a wake)."""
         while not done():
             if self.deadline is not None and time.monotonic() >= self.deadline:
                 raise LinkError(f"board {self.shown}: no time left to hear from it")
-            self.step(self.deadline)
+            self.flush()
+            if not done():
+                self.step(self.deadline)
 
     def flush(self) -> None:
         """Send what the client has to send now."""

@@ -434,6 +434,29 @@ def test_an_upload_and_its_send_go_quiet_and_a_later_ack_answers_them(seed, monk
         board.close()
 
 
+def test_a_run_starts_once_the_requests_queued_before_it_have_gone():
+    """Register requests queued before a download (a receiving host's commands and control
+    packets) go first and the compiled run starts as they have gone, their replies coming
+    back to it: it waited for a datagram first, a round trip and a wake a buffer."""
+    board = ServedBoard(BUILDS["versa_ecp5"]["block"])
+    link = BoardLink(("127.0.0.1", board.port), give_up=10)
+    data = random.Random(3).randbytes(8192)
+    board.engine.rx_memory[:len(data)] = data
+    try:
+        link.open()
+        queued = [link.client.submit(F.Type.REGISTERS, F.encode_operations([
+            F.Operation(F.Opcode.WRITE, ADDRESS["ARG0"], n)] * (F.MAX_OPERATIONS - 1 - n))) for n in range(3)]
+        steps: list[float | None] = []
+        step = link.step
+        link.step = lambda until: (steps.append(until), step(until))[1]  # type: ignore[method-assign]
+        got = link.download(0, len(data))
+        assert got == data and all(request.reply is not None for request in queued)
+        assert steps == []
+    finally:
+        link.close()
+        board.close()
+
+
 @pytest.mark.parametrize("size", [20_000, 50_000], ids=["the run fits beside it", "the run waits for it"])
 def test_a_run_goes_on_past_a_request_whose_reply_was_lost(size):
     """A compiled run starts with requests in flight (their replies come to it and go back
