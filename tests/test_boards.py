@@ -225,7 +225,7 @@ def test_each_build_places_with_its_own_seeds_and_router(tmp_path, monkeypatch):
                                        slots=slots)
             assert not report.clocks[0].met and seed == tried[-1][0]
             seeds[board.name, slots] = tried[:]
-    assert seeds == {("colorlight_5a75b", "block"): [(3, False), (4, False)],
+    assert seeds == {("colorlight_5a75b", "block"): [(5, False), (4, False)],
                      ("colorlight_5a75b", "dram"): [(13, True), (5, True)],
                      ("versa_ecp5", "block"): [(s, False) for s in (1, 2, 3, 4)],
                      ("versa_ecp5", "dram"): [(s, True) for s in (1, 2, 3, 4)]}
