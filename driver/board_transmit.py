@@ -33,7 +33,9 @@ PUSH_HOLD = 0.01
 a buffer's SENT then comes with the peer's OK for it (or for one before), one wake of the
 host for both. Short beside the wait for a quiet run's answer (link_client.QUIET_PATIENCE),
 and an event's news is of no use to a sender sooner: the core acts on SENT only at its
-next control message or keepalive."""
+next control message or keepalive. Set for buffers the host uploads (their QUIET run
+waits for that push): with buffers born on the board it cost more than it saved
+(docs/benchmarks.md)."""
 SOURCE_SILENCE = 5.0
 """Seconds a TAKE may wait on the source port with no word taken before the user hears."""
 
@@ -92,7 +94,7 @@ class TransmitSlots:
         """When SOURCE_TAKEN was last read (or no TAKE waited), and what it said."""
         self.source_silent = False
         self.holding = False
-        """PUSH_HOLD is set: this host sends."""
+        """PUSH_HOLD is set: this host uploads what it sends."""
 
     def reset(self) -> None:
         """The last connection is over: nothing of it is here (its board registers are
@@ -115,9 +117,6 @@ class TransmitSlots:
         FILL; its source port: TAKE), with the SEND in one request (the board fetches the
         slot's packets once the slot is written). That follows no upload, so it goes as
         urgent and joins the high-ack stamp that the GO's OK brought: one request a buffer."""
-        if not self.holding:
-            self.session.set(PUSH_HOLD=self.session.clock.cycles(PUSH_HOLD))
-            self.holding = True
         ahead = self._slot_of(number)
         if ahead is not None and self._send_ahead(ahead, data, last):
             return
@@ -130,6 +129,9 @@ class TransmitSlots:
             self.session.submit(command(Command.TAKE, index, 0, data.length, flag=1) + send, urgent=True)
         else:
             assert not isinstance(data, BornBuffer)
+            if not self.holding:
+                self.session.set(PUSH_HOLD=self.session.clock.cycles(PUSH_HOLD))
+                self.holding = True
             self.uploads.append(Upload(index, data, send))
         self.busy = True
 
