@@ -33,9 +33,9 @@ PUSH_HOLD = 0.01
 a buffer's SENT then comes with the peer's OK for it (or for one before), one wake of the
 host for both. Short beside the wait for a quiet run's answer (link_client.QUIET_PATIENCE),
 and an event's news is of no use to a sender sooner: the core acts on SENT only at its
-next control message or keepalive. Set for buffers the host uploads (their QUIET run
-waits for that push): with buffers born on the board it cost more than it saved
-(docs/benchmarks.md)."""
+next control message or keepalive. Set for buffers the host uploads, whose QUIET run
+waits for that push; buffers born on the board have a reply of their own, and there it
+showed no saving (docs/benchmarks.md)."""
 SOURCE_SILENCE = 5.0
 """Seconds a TAKE may wait on the source port with no word taken before the user hears."""
 
