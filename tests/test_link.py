@@ -445,7 +445,7 @@ def test_a_run_starts_once_the_requests_queued_before_it_have_gone():
     try:
         link.open()
         queued = [link.client.submit(F.Type.REGISTERS, F.encode_operations([
-            F.Operation(F.Opcode.WRITE, ADDRESS["ARG0"], n)] * (F.MAX_OPERATIONS - 1 - n))) for n in range(3)]
+            F.Operation(F.Opcode.WRITE, ADDRESS["ARG0"], n)])) for n in range(3)]
         steps: list[float | None] = []
         step = link.step
         link.step = lambda until: (steps.append(until), step(until))[1]  # type: ignore[method-assign]

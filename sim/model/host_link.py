@@ -98,7 +98,7 @@ class HostLink:
             if now - self.push_sent_at <= timeout:
                 return []
             self.counts["LINK_PUSH_RETRIES"] += 1
-        elif self.engine.control_in or self.events_due(now):
+        elif self.engine.control_in or self._events_due(now):
             self.push_number = (self.push_number + 1) % (1 << 16)
             room, event_room = F.push_room(self.settings["PUSH_LIMIT"])
             events = self.engine.take_events(event_room)
@@ -118,12 +118,13 @@ class HostLink:
         self.counts["LINK_PUSHES"] += 1
         return [self.push_sent]
 
-    def events_due(self, now: float) -> bool:
+    def _events_due(self, now: float) -> bool:
         """Events wait PUSH_HOLD for a control packet to go with them (a sender's SENT for
         the peer's OK: one wake of the host for both)."""
         return self.events_since is not None and now >= self.hold_ends()
 
     def hold_ends(self) -> float:
+        """When the events waiting may go alone (the serve loop looks again then)."""
         assert self.events_since is not None
         return self.events_since + self.settings["PUSH_HOLD"] / self.engine.geometry.clock_hz
 
