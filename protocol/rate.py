@@ -169,6 +169,23 @@ class BurstOffers:
         self.selector.arrived((first_pass.arrivals - 1) * packet_size * 8, first_pass.spread,
                               burst_rate_bps(*burst, packet_size), burst[1] / 1000, lost=overflowed)
 
+    def changed_pass(self, size: int, before: tuple[int, int], after: tuple[int, int], first_pass: FirstPass,
+                     since: float) -> None:
+        """A buffer of ``size`` bytes whose first pass began at ``before`` and went on at
+        ``after`` for its last ``since`` seconds. In start-up only, its part since is a
+        sample at ``after``: each step of start-up then takes a buffer, not two (the offer
+        comes in the OK of one buffer, while the next is on its way). The part before is
+        taken as delivered at ``before``, which start-up's last sample said the path carries."""
+        spread = first_pass.spread
+        if not self.selector.startup or not 0 < since < spread:
+            return
+        packet_size = self.params.packet_size
+        bits = (first_pass.arrivals - 1) * packet_size * 8 - burst_rate_bps(*before, packet_size) * (spread - since)
+        if bits > 0:
+            overflowed = first_pass.lost > OVERFLOW * -(-size // packet_size)
+            self.selector.arrived(bits, since, burst_rate_bps(*after, packet_size), after[1] / 1000,
+                                  lost=overflowed)
+
     def offer(self, burst: tuple[int, int]) -> tuple[int, int]:
         """What to offer while the sender uses ``burst``."""
         p = self.params

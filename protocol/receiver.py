@@ -51,6 +51,8 @@ class Receiver:
         self.last_number: int | None = last
         self.burst = (p.burst_size, p.burst_interval)
         """The sender's burst size and interval in force, as its NULL-ACKs say."""
+        self.burst_before: tuple[tuple[int, int], float] | None = None
+        """The burst in force before this one, and when this one's first NULL-ACK came."""
         self.offers = BurstOffers(p)
         self.sent_at: dict[int, tuple[int, int]] = {}
         """Per buffer receiving, the sender's burst size and interval when its first packet came."""
@@ -90,7 +92,9 @@ class Receiver:
 
     def on_packet(self, packet: Packet, now: float) -> None:
         if isinstance(packet, NullAck):
-            self.burst = (packet.burst_size, packet.burst_interval)
+            burst = (packet.burst_size, packet.burst_interval)
+            if burst != self.burst:
+                self.burst_before, self.burst = (self.burst, now), burst
             self._high_ack(packet.high_ack, now)
 
     def on_event(self, event: ev.Event, now: float) -> None:
@@ -105,7 +109,7 @@ class Receiver:
                     rb.expected = min(rb.expected, count)
                     self.conn.timers.shorten(("data", n), now + self._variance())
             case ev.BufferComplete(buffer=n, size=size, first_pass=first_pass):
-                self._sample(n, size, first_pass)
+                self._sample(n, size, first_pass, now)
                 self._complete(n, size, now)
             case ev.MissingPackets(buffer=n, packets=packets):
                 self._missing(n, packets, now)
@@ -150,13 +154,17 @@ class Receiver:
             rb.state is RxState.RECEIVED for rb in self.buffers.values() if rb.number <= self.last_number)
         self.conn.emit(ev.Deliver(n, n - 1, size, final))
 
-    def _sample(self, n: int, size: int, first_pass: ev.FirstPass | None) -> None:
+    def _sample(self, n: int, size: int, first_pass: ev.FirstPass | None, now: float) -> None:
         """Buffer ``n``'s delivery, for the rate offers: what arrived while its first pass
-        did (a data path that cannot time it says nothing)."""
+        did (a data path that cannot time it says nothing). A first pass the sender's rate
+        changed in the middle of says what the part since the change delivered."""
         burst = self.sent_at.pop(n, self.burst)
-        if burst == self.burst and first_pass is not None and first_pass.spread > 0:
+        if first_pass is None or first_pass.spread <= 0:
+            return
+        if burst == self.burst:
             self.offers.first_pass(size, burst, first_pass)
-        # else no timing, or a mixed sample: the sender changed its rate meanwhile
+        elif self.burst_before is not None and self.burst_before[0] == burst:
+            self.offers.changed_pass(size, burst, self.burst, first_pass, now - self.burst_before[1])
 
     def _released(self, n: int, now: float) -> None:
         if (rb := self.buffers.get(n)) is None or rb.state is not RxState.RECEIVED:

@@ -8,9 +8,10 @@ from dataclasses import replace
 
 import pytest
 
-from netblt.protocol.params import Params, burst_for_rate
+from netblt.protocol.events import FirstPass
+from netblt.protocol.params import Params, burst_for_rate, burst_rate_bps
 from netblt.protocol.rate import (
-    FASTER, FILTER, LIMITED, PROBE_GAINS, REGAIN, SPAN, STARTUP_GAIN, UNCONFIRMED_GAIN, RateSelector,
+    FASTER, FILTER, LIMITED, PROBE_GAINS, REGAIN, SPAN, STARTUP_GAIN, UNCONFIRMED_GAIN, BurstOffers, RateSelector,
 )
 from netblt.sim.wan.netem import PathConfig
 from netblt.sim.wan.virtual import simulate
@@ -98,6 +99,36 @@ def test_short_buffers_pool_into_one_sample_and_a_new_rate_starts_a_new_pool():
     assert selector.offered == STARTUP_GAIN * 20 * M
 
 
+def changed_pass(offers: BurstOffers, before: tuple[int, int], after: tuple[int, int], early: int,
+                 delivered_share: float) -> None:
+    """A 1024-packet buffer whose first ``early`` packets came at ``before`` and the rest at
+    ``after``, the path delivering ``delivered_share`` of the latter in their time."""
+    bits = 1448 * 8
+    old, new = (burst_rate_bps(*burst, 1448) for burst in (before, after))
+    since = (1024 - early) * bits / new
+    arrivals = early + round((1024 - early) * delivered_share)
+    offers.changed_pass(1024 * 1448, before, after, FirstPass(early * bits / old + since, arrivals, 0), since)
+
+
+def test_in_start_up_a_first_pass_the_sender_sped_up_in_is_a_sample_of_its_part_since():
+    """The offer comes in one buffer's OK while the next is already on its way, so that one
+    begins at the old rate and ends at the new: its part since the change is a sample at the
+    new rate, and each step of start-up takes a buffer, not two."""
+    before, after = (10, 1), (20, 1)
+    new = burst_rate_bps(*after, 1448)
+    offers = BurstOffers(auto())
+    changed_pass(offers, before, after, early=300, delivered_share=1.0)
+    assert offers.selector.offered == pytest.approx(STARTUP_GAIN * new, rel=0.01)
+    offers = BurstOffers(auto())
+    changed_pass(offers, before, after, early=300, delivered_share=0.5)  # a bottleneck at half the new rate
+    assert offers.selector.offered == pytest.approx(UNCONFIRMED_GAIN * new / 2, rel=0.01)
+    # Past start-up the rate before the change is not known to have been carried: no sample.
+    offers = BurstOffers(auto())
+    offers.selector.startup = False
+    changed_pass(offers, before, after, early=300, delivered_share=1.0)
+    assert offers.selector.offered is None
+
+
 # -- whole transfers in virtual time --------------------------------------------------------------
 
 
@@ -151,6 +182,15 @@ def test_slow_and_long_paths_run_near_their_bottleneck(rate, megabytes, one_way,
 def test_with_no_bottleneck_the_cap_is_reached():
     result = transfer(150, PathConfig(delay=0.00005), 0.00005)
     assert steady_mbps(result, after=0.3) >= 900  # after a start-up of about 0.2 s
+
+
+def test_start_up_doubles_the_rate_a_buffer_at_a_time():
+    """From an eighth of the cap, each buffer of start-up comes twice as fast as the one
+    before: the fourth is at the cap. Were a buffer the sender sped up in no sample, each
+    step would take two buffers (the fourth at half the cap)."""
+    done = [t for t, _ in transfer(16, PathConfig(delay=0.00005), 0.00005).receiver.progress.done_at]
+    at_the_cap = 1448 * 1024 * 8 / burst_rate_bps(*burst_for_rate(950e6, 1448), 1448)
+    assert done[3] - done[2] <= 1.1 * at_the_cap
 
 
 def test_a_sender_capped_at_its_gigabit_line_never_overflows_the_lines_queue():
