@@ -33,9 +33,9 @@ from .transfer import (IDLE_TICK, PROGRESS_TICK, STAMP_RATE, Gate, Interrupted, 
 from .units import parse_listen_address, parse_port, parse_rate, parse_size, positive
 
 # What a sender proposes by default: a modern gigabit LAN, not 1987's.
-SEND_DEFAULTS = dict(packets_per_buffer=1024, buffers=8, rate=950e6, death_timer=30)
+SEND_DEFAULTS = dict(packets_per_buffer=1024, buffers=8, death_timer=30)
 GIGABIT = 1e9
-"""Interfaces up to this speed cap an automatic sender at their line (:func:`automatic_cap`)."""
+"""The line an automatic sender's cap is at most (:func:`automatic_cap`)."""
 # What a receiver accepts at most by default (it only ever restricts the sender's offer).
 RECV_LIMITS = dict(packet_size=65000, buffer_size=16 << 20, burst_size=0xFFFF, burst_interval=1,
                    buffers=32, death_timer=30)
@@ -68,7 +68,7 @@ def _add_common_options(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--buffers", type=positive, metavar="N", help="outstanding buffers (default: 8)")
     g.add_argument("--rate", type=parse_rate, help="the most data rate in bits/s, e.g. 950M, 10M, 64k (burst "
                    "size and interval within 1%%); without it a sender starts at an eighth of its "
-                   "interface's line (a gigabit's or slower; else 950M) and the receiver's offers find "
+                   "interface's line (a gigabit's at most) and the receiver's offers find "
                    "what the path carries")
     g.add_argument("--transport", choices=("udp", "ip"), default="udp",
                    help="NETBLT inside UDP (default) or natively on IP protocol 30 (IPv4, needs root)")
@@ -207,19 +207,16 @@ def params_from(args: argparse.Namespace, *, limits: bool, peer: str = "0.0.0.0"
 
 def automatic_cap(args: argparse.Namespace, peer: str, packet_size: int) -> float:
     """The most a sender choosing its own rate sends: the data its Ethernet interface toward
-    ``peer`` carries, where that runs at a gigabit or less; 950M otherwise (a board's wire
-    is a gigabit; a faster interface, or one the system reports no speed for).
+    ``peer`` carries in ``packet_size`` packets, or a gigabit line's where the interface is
+    faster or reports no speed (loopback, a tunnel, virtio; a board's wire is a gigabit).
 
-    950M is 0.9% over what a gigabit line carries in 1,448-byte packets (941.5M): within
-    the rate choice's tenth, so a host that keeps up filled its own queue unseen and lost
-    what overflowed; and it held 4,500- and 9,000-byte packets under their line (980M,
-    990M). Past a faster interface's line, start-up looking for a slower bottleneck
-    overshoots with large buffers (docs/benchmarks.md, issue 68): that waits for a safer
-    start-up."""
+    Before, 950M where no line was known: 0.9% over a gigabit's data in 1,448-byte packets,
+    within the rate choice's tenth, so a host that kept up filled the line's queue unseen
+    until it overflowed; and 3-4% under it in 4,500- and 9,000-byte ones. Past a gigabit,
+    start-up looking for a slower bottleneck overshoots with large buffers (docs/benchmarks.md,
+    issue 68): a faster interface's own line waits for a safer start-up."""
     speed = None if args.board else link_speed_bps(peer)
-    if speed is None or speed > GIGABIT:
-        return SEND_DEFAULTS["rate"]
-    return line_data_bps(speed, peer, args.transport, packet_size)
+    return line_data_bps(min(speed or GIGABIT, GIGABIT), peer, args.transport, packet_size)
 
 
 class BitRateColumn(ProgressColumn):

@@ -8,6 +8,7 @@ from dataclasses import replace
 
 import pytest
 
+from netblt.driver.transport import line_data_bps
 from netblt.protocol.events import FirstPass
 from netblt.protocol.params import Params, burst_for_rate, burst_rate_bps
 from netblt.protocol.rate import (
@@ -132,9 +133,11 @@ def test_in_start_up_a_first_pass_the_sender_sped_up_in_is_a_sample_of_its_part_
 # -- whole transfers in virtual time --------------------------------------------------------------
 
 
-def auto(packet_size: int = 1448, buffers: int = 8, packets_per_buffer: int = 1024) -> Params:
-    """What ``netblt send`` proposes with no --rate: 950M a cap, chosen automatically."""
-    burst_size, burst_interval = burst_for_rate(950e6, packet_size)
+def auto(packet_size: int = 1448, buffers: int = 8, packets_per_buffer: int = 1024, cap: float = 0.0) -> Params:
+    """What ``netblt send`` proposes with no --rate: a gigabit line's data a cap, chosen
+    automatically (host/cli.py ``automatic_cap``); or ``cap``."""
+    burst_size, burst_interval = burst_for_rate(cap or line_data_bps(1e9, "127.0.0.1", "udp", packet_size),
+                                                packet_size)
     return Params(buffer_size=packet_size * packets_per_buffer, packet_size=packet_size, burst_size=burst_size,
                   burst_interval=burst_interval, max_buffers=buffers, data_checksum=False, death_timer=60,
                   auto_rate=True)
@@ -165,7 +168,7 @@ def test_a_100M_bottleneck_with_a_1MB_queue_is_found_with_almost_nothing_resent(
     path = PathConfig(delay=0.02, rate_bps=100e6, queue_bytes=1 << 20)
     result = transfer(100, path, 0.02)
     assert steady_mbps(result) >= 90 and resent_share(result) <= 0.01
-    # Without selection: the sender at 950M throughout, the receiver's offers repeating it.
+    # Without selection: the sender at its cap throughout, the receiver's offers repeating it.
     monkeypatch.setattr(RateSelector, "arrived", lambda *args, **kwargs: None)
     fixed = transfer(100, path, 0.02, replace(auto(), auto_rate=False))
     assert resent_share(fixed) > 0.1
@@ -186,23 +189,22 @@ def test_with_no_bottleneck_the_cap_is_reached():
 
 def test_start_up_doubles_the_rate_a_buffer_at_a_time():
     """From an eighth of the cap, each buffer of start-up comes twice as fast as the one
-    before: the fourth is at the cap. Were a buffer the sender sped up in no sample, each
-    step would take two buffers (the fourth at half the cap)."""
+    before (the fourth partly at the cap), and the fifth is at the cap. Were a buffer the
+    sender sped up in no sample, each step would take two buffers (the fifth at half the cap)."""
     done = [t for t, _ in transfer(16, PathConfig(delay=0.00005), 0.00005).receiver.progress.done_at]
-    at_the_cap = 1448 * 1024 * 8 / burst_rate_bps(*burst_for_rate(950e6, 1448), 1448)
-    assert done[3] - done[2] <= 1.1 * at_the_cap
+    at_the_cap = 1448 * 1024 * 8 / auto().rate_bps
+    assert done[4] - done[3] <= 1.1 * at_the_cap
 
 
 def test_a_sender_capped_at_its_gigabit_line_never_overflows_the_lines_queue():
-    """host/cli.py caps a sender on a gigabit interface at its line. 950M, 0.9% over it, is
-    within the selector's tenth of what arrives (never a bottleneck to it), so the line's
-    queue fills until it overflows."""
+    """host/cli.py caps a sender at a gigabit line at most. The 950M it replaced, 0.9% over
+    it, is within the selector's tenth of what arrives (never a bottleneck to it), so the
+    line's queue fills until it overflows."""
     line = 1e9 * 1448 / 1538  # the data of 1,500-byte frames on the wire
     path = PathConfig(delay=0.00005, rate_bps=line, queue_bytes=1 << 20)
-    burst_size, burst_interval = burst_for_rate(line, 1448)
-    at_the_line = replace(auto(), burst_size=burst_size, burst_interval=burst_interval)
-    assert resent_share(transfer(64, path, 0.00005, at_the_line)) < 0.001
-    assert resent_share(transfer(64, path, 0.00005)) > 0.005  # at 950M
+    assert 0.99 * line <= auto().rate_bps <= line
+    assert resent_share(transfer(64, path, 0.00005)) < 0.001
+    assert resent_share(transfer(64, path, 0.00005, auto(cap=950e6))) > 0.005
 
 
 @pytest.mark.parametrize("loss", [PathConfig(loss=0.01), PathConfig(burst_loss=0.002)], ids=["random", "bursts"])

@@ -137,7 +137,7 @@ def test_a_path_whose_mtu_shrinks_mid_transfer_ends_it_naming_the_mtu_and_the_fi
 
 def test_a_sender_finds_the_speed_of_the_interface_toward_its_peer():
     """Inside a namespace: the veth pair reports 10 Gb/s, past a
-    gigabit, so an automatic sender keeps the 950M cap (host/cli.py automatic_cap)."""
+    gigabit, so an automatic sender's cap is a gigabit line's (host/cli.py automatic_cap)."""
     from netblt.sim.wan.veth_path import ADDRESSES as VETH, VethPath
     look = ("from netblt.driver.transport import link_speed_bps as speed; "
             "import sys; print(speed(sys.argv[1]), speed('127.0.0.1'))")
