@@ -29,7 +29,9 @@ import struct
 import threading
 import time
 import unicodedata
+from collections import deque
 from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,6 +47,8 @@ MAX_NAME = 1024
 """Bytes of UTF-8 in a name, all components together."""
 RECORD_INTERVAL = 1.0
 """Seconds between updates of a resume record while data arrives."""
+CACHED_WRITES = 4
+"""Writes a file sink leaves in the page cache before dropping the oldest (:meth:`FileSink.write`)."""
 TRAILER = struct.Struct(">8sQ32s")
 TRAILER_MAGIC = b"nbltEND1"
 MAC_SIZE = 32
@@ -516,6 +520,8 @@ class FileSink:
                              on_disk={self._offset(n): self._length(n) for n in self.held},
                              read=lambda at, length: os.pread(self.fd_read, length, at))
         self.written: set[int] = set(self.held)
+        self.cached: deque[tuple[int, int]] = deque()
+        """The newest writes' ranges, still in the page cache."""
         self.verdict: str | None = None
         """Why the whole data was found wrong, once it was judged."""
         self._recorded_at = time.monotonic()
@@ -619,10 +625,23 @@ class FileSink:
         written = 0
         while written < len(data):
             written += os.pwrite(self.fd, data[written:], offset + written)
+        self._uncache(offset, len(data))
         self.written.add(offset // self.buffer_size + 1)
         self.order.add(offset, data)
         if time.monotonic() - self._recorded_at > RECORD_INTERVAL:
             self.save_record()
+
+    def _uncache(self, offset: int, length: int) -> None:
+        """Keep what arrives out of the page cache: a receiver writes far more than it reads
+        back, and memory new to the cache is dear (on this project's VMs 2.4 s of CPU a GB
+        written, 0.2 with pages reused; docs/benchmarks.md, issue 68). The range just written
+        starts its writeback; the oldest of the last few, clean by now, is dropped."""
+        self.cached.append((offset, length))
+        clean = self.cached.popleft() if len(self.cached) > CACHED_WRITES else None
+        with suppress(OSError):  # advice only: a file system may not take it
+            os.posix_fadvise(self.fd, offset, length, os.POSIX_FADV_DONTNEED)
+            if clean:
+                os.posix_fadvise(self.fd, *clean, os.POSIX_FADV_DONTNEED)
 
     def problem(self) -> str | None:
         self.order.advance()
