@@ -29,7 +29,6 @@ import struct
 import threading
 import time
 import unicodedata
-from collections import deque
 from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass
@@ -47,8 +46,8 @@ MAX_NAME = 1024
 """Bytes of UTF-8 in a name, all components together."""
 RECORD_INTERVAL = 1.0
 """Seconds between updates of a resume record while data arrives."""
-CACHED_WRITES = 4
-"""Writes a file sink leaves in the page cache before dropping the oldest (:meth:`FileSink.write`)."""
+UNCACHE_BYTES = 8 << 20
+"""Bytes a file sink writes between its advice to the page cache (:meth:`FileSink._uncache`)."""
 TRAILER = struct.Struct(">8sQ32s")
 TRAILER_MAGIC = b"nbltEND1"
 MAC_SIZE = 32
@@ -520,8 +519,10 @@ class FileSink:
                              on_disk={self._offset(n): self._length(n) for n in self.held},
                              read=lambda at, length: os.pread(self.fd_read, length, at))
         self.written: set[int] = set(self.held)
-        self.cached: deque[tuple[int, int]] = deque()
-        """The newest writes' ranges, still in the page cache."""
+        self.unadvised: tuple[int, int, int] | None = None
+        """The span written since the last advice, and its bytes."""
+        self.advised: tuple[int, int] | None = None
+        """The span whose writeback the last advice started."""
         self.verdict: str | None = None
         """Why the whole data was found wrong, once it was judged."""
         self._recorded_at = time.monotonic()
@@ -634,14 +635,19 @@ class FileSink:
     def _uncache(self, offset: int, length: int) -> None:
         """Keep what arrives out of the page cache: a receiver writes far more than it reads
         back, and memory new to the cache is dear (on this project's VMs 2.4 s of CPU a GB
-        written, 0.2 with pages reused; docs/benchmarks.md, issue 68). The range just written
-        starts its writeback; the oldest of the last few, clean by now, is dropped."""
-        self.cached.append((offset, length))
-        clean = self.cached.popleft() if len(self.cached) > CACHED_WRITES else None
+        written, 0.2 with pages reused; docs/benchmarks.md, issue 68). Each UNCACHE_BYTES
+        written, the span they cover starts its writeback, and the span before, clean by
+        now, is dropped: two system calls a span, whatever the buffers' size."""
+        start, end, count = self.unadvised or (offset, offset + length, 0)
+        start, end, count = min(start, offset), max(end, offset + length), count + length
+        if count < UNCACHE_BYTES:
+            self.unadvised = start, end, count
+            return
+        clean, self.advised, self.unadvised = self.advised, (start, end), None
         with suppress(OSError):  # advice only: a file system may not take it
-            os.posix_fadvise(self.fd, offset, length, os.POSIX_FADV_DONTNEED)
+            os.posix_fadvise(self.fd, start, end - start, os.POSIX_FADV_DONTNEED)
             if clean:
-                os.posix_fadvise(self.fd, *clean, os.POSIX_FADV_DONTNEED)
+                os.posix_fadvise(self.fd, clean[0], clean[1] - clean[0], os.POSIX_FADV_DONTNEED)
 
     def problem(self) -> str | None:
         self.order.advance()
