@@ -12,7 +12,7 @@ from ..formats.born import BornBuffer, PatternBuffer, TakenBuffer
 from ..formats.registers import COMMAND_WORD, Command, PacingMode
 from ..protocol import events as ev
 from .board_session import WIRE_BPS, BoardSession, Operations, command, read, write
-from .link_client import LinkError
+from .link_client import QUIET_PATIENCE, LinkError
 
 LEAVE_AT_MOST = 0.05
 """Seconds a sending host leaves its board alone while the board's transmitter has work
@@ -28,14 +28,14 @@ LOSS_MEMORY = 2.0
 """Seconds without a resend asked for after which the peer's path counts as clean."""
 LEAVE_AT_LEAST = 0.002
 """Shorter than this, a sleep saves no wake."""
-PUSH_HOLD = 0.01
-"""Seconds a sending host's board holds its events for a control packet to join their push:
-a buffer's SENT then comes with the peer's OK for it (or for one before), one wake of the
-host for both. Short beside the wait for a quiet run's answer (link_client.QUIET_PATIENCE),
-and an event's news is of no use to a sender sooner: the core acts on SENT only at its
-next control message or keepalive. Set for buffers the host uploads, whose QUIET run
-waits for that push; buffers born on the board have a reply of their own, and there it
-showed no saving (docs/benchmarks.md)."""
+PUSH_HOLD = QUIET_PATIENCE / 5
+"""Seconds a sending host's board holds its events for a control packet to join their push
+(10 ms): a buffer's SENT then comes with the peer's OK for it (or for one before), one wake
+of the host for both. Short beside the wait for a quiet run's answer, which that push ends
+(else the run asks for STATUS each buffer); and an event's news is of no use to a sender
+sooner: the core acts on SENT only at its next control message or keepalive. Set for
+buffers the host uploads, whose QUIET run waits for that push; buffers born on the board
+have a reply of their own, and there it showed no saving (docs/benchmarks.md)."""
 SOURCE_SILENCE = 5.0
 """Seconds a TAKE may wait on the source port with no word taken before the user hears."""
 
