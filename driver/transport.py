@@ -12,6 +12,9 @@ from __future__ import annotations
 import errno
 import fcntl
 import ipaddress
+import math
+import os
+import select
 import socket
 import struct
 import time
@@ -40,6 +43,10 @@ SO_TIMESTAMPNS = 35
 """Linux: each datagram carries the time the kernel took it in (struct timespec, the
 system clock)."""
 _TIMESPEC = struct.Struct("@ll")
+_ANCILLARY = socket.CMSG_SPACE(4) + socket.CMSG_SPACE(_TIMESPEC.size)
+"""Room for a read's coalescing size and arrival time."""
+WAIT = 0.05
+"""Seconds a read waits for something to come before it returns nothing."""
 IP_RECVERR, IPV6_RECVERR = 11, 25
 """Linux: queue ICMP errors with the datagram that drew them (not in Python's socket module)."""
 _RECVERR = {(socket.IPPROTO_IP, IP_RECVERR), (socket.IPPROTO_IPV6, IPV6_RECVERR)}
@@ -238,10 +245,18 @@ class Transport:
             self.sock.close()
             raise TransportError(f"cannot listen on {show((bind_host, port))}: {exc.strerror}") from None
         self.local_port = self.sock.getsockname()[1] if kind == "udp" else port
-        self.sock.settimeout(0.05)
+        self.sock.settimeout(WAIT)
         self.offload = kind == "udp" and _try_offload(self.sock)
+        self._reader: socket.socket | None = None
+        """The socket again, read without Python's poll before each call (:meth:`receive`)."""
         if self.offload:
             self.sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+            self._reader = socket.socket(fileno=os.dup(self.sock.fileno()))
+            self._reader.settimeout(0.0)
+            self._readable = select.poll()
+            self._readable.register(self._reader, select.POLLIN)
+            self._clock = (-math.inf, 0.0)
+            """When time.monotonic's clock last was set against the kernel's, and by how much."""
         self.arrival: float | None = None
         """When the kernel took in what :meth:`receive` last brought, on time.monotonic's
         clock (None where it does not say): a receiver that was kept from running reads a
@@ -288,23 +303,10 @@ class Transport:
         Raises ConnectionRefusedError (or another OSError) when an ICMP error arrived:
         :meth:`errors` says about whom.
         """
-        nothing = memoryview(buf)[:0], 0, None
         self.arrival = None
-        if self.offload:
-            try:
-                n, ancillary, _flags, address = self.sock.recvmsg_into(
-                    [buf], socket.CMSG_SPACE(4) + socket.CMSG_SPACE(_TIMESPEC.size))
-            except (TimeoutError, BlockingIOError):
-                return nothing
-            segment = 0
-            for level, kind, data in ancillary:
-                if level == socket.SOL_UDP and kind == UDP_GRO:
-                    segment = _GRO_SIZE.unpack(data[:4])[0]
-                elif level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS:
-                    seconds, nanoseconds = _TIMESPEC.unpack(data[:_TIMESPEC.size])
-                    now = time.monotonic()
-                    self.arrival = min(now, now - time.time() + seconds + nanoseconds * 1e-9)
-            return memoryview(buf)[:n], segment, address[:2]
+        if self._reader is not None:
+            return self._receive_offloaded(buf)
+        nothing = memoryview(buf)[:0], 0, None
         try:
             n, address = self.sock.recvfrom_into(buf)
         except (TimeoutError, BlockingIOError):
@@ -318,6 +320,31 @@ class Transport:
                 return nothing
             return view, 0, (address[0], 0)
         return view, 0, address[:2]
+
+    def _receive_offloaded(self, buf: bytearray) -> tuple[memoryview, int, Address | None]:
+        """:meth:`receive` with coalescing and the kernel's arrival times: one system call
+        where something waits (a socket with a timeout polls before each read, which was a
+        quarter of a receiver's data path at 80,000 datagrams a second), and where nothing
+        does a wait as long as the socket's timeout (WAIT; none where set non-blocking)."""
+        assert self._reader is not None
+        try:
+            n, ancillary, _flags, address = self._reader.recvmsg_into([buf], _ANCILLARY)
+        except BlockingIOError:
+            if (wait := self.sock.gettimeout()) != 0.0:
+                self._readable.poll(None if wait is None else wait * 1000)
+            return memoryview(buf)[:0], 0, None
+        segment = 0
+        for level, kind, data in ancillary:
+            if kind == SO_TIMESTAMPNS and level == socket.SOL_SOCKET:
+                seconds, nanoseconds = _TIMESPEC.unpack_from(data)
+                now = time.monotonic()
+                set_at, offset = self._clock
+                if now - set_at > 1.0:  # the wall clock may be stepped: set again each second
+                    set_at, offset = self._clock = now, now - time.time()
+                self.arrival = min(now, offset + seconds + nanoseconds * 1e-9)
+            elif kind == UDP_GRO and level == socket.SOL_UDP:
+                segment = _GRO_SIZE.unpack_from(data)[0]
+        return memoryview(buf)[:n], segment, address[:2]
 
     def errors(self) -> list[tuple[Address | None, str]]:
         """The queued ICMP errors: the address of the datagram that drew each, and what it said."""
@@ -339,6 +366,8 @@ class Transport:
             out.append(((host, port if self.kind == "udp" else 0), what))
 
     def close(self) -> None:
+        if self._reader is not None:
+            self._reader.close()
         self.sock.close()
 
 
