@@ -4,7 +4,7 @@
 
 Each case is a whole transfer between the real protocol cores over sim/wan/netem.py's path model
 in virtual time (sim/wan/virtual.py), with what ``netblt send`` proposes by default (1448-byte
-packets, 1024 per buffer, 8 outstanding, a gigabit line's data a cap chosen
+packets, 512 KiB buffers, 16 outstanding, a gigabit line's data a cap chosen
 automatically), next to the same transfer at that cap throughout with no selection (the
 sender's and receiver's behaviour before it). RFC 1030's Wideband setting is the last row.
 Then a gigabit line at each MTU, the sender capped at its line or at the fixed 950M that
@@ -22,6 +22,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ..driver.transport import line_data_bps, overhead
+from ..host.cli import SEND_DEFAULTS, default_buffer_size
 from ..protocol.params import Params, burst_for_rate
 from ..protocol.rate import RateSelector
 from ..sim.wan.netem import PathConfig
@@ -49,11 +50,12 @@ CASES = [
 ]
 
 
-def default_params(packet_size: int = 1448, packets: int = 1024, buffers: int = 8) -> Params:
+def default_params(packet_size: int = 1448, packets: int = 0, buffers: int = SEND_DEFAULTS["buffers"]) -> Params:
+    """What ``netblt send`` proposes with no options to a gigabit line's peer; ``packets`` a buffer if given."""
     burst_size, burst_interval = burst_for_rate(line_data_bps(1e9, VETH[1], "udp", packet_size), packet_size)
-    return Params(buffer_size=packet_size * packets, packet_size=packet_size, burst_size=burst_size,
-                  burst_interval=burst_interval, max_buffers=buffers, data_checksum=False, death_timer=60,
-                  auto_rate=True)
+    return Params(buffer_size=packet_size * packets if packets else default_buffer_size(packet_size),
+                  packet_size=packet_size, burst_size=burst_size, burst_interval=burst_interval,
+                  max_buffers=buffers, data_checksum=False, death_timer=60, auto_rate=True)
 
 
 def run(megabytes: float, params: Params, forward: PathConfig, back: float, seed: int = 1,
@@ -75,7 +77,7 @@ def run(megabytes: float, params: Params, forward: PathConfig, back: float, seed
 
 def main() -> int:
     console = Console(width=160)
-    table = Table(title="Rate selection, no --rate (virtual time; 1448-byte packets, 1.48 MB buffers, 8 outstanding)")
+    table = Table(title="Rate selection, no --rate (virtual time; 1448-byte packets, 512 KiB buffers, 16 outstanding)")
     for column in ("path", "MB", "steady Mb/s", "after 6 s", "resent", "at the cap, no selection: steady",
                    "resent", "goal"):
         table.add_column(column, justify="right")

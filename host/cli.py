@@ -33,7 +33,11 @@ from .transfer import (IDLE_TICK, PROGRESS_TICK, STAMP_RATE, Gate, Interrupted, 
 from .units import parse_listen_address, parse_port, parse_rate, parse_size, positive
 
 # What a sender proposes by default: a modern gigabit LAN, not 1987's.
-SEND_DEFAULTS = dict(packets_per_buffer=1024, buffers=8, death_timer=30)
+SEND_DEFAULTS = dict(buffer_bytes=512 << 10, buffers=16, death_timer=30)
+"""Buffers of 512 KiB (whole packets), two of which a bottleneck's queue takes before any OK,
+so that an automatic sender starts at its cap (protocol/rate.py ``SMALL_START``), with a
+sample of the path each 4.5 ms at a gigabit; 16 outstanding, 8 MiB (docs/benchmarks.md,
+issue 68: 1,024-packet buffers, 8 outstanding, before)."""
 GIGABIT = 1e9
 """The line an automatic sender's cap is at most (:func:`automatic_cap`)."""
 # What a receiver accepts at most by default (it only ever restricts the sender's offer).
@@ -62,10 +66,10 @@ def _add_common_options(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--packet-size", type=positive, metavar="BYTES", help="data bytes per DATA packet "
                    "(default: 1448 over UDP, 1456 over IP, 20 fewer to an IPv6 address: a 1500-byte MTU)")
     g.add_argument("--buffer-size", type=parse_size, metavar="BYTES",
-                   help="bytes per NETBLT buffer (default: 1024 packets)")
+                   help="bytes per NETBLT buffer (default: 512K in whole packets)")
     g.add_argument("--burst-size", type=positive, metavar="N", help="packets per burst")
     g.add_argument("--burst-interval", type=positive, metavar="MS", help="ms from burst start to burst start")
-    g.add_argument("--buffers", type=positive, metavar="N", help="outstanding buffers (default: 8)")
+    g.add_argument("--buffers", type=positive, metavar="N", help="outstanding buffers (default: 16)")
     g.add_argument("--rate", type=parse_rate, help="the most data rate in bits/s, e.g. 950M, 10M, 64k (burst "
                    "size and interval within 1%%); without it a sender starts at an eighth of its "
                    "interface's line (a gigabit's at most) and the receiver's offers find "
@@ -195,7 +199,7 @@ def params_from(args: argparse.Namespace, *, limits: bool, peer: str = "0.0.0.0"
         else:
             burst_size, burst_interval = burst_for_rate(args.rate or automatic_cap(args, peer, packet_size),
                                                         packet_size)
-        buffer_size, buffers = packet_size * SEND_DEFAULTS["packets_per_buffer"], SEND_DEFAULTS["buffers"]
+        buffer_size, buffers = default_buffer_size(packet_size), SEND_DEFAULTS["buffers"]
     checksum = args.data_checksum if args.data_checksum is not None else args.transport == "ip"
     auto = not limits and args.rate is None and not (args.burst_size or args.burst_interval)
     return Params(buffer_size=args.buffer_size or buffer_size, packet_size=packet_size,
@@ -203,6 +207,11 @@ def params_from(args: argparse.Namespace, *, limits: bool, peer: str = "0.0.0.0"
                   max_buffers=args.buffers or buffers, data_checksum=checksum,
                   death_timer=args.death_timer or SEND_DEFAULTS["death_timer"], rate_cap=rate_cap,
                   auto_rate=auto)
+
+
+def default_buffer_size(packet_size: int) -> int:
+    """A sender's buffer size where none is given: :data:`SEND_DEFAULTS`' bytes in whole packets."""
+    return packet_size * max(1, SEND_DEFAULTS["buffer_bytes"] // packet_size)
 
 
 def automatic_cap(args: argparse.Namespace, peer: str, packet_size: int) -> float:

@@ -9,10 +9,12 @@ from dataclasses import replace
 import pytest
 
 from netblt.driver.transport import line_data_bps
+from netblt.host.cli import SEND_DEFAULTS, default_buffer_size
 from netblt.protocol.events import FirstPass
 from netblt.protocol.params import Params, burst_for_rate, burst_rate_bps
 from netblt.protocol.rate import (
-    FASTER, FILTER, LIMITED, PROBE_GAINS, REGAIN, SPAN, STARTUP_GAIN, UNCONFIRMED_GAIN, BurstOffers, RateSelector,
+    FASTER, FILTER, LIMITED, PROBE_GAINS, REGAIN, SMALL_START, SPAN, STARTUP_GAIN, UNCONFIRMED_GAIN, BurstOffers,
+    RateSelector,
 )
 from netblt.sim.wan.netem import PathConfig
 from netblt.sim.wan.virtual import simulate
@@ -133,12 +135,14 @@ def test_in_start_up_a_first_pass_the_sender_sped_up_in_is_a_sample_of_its_part_
 # -- whole transfers in virtual time --------------------------------------------------------------
 
 
-def auto(packet_size: int = 1448, buffers: int = 8, packets_per_buffer: int = 1024, cap: float = 0.0) -> Params:
-    """What ``netblt send`` proposes with no --rate: a gigabit line's data a cap, chosen
-    automatically (host/cli.py ``automatic_cap``); or ``cap``."""
+def auto(packet_size: int = 1448, buffers: int = SEND_DEFAULTS["buffers"], packets_per_buffer: int = 0,
+         cap: float = 0.0) -> Params:
+    """What ``netblt send`` proposes with no --rate: its default buffers, a gigabit line's data
+    a cap, chosen automatically (host/cli.py ``automatic_cap``); or ``packets_per_buffer`` and ``cap``."""
     burst_size, burst_interval = burst_for_rate(cap or line_data_bps(1e9, "127.0.0.1", "udp", packet_size),
                                                 packet_size)
-    return Params(buffer_size=packet_size * packets_per_buffer, packet_size=packet_size, burst_size=burst_size,
+    buffer_size = packet_size * packets_per_buffer if packets_per_buffer else default_buffer_size(packet_size)
+    return Params(buffer_size=buffer_size, packet_size=packet_size, burst_size=burst_size,
                   burst_interval=burst_interval, max_buffers=buffers, data_checksum=False, death_timer=60,
                   auto_rate=True)
 
@@ -188,12 +192,24 @@ def test_with_no_bottleneck_the_cap_is_reached():
 
 
 def test_start_up_doubles_the_rate_a_buffer_at_a_time():
-    """From an eighth of the cap, each buffer of start-up comes twice as fast as the one
-    before (the fourth partly at the cap), and the fifth is at the cap. Were a buffer the
-    sender sped up in no sample, each step would take two buffers (the fifth at half the cap)."""
-    done = [t for t, _ in transfer(16, PathConfig(delay=0.00005), 0.00005).receiver.progress.done_at]
-    at_the_cap = 1448 * 1024 * 8 / auto().rate_bps
+    """Buffers too large to start at the cap (1,024 packets) start at an eighth of it, and
+    each buffer of start-up comes twice as fast as the one before (the fourth partly at the
+    cap), the fifth at the cap. Were a buffer the sender sped up in no sample, each step
+    would take two buffers (the fifth at half the cap)."""
+    large = auto(packets_per_buffer=1024, buffers=8)
+    done = [t for t, _ in transfer(16, PathConfig(delay=0.00005), 0.00005, large).receiver.progress.done_at]
+    at_the_cap = 1448 * 1024 * 8 / large.rate_bps
     assert done[4] - done[3] <= 1.1 * at_the_cap
+
+
+def test_a_short_path_behind_a_slow_link_resends_little_at_the_defaults():
+    """Two default buffers are what a bottleneck's queue takes before the first OK comes
+    (SMALL_START), so the sender starts at its cap without flooding a 10 Mb/s link on a
+    short path. Buffers of 1,024 packets start at an eighth of the cap, and two of them
+    (3 MB) lost 12% of 16 MiB into that link's 1 MB queue."""
+    assert 2 * auto().buffer_size <= SMALL_START
+    result = transfer(16, PathConfig(delay=0.0005, rate_bps=10e6, queue_bytes=1 << 20), 0.0005)
+    assert resent_share(result) <= 0.05 and steady_mbps(result) >= 9
 
 
 def test_a_sender_capped_at_its_gigabit_line_never_overflows_the_lines_queue():
