@@ -71,9 +71,9 @@ def _add_common_options(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--burst-interval", type=positive, metavar="MS", help="ms from burst start to burst start")
     g.add_argument("--buffers", type=positive, metavar="N", help="outstanding buffers (default: 16)")
     g.add_argument("--rate", type=parse_rate, help="the most data rate in bits/s, e.g. 950M, 10M, 64k (burst "
-                   "size and interval within 1%%); without it a sender starts at an eighth of its "
-                   "interface's line (a gigabit's at most) and the receiver's offers find "
-                   "what the path carries")
+                   "size and interval within 1%%); without it a sender's cap is its interface's line "
+                   "(a gigabit's at most), where the default buffers start (larger ones at an eighth "
+                   "of it), and the receiver's offers find what the path carries")
     g.add_argument("--transport", choices=("udp", "ip"), default="udp",
                    help="NETBLT inside UDP (default) or natively on IP protocol 30 (IPv4, needs root)")
     g.add_argument("--death-timer", type=positive, metavar="S", help="seconds of silence before "
@@ -221,9 +221,10 @@ def automatic_cap(args: argparse.Namespace, peer: str, packet_size: int) -> floa
 
     Before, 950M where no line was known: 0.9% over a gigabit's data in 1,448-byte packets,
     within the rate choice's tenth, so a host that kept up filled the line's queue unseen
-    until it overflowed; and 3-4% under it in 4,500- and 9,000-byte ones. Past a gigabit,
-    start-up looking for a slower bottleneck overshoots with large buffers (docs/benchmarks.md,
-    issue 68): a faster interface's own line waits for a safer start-up."""
+    until it overflowed; and 3-4% under it in 4,500- and 9,000-byte ones. A faster
+    interface's own line behind a gigabit one resent 1.8-1.9% in virtual time with the
+    default buffers (3.3-5.4% with 1,024-packet ones; docs/benchmarks.md, issue 68): it
+    waits for a start-up and cycle that overshoot less."""
     speed = None if args.board else link_speed_bps(peer)
     return line_data_bps(min(speed or GIGABIT, GIGABIT), peer, args.transport, packet_size)
 
