@@ -223,7 +223,7 @@ def automatic_cap(args: argparse.Namespace, peer: str, packet_size: int) -> floa
     within the rate choice's tenth, so a host that kept up filled the line's queue unseen
     until it overflowed; and 3-4% under it in 4,500- and 9,000-byte ones. A faster
     interface's own line behind a gigabit one resent 1.8-1.9% in virtual time with the
-    default buffers (3.3-5.4% with 1,024-packet ones; docs/benchmarks.md, issue 68): it
+    default buffers (0.2-5.4% with 1,024-packet ones; docs/benchmarks.md, issue 68): it
     waits for a start-up and cycle that overshoot less."""
     speed = None if args.board else link_speed_bps(peer)
     return line_data_bps(min(speed or GIGABIT, GIGABIT), peer, args.transport, packet_size)
