@@ -22,7 +22,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ..driver.transport import line_data_bps, overhead
-from ..host.cli import SEND_DEFAULTS, default_buffer_size
+from ..host.cli import build_parser, params_from
 from ..protocol.params import Params, burst_for_rate
 from ..protocol.rate import RateSelector
 from ..sim.wan.netem import PathConfig
@@ -50,12 +50,20 @@ CASES = [
 ]
 
 
-def default_params(packet_size: int = 1448, packets: int = 0, buffers: int = SEND_DEFAULTS["buffers"]) -> Params:
-    """What ``netblt send`` proposes with no options to a gigabit line's peer; ``packets`` a buffer if given."""
-    burst_size, burst_interval = burst_for_rate(line_data_bps(1e9, VETH[1], "udp", packet_size), packet_size)
-    return Params(buffer_size=packet_size * packets if packets else default_buffer_size(packet_size),
-                  packet_size=packet_size, burst_size=burst_size, burst_interval=burst_interval,
-                  max_buffers=buffers, data_checksum=False, death_timer=60, auto_rate=True)
+def default_params(packet_size: int = 1448, packets: int = 0, buffers: int = 0, cap: float = 0.0) -> Params:
+    """What ``netblt send --packet-size`` proposes with no other option (host/cli.py; its cap a
+    gigabit line's, as toward an interface that reports no speed), with a death timer of 60 s
+    for the long paths; ``packets`` a buffer, ``buffers`` outstanding and ``cap`` where given."""
+    args = build_parser().parse_args(["send", "x", "127.0.0.1", "--packet-size", str(packet_size)])
+    params = replace(params_from(args, limits=False, peer="127.0.0.1"), death_timer=60)
+    if packets:
+        params = replace(params, buffer_size=packet_size * packets)
+    if buffers:
+        params = replace(params, max_buffers=buffers)
+    if cap:
+        burst_size, burst_interval = burst_for_rate(cap, packet_size)
+        params = replace(params, burst_size=burst_size, burst_interval=burst_interval)
+    return params
 
 
 def run(megabytes: float, params: Params, forward: PathConfig, back: float, seed: int = 1,
@@ -108,8 +116,9 @@ GIGABIT_QUEUE = 3_500_000
 
 
 def gigabit_lines() -> Table:
-    """A gigabit Ethernet line in virtual time, each MTU: a sender capped at the fixed 950M (the cap before) against one
-    capped at its gigabit interface's line (host/cli.py ``automatic_cap``); 256 MiB."""
+    """A gigabit Ethernet line in virtual time, each MTU: a sender capped at the fixed 950M
+    (the cap before) against one capped at its gigabit interface's line (host/cli.py
+    ``automatic_cap``); 256 MiB."""
     table = Table(title="A gigabit line (3.5 MB queue, 0.1 ms round trip), no --rate, 256 MiB: the cap at 950M "
                         "or at the interface's line")
     for column in ("MTU", "line's data Mb/s", "cap", "opening to last byte, Mb/s", "steady Mb/s", "resent"):
@@ -118,9 +127,7 @@ def gigabit_lines() -> Table:
         packet_size = mtu - overhead(VETH[1], "udp")
         line = line_data_bps(1e9, VETH[1], "udp", packet_size)
         for cap in (950e6, line):
-            burst_size, burst_interval = burst_for_rate(cap, packet_size)
-            params = replace(default_params(packet_size), burst_size=burst_size, burst_interval=burst_interval)
-            result = simulate(os.urandom(256 * MB), params,
+            result = simulate(os.urandom(256 * MB), default_params(packet_size, cap=cap),
                               forward=PathConfig(delay=0.00005, rate_bps=line, queue_bytes=GIGABIT_QUEUE),
                               backward=PathConfig(delay=0.00005), time_limit=600)
             progress = result.receiver.progress

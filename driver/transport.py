@@ -305,7 +305,7 @@ class Transport:
         """
         self.arrival = None
         if self._reader is not None:
-            return self._receive_offloaded(buf)
+            return self._receive_offloaded(self._reader, buf)
         nothing = memoryview(buf)[:0], 0, None
         try:
             n, address = self.sock.recvfrom_into(buf)
@@ -321,14 +321,13 @@ class Transport:
             return view, 0, (address[0], 0)
         return view, 0, address[:2]
 
-    def _receive_offloaded(self, buf: bytearray) -> tuple[memoryview, int, Address | None]:
+    def _receive_offloaded(self, reader: socket.socket, buf: bytearray) -> tuple[memoryview, int, Address | None]:
         """:meth:`receive` with coalescing and the kernel's arrival times: one system call
         where something waits (a socket with a timeout polls before each read, which was a
         quarter of a receiver's data path at 80,000 datagrams a second), and where nothing
         does a wait as long as the socket's timeout (WAIT; none where set non-blocking)."""
-        assert self._reader is not None
         try:
-            n, ancillary, _flags, address = self._reader.recvmsg_into([buf], _ANCILLARY)
+            n, ancillary, _flags, address = reader.recvmsg_into([buf], _ANCILLARY)
         except BlockingIOError:
             if (wait := self.sock.gettimeout()) != 0.0:
                 self._readable.poll(None if wait is None else wait * 1000)

@@ -164,10 +164,7 @@ class BurstOffers:
 
     def first_pass(self, size: int, burst: tuple[int, int], first_pass: FirstPass) -> None:
         """A buffer of ``size`` bytes whose first pass came wholly at ``burst``."""
-        packet_size = self.params.packet_size
-        overflowed = first_pass.lost > OVERFLOW * -(-size // packet_size)
-        self.selector.arrived((first_pass.arrivals - 1) * packet_size * 8, first_pass.spread,
-                              burst_rate_bps(*burst, packet_size), burst[1] / 1000, lost=overflowed)
+        self._arrived(size, burst, first_pass, 0.0, first_pass.spread)
 
     def changed_pass(self, size: int, before: tuple[int, int], after: tuple[int, int], first_pass: FirstPass,
                      since: float) -> None:
@@ -176,14 +173,19 @@ class BurstOffers:
         sample at ``after``: each step of start-up then takes a buffer, not two (the offer
         comes in the OK of one buffer, while the next is on its way). The part before is
         taken as delivered at ``before``, which start-up's last sample said the path carries."""
-        spread = first_pass.spread
-        if not self.selector.startup or not 0 < since < spread:
-            return
+        if self.selector.startup and 0 < since < first_pass.spread:
+            early = burst_rate_bps(*before, self.params.packet_size) * (first_pass.spread - since)
+            self._arrived(size, after, first_pass, early, since)
+
+    def _arrived(self, size: int, burst: tuple[int, int], first_pass: FirstPass, early: float,
+                 seconds: float) -> None:
+        """What arrived in the last ``seconds`` of the pass, sent at ``burst``: all of it less
+        ``early`` bits."""
         packet_size = self.params.packet_size
-        bits = (first_pass.arrivals - 1) * packet_size * 8 - burst_rate_bps(*before, packet_size) * (spread - since)
+        bits = (first_pass.arrivals - 1) * packet_size * 8 - early
         if bits > 0:
             overflowed = first_pass.lost > OVERFLOW * -(-size // packet_size)
-            self.selector.arrived(bits, since, burst_rate_bps(*after, packet_size), after[1] / 1000,
+            self.selector.arrived(bits, seconds, burst_rate_bps(*burst, packet_size), burst[1] / 1000,
                                   lost=overflowed)
 
     def offer(self, burst: tuple[int, int]) -> tuple[int, int]:

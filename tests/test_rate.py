@@ -8,10 +8,9 @@ from dataclasses import replace
 
 import pytest
 
-from netblt.driver.transport import line_data_bps
-from netblt.host.cli import SEND_DEFAULTS, default_buffer_size
+from netblt.bench.rate_bench import default_params as auto
 from netblt.protocol.events import FirstPass
-from netblt.protocol.params import Params, burst_for_rate, burst_rate_bps
+from netblt.protocol.params import Params, burst_rate_bps
 from netblt.protocol.rate import (
     FASTER, FILTER, LIMITED, PROBE_GAINS, REGAIN, SMALL_START, SPAN, STARTUP_GAIN, UNCONFIRMED_GAIN, BurstOffers,
     RateSelector,
@@ -135,18 +134,6 @@ def test_in_start_up_a_first_pass_the_sender_sped_up_in_is_a_sample_of_its_part_
 # -- whole transfers in virtual time --------------------------------------------------------------
 
 
-def auto(packet_size: int = 1448, buffers: int = SEND_DEFAULTS["buffers"], packets_per_buffer: int = 0,
-         cap: float = 0.0) -> Params:
-    """What ``netblt send`` proposes with no --rate: its default buffers, a gigabit line's data
-    a cap, chosen automatically (host/cli.py ``automatic_cap``); or ``packets_per_buffer`` and ``cap``."""
-    burst_size, burst_interval = burst_for_rate(cap or line_data_bps(1e9, "127.0.0.1", "udp", packet_size),
-                                                packet_size)
-    buffer_size = packet_size * packets_per_buffer if packets_per_buffer else default_buffer_size(packet_size)
-    return Params(buffer_size=buffer_size, packet_size=packet_size, burst_size=burst_size,
-                  burst_interval=burst_interval, max_buffers=buffers, data_checksum=False, death_timer=60,
-                  auto_rate=True)
-
-
 def transfer(megabytes: int, forward: PathConfig, delay: float, params: Params | None = None):
     data = os.urandom(megabytes << 20)
     result = simulate(data, params or auto(), forward=forward, backward=PathConfig(delay=delay), seed=1,
@@ -196,7 +183,7 @@ def test_start_up_doubles_the_rate_a_buffer_at_a_time():
     each buffer of start-up comes twice as fast as the one before (the fourth partly at the
     cap), the fifth at the cap. Were a buffer the sender sped up in no sample, each step
     would take two buffers (the fifth at half the cap)."""
-    large = auto(packets_per_buffer=1024, buffers=8)
+    large = auto(packets=1024, buffers=8)
     done = [t for t, _ in transfer(16, PathConfig(delay=0.00005), 0.00005, large).receiver.progress.done_at]
     at_the_cap = 1448 * 1024 * 8 / large.rate_bps
     assert done[4] - done[3] <= 1.1 * at_the_cap
