@@ -115,14 +115,16 @@ def test_a_prometheus_server_scrapes_a_receiver(running, tmp_path):
                                f"--storage.tsdb.path={tmp_path / 'tsdb'}", f"--web.listen-address=127.0.0.1:{web}"],
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
-        deadline, seen = time.monotonic() + 60, None
-        while time.monotonic() < deadline and not seen:
+        # The bytes counted once the transfer ends, not its running gauge: a server slow
+        # to start (make test's other workers) may first scrape after the 6 s transfer.
+        deadline, seen = time.monotonic() + 60, []
+        while time.monotonic() < deadline and not (seen and float(seen[0]["value"][1]) == SIZE):
             time.sleep(1)
             try:
-                seen = _query(web, 'netblt_transfer_bytes{role="receiver"}')
+                seen = _query(web, 'netblt_bytes_total{role="receiver"}')
             except OSError:
                 continue  # not listening yet
-        assert seen and float(seen[0]["value"][1]) > 0, seen
+        assert seen and float(seen[0]["value"][1]) == SIZE, seen
         assert _query(web, "up")[0]["value"][1] == "1"
     finally:
         server.terminate()
