@@ -246,7 +246,7 @@ class Transport:
             raise TransportError(f"cannot listen on {show((bind_host, port))}: {exc.strerror}") from None
         self.local_port = self.sock.getsockname()[1] if kind == "udp" else port
         self.sock.settimeout(WAIT)
-        self.offload = kind == "udp" and _try_offload(self.sock)
+        self.offload = kind == "udp" and coalesce(self.sock)
         self._reader: socket.socket | None = None
         """The socket again, read without Python's poll before each call (:meth:`receive`)."""
         if self.offload:
@@ -391,10 +391,19 @@ def _unheld(family: int, where: Address) -> None:
         probe.bind(where)
 
 
-def _try_offload(sock: socket.socket) -> bool:
+def coalesce(sock: socket.socket) -> bool:
     """Turn on UDP receive coalescing; False on kernels without segmentation offload."""
     try:
         sock.setsockopt(socket.SOL_UDP, UDP_GRO, 1)
     except OSError:
         return False
     return True
+
+
+def datagrams(sock: socket.socket) -> tuple[list[bytes], Address]:
+    """The datagrams one read of a coalescing socket (:func:`coalesce`) brings, each as it
+    was sent, and their source. Raises BlockingIOError when nothing waits."""
+    data, ancillary, _flags, source = sock.recvmsg(1 << 16, socket.CMSG_SPACE(_GRO_SIZE.size))
+    segment = next((_GRO_SIZE.unpack_from(d)[0] for level, kind, d in ancillary
+                    if level == socket.SOL_UDP and kind == UDP_GRO), 0) or len(data) or 1
+    return [data[at:at + segment] for at in range(0, max(len(data), 1), segment)], source[:2]

@@ -428,3 +428,28 @@ def test_a_receiver_kept_from_running_times_datagrams_by_when_they_came():
     for at, arrived in zip(sent, came):
         assert arrived is not None and at - 0.005 <= arrived <= at + 0.02 < read - 0.2
     assert came[1] - came[0] == pytest.approx(sent[1] - sent[0], abs=0.02)
+
+
+def test_a_coalescing_socket_gives_back_each_datagram_of_a_segmented_send():
+    """The model's link socket reads a host's segmented upload in one call
+    (driver/transport.py ``datagrams``): each datagram as sent, the short last one too."""
+    from netblt.driver.transport import coalesce, datagrams, segmented
+
+    reader, writer = socket.socket(socket.AF_INET, socket.SOCK_DGRAM), socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        reader.bind(("127.0.0.1", 0))
+        if not coalesce(reader):
+            pytest.skip("the kernel has no UDP receive coalescing")
+        sent = [bytes([n]) * 1456 for n in range(5)] + [b"last"]
+        writer.sendmsg([b"".join(sent)], segmented(1456), 0, reader.getsockname())
+        writer.sendto(b"", reader.getsockname())
+        reader.settimeout(5)
+        taken: list[bytes] = []
+        while len(taken) < len(sent) + 1:
+            got, source = datagrams(reader)
+            assert source[1] == writer.getsockname()[1]
+            taken += got
+        assert taken == sent + [b""]
+    finally:
+        reader.close()
+        writer.close()

@@ -21,6 +21,7 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
+from ...driver.transport import coalesce, datagrams
 from ...formats import host_link as F
 from ...formats.boards import BUILDS, SIMULATION, SlotGeometry
 from ...formats.registers import BOARD_NAMES
@@ -31,7 +32,8 @@ from .engine_model import EngineModel
 from .host_link import HostLink
 
 BATCH = 64
-"""Datagrams taken from one socket per look."""
+"""Datagrams taken from one socket per look (a read brings as many as the host's
+segmented send held: the look may take a read's more)."""
 IP_UDP = frames.IPV4.size + frames.UDP.size
 
 Send = Callable[[], None]
@@ -97,19 +99,22 @@ class Served:
             self._to_host(reply, self.link.owner, now)
 
     def _take(self, sock: socket.socket, now: float) -> None:
-        for _ in range(BATCH):
+        count = 0
+        while count < BATCH:
             try:
-                datagram, source = sock.recvfrom(65536)
+                taken, source = datagrams(sock)
             except (BlockingIOError, ConnectionRefusedError):
                 return
-            if len(datagram) + IP_UDP > self.mtu:
-                self.counts[f"datagrams in over the {self.mtu}-byte MTU (dropped)"] += 1
-                continue
-            self.counts["datagrams in"] += 1
-            if sock is self.link_socket:
-                self._at(now + self.link_delay, lambda d=datagram, s=source: self._link_request(d, s))
-            else:
-                self._wan("to the board", datagram, now, lambda d=datagram, s=source: self._netblt(d, s))
+            count += len(taken)
+            for datagram in taken:
+                if len(datagram) + IP_UDP > self.mtu:
+                    self.counts[f"datagrams in over the {self.mtu}-byte MTU (dropped)"] += 1
+                    continue
+                self.counts["datagrams in"] += 1
+                if sock is self.link_socket:
+                    self._at(now + self.link_delay, lambda d=datagram, s=source: self._link_request(d, s))
+                else:
+                    self._wan("to the board", datagram, now, lambda d=datagram, s=source: self._netblt(d, s))
 
     def _link_request(self, datagram: bytes, source: tuple[str, int]) -> None:
         now = time.monotonic()
@@ -207,6 +212,7 @@ def _bind(port: int, address: str = "127.0.0.1") -> socket.socket:
         sock.close()
         raise ListenError(f"cannot listen on {address}:{port}: {exc.strerror}") from None
     sock.setblocking(False)
+    coalesce(sock)  # a host's segmented sends come in one read, as on the host's own socket
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 8 << 20)
     return sock
