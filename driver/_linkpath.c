@@ -152,49 +152,56 @@ static uint8_t *place(Run *r, Py_ssize_t i)
     return i < r->lead ? own : is_last(r, i) ? own + r->extra : r->out + i % r->window * r->room;
 }
 
-/* Request ``i`` into ``d``; its length. */
-static Py_ssize_t build(Run *r, Py_ssize_t i, uint8_t *d)
+/* Request ``i``: its header, and any body but slot data, into ``d``; the datagram as the
+ * pieces it goes out in (``piece``: the header, then an UPLOAD's words where they lie in the
+ * caller's buffer, and zeros for a last word the data does not fill); how many. */
+static int build(Run *r, Py_ssize_t i, uint8_t *d, struct iovec *piece)
 {
+    static uint8_t zeros[4];
     memset(d, 0, header_size);
     put(d, H_VERSION, version);
     put(d, H_ID, (r->first_id + (uint32_t)i) & 0xFFFF);
     put(d, H_ACK, r->held);
     put(d, H_SESSION, r->session);
+    piece[0].iov_base = d;
     if (i < r->lead || is_last(r, i)) {  /* a REGISTERS request before or after the data */
         Py_buffer *body = i < r->lead ? &r->first : &r->last;
         put(d, H_TYPE, type_registers);
         memcpy(d + header_size, body->buf, body->len);
-        return header_size + body->len;
+        piece[0].iov_len = (size_t)(header_size + body->len);
+        return 1;
     }
     i -= r->lead;
-    Py_ssize_t words = request_words(r, i), body = r->kind == (int)type_upload ? 4 * words : 4;
+    Py_ssize_t words = request_words(r, i);
     put(d, H_TYPE, (uint32_t)r->kind);
     put(d, H_VALUE, r->word_address + (uint32_t)(i * r->stride));
     if (r->kind == (int)type_upload && (i + 1) % r->loud_every && i + r->lead + 1 < r->count)
         put(d, H_FLAGS, flag_quiet);  /* a later reply says it ran */
-    if (r->kind == (int)type_upload) {
+    if (r->kind == (int)type_upload) {  /* the words go from where they are: no copy of ours */
         Py_ssize_t at = 4 * i * r->stride, have = r->size - at < 4 * words ? r->size - at : 4 * words;
-        memcpy(d + header_size, r->data + at, have);
-        memset(d + header_size + have, 0, 4 * words - have);
-    } else {
-        put_word(d + header_size, (uint32_t)words);
-        if (words > r->step) {  /* in several replies (formats/host_link.py download_body) */
-            put_word(d + header_size + 4, (uint32_t)r->step);
-            body = 8;
-        }
+        piece[0].iov_len = (size_t)header_size;
+        piece[1].iov_base = r->data + at, piece[1].iov_len = (size_t)have;
+        piece[2].iov_base = zeros, piece[2].iov_len = (size_t)(4 * words - have);
+        return have < 4 * words ? 3 : 2;
     }
-    return header_size + body;
+    put_word(d + header_size, (uint32_t)words);
+    piece[0].iov_len = (size_t)header_size + 4;
+    if (words > r->step) {  /* in several replies (formats/host_link.py download_body) */
+        put_word(d + header_size + 4, (uint32_t)r->step);
+        piece[0].iov_len += 4;
+    }
+    return 1;
 }
 
-/* Datagrams that lie end to end in r->out, all one size but the last (which may be shorter),
- * go as one message that the kernel cuts into them (UDP segmentation offload) where the
- * socket allows: the upload's datagrams cross the kernel once a group, not once each. */
-static int group(Run *r, uint8_t **at, size_t *len, int n, int k)
+/* Datagrams all one size but the last (which may be shorter) go as one message that the
+ * kernel cuts into them (UDP segmentation offload) where the socket allows: the upload's
+ * datagrams cross the kernel once a group, not once each. */
+static int group(Run *r, size_t *len, int n, int k)
 {
     size_t total = len[k];
     int end = k + 1;
-    while (r->offload && end < n && end - k < GSO_SEGMENTS && at[end] == at[end - 1] + len[end - 1]
-           && len[end - 1] == len[k] && len[end] <= len[k] && total + len[end] <= GSO_BYTES)
+    while (r->offload && end < n && end - k < GSO_SEGMENTS && len[end - 1] == len[k] && len[end] <= len[k]
+           && total + len[end] <= GSO_BYTES)
         total += len[end++];
     return end;
 }
@@ -202,14 +209,20 @@ static int group(Run *r, uint8_t **at, size_t *len, int n, int k)
 static int send_window(Run *r)
 {
     struct mmsghdr msgs[BATCH];
-    struct iovec iov[BATCH];
+    struct iovec iov[3 * BATCH];
     union { char buf[CMSG_SPACE(sizeof(uint16_t))]; struct cmsghdr align; } control[BATCH];
     uint8_t *at[BATCH];
-    size_t len[BATCH];
+    size_t len[BATCH], mlen[BATCH];
+    int pieces[BATCH + 1];  /* where each datagram's pieces start in iov */
     int n = 0;
+    pieces[0] = 0;
     while (r->next < r->count && r->next - r->oldest < r->window && n < BATCH) {
         at[n] = place(r, r->next);
-        len[n] = (size_t)build(r, r->next, at[n]);
+        int count = build(r, r->next, at[n], &iov[pieces[n]]);
+        len[n] = 0;
+        for (int j = 0; j < count; j++)
+            len[n] += iov[pieces[n] + j].iov_len;
+        pieces[n + 1] = pieces[n] + count;
         n++, r->next++;
     }
     if (n && (r->leave & LEAVE_TAIL) && r->next == r->count && r->next - n == r->oldest) {
@@ -228,12 +241,13 @@ static int send_window(Run *r)
     for (int k = 0; k < n;) {
         int m = 0, first = k;
         for (; k < n; m++) {
-            int end = group(r, at, len, n, k);
+            int end = group(r, len, n, k);
             memset(&msgs[m], 0, sizeof msgs[m]);
-            iov[m].iov_base = at[k];
-            iov[m].iov_len = (size_t)(at[end - 1] - at[k]) + len[end - 1];
-            msgs[m].msg_hdr.msg_iov = &iov[m];
-            msgs[m].msg_hdr.msg_iovlen = 1;
+            msgs[m].msg_hdr.msg_iov = &iov[pieces[k]];
+            msgs[m].msg_hdr.msg_iovlen = (size_t)(pieces[end] - pieces[k]);
+            mlen[m] = 0;
+            for (int j = k; j < end; j++)
+                mlen[m] += len[j];
             if (end - k > 1) {
                 msgs[m].msg_hdr.msg_control = control[m].buf;
                 msgs[m].msg_hdr.msg_controllen = sizeof control[m].buf;
@@ -257,7 +271,7 @@ static int send_window(Run *r)
             return -1;
         }
         for (int j = 0; j < sent; j++)
-            r->bytes_out += (long long)iov[j].iov_len;
+            r->bytes_out += (long long)mlen[j];
         if (sent < m)
             break;  /* the socket filled: the rest as good as lost */
     }
@@ -496,7 +510,7 @@ static PyObject *bulk(PyObject *self, PyObject *args, PyObject *kwargs)
     r.quiet = PyMem_Calloc(r.count ? r.count : 1, 1);
     r.got = PyMem_Calloc(r.count ? r.count : 1, sizeof(uint32_t));
     r.sent_at = PyMem_Calloc(r.count ? r.count : 1, sizeof(double));
-    r.room = header_size + (r.kind == (int)type_upload ? 4 * r.step : 8);
+    r.room = header_size + 8;  /* an UPLOAD's words are not copied here */
     r.extra = header_size + 4 * r.step;
     r.out = PyMem_Malloc((size_t)r.window * r.room + 2 * (size_t)r.extra);
     r.others = PyList_New(0), r.pushes = PyList_New(0);

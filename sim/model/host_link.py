@@ -165,8 +165,9 @@ class HostLink:
             if not body or len(body) % 8 or len(body) > 8 * F.MAX_OPERATIONS:
                 return None
             return [(header.value, F.encode_operations([self._operation(op, now) for op in F.decode_operations(body)]))]
-        if header.type == F.Type.UPLOAD:
-            return [(header.value, b"")] if self.engine.upload(header.value, body) else None
+        if header.type == F.Type.UPLOAD:  # whole words only, as the executor counts them (its length >> 2)
+            words = body[:len(body) - len(body) % 4]
+            return [(header.value, b"")] if self.engine.upload(header.value, words) else None
         parts = F.download_parts(body) if header.type == F.Type.DOWNLOAD else None
         data = self.engine.download(header.value, parts[0]) if parts else None
         if parts is None or data is None:
