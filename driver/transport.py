@@ -18,7 +18,7 @@ import select
 import socket
 import struct
 import time
-from collections.abc import Hashable
+from collections.abc import Hashable, Iterator, Sequence
 from typing import Literal
 
 from ..formats import ethernet
@@ -339,7 +339,7 @@ class Transport:
                 now = time.monotonic()
                 set_at, offset = self._clock
                 if now - set_at > 1.0:  # the wall clock may be stepped: set again each second
-                    set_at, offset = self._clock = now, now - time.time()
+                    set_at, offset = self._clock = now, _monotonic_less_wall()
                 self.arrival = min(now, offset + seconds + nanoseconds * 1e-9)
             elif kind == UDP_GRO and level == socket.SOL_UDP:
                 segment = _GRO_SIZE.unpack_from(data)[0]
@@ -407,3 +407,32 @@ def datagrams(sock: socket.socket) -> tuple[list[bytes], Address]:
     segment = next((_GRO_SIZE.unpack_from(d)[0] for level, kind, d in ancillary
                     if level == socket.SOL_UDP and kind == UDP_GRO), 0) or len(data) or 1
     return [data[at:at + segment] for at in range(0, max(len(data), 1), segment)], source[:2]
+
+
+def segment_runs(sizes: Sequence[int]) -> Iterator[tuple[int, int]]:
+    """Where runs of datagrams of these sizes begin and end, each run one segmented send:
+    its datagrams as long as its first but the last (which may be shorter, not empty),
+    within :data:`GSO_MAX_SEGMENTS` and :data:`GSO_MAX_BYTES`; an empty datagram alone."""
+    start = 0
+    while start < len(sizes):
+        first, end = sizes[start], start + 1
+        total = first
+        while (first and end < len(sizes) and end - start < GSO_MAX_SEGMENTS and 0 < sizes[end] <= first
+               and total + sizes[end] <= GSO_MAX_BYTES):
+            total += sizes[end]
+            end += 1
+            if sizes[end - 1] < first:
+                break  # a shorter one ends a run
+        yield start, end
+        start = end
+
+
+def _monotonic_less_wall() -> float:
+    """time.monotonic() less time.time(), from the tightest of three brackets of a wall
+    clock read by two monotonic ones: a thread that lost the CPU between two plain reads
+    would put that while into every arrival time until the next."""
+    brackets = []
+    for _ in range(3):
+        before, wall, after = time.monotonic(), time.time(), time.monotonic()
+        brackets.append((after - before, (before + after) / 2 - wall))
+    return min(brackets)[1]
