@@ -453,3 +453,15 @@ def test_a_coalescing_socket_gives_back_each_datagram_of_a_segmented_send():
     finally:
         reader.close()
         writer.close()
+
+
+def test_segment_runs_take_equal_datagrams_a_shorter_last_and_leave_an_empty_one_alone():
+    from netblt.driver.transport import GSO_MAX_BYTES, GSO_MAX_SEGMENTS, segment_runs
+
+    assert list(segment_runs([1456] * 3 + [100, 1456])) == [(0, 4), (4, 5)]  # the shorter one ends its run
+    assert list(segment_runs([100, 1456])) == [(0, 1), (1, 2)]  # a longer one starts its own
+    assert list(segment_runs([1456, 0, 0])) == [(0, 1), (1, 2), (2, 3)]  # an empty one would vanish in a run
+    assert list(segment_runs([8])) == [(0, 1)] and list(segment_runs([])) == []
+    assert [end - start for start, end in segment_runs([1] * (GSO_MAX_SEGMENTS + 1))] == [GSO_MAX_SEGMENTS, 1]
+    big = GSO_MAX_BYTES // 3
+    assert list(segment_runs([big] * 4)) == [(0, 3), (3, 4)]

@@ -21,7 +21,7 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
-from ...driver.transport import coalesce, datagrams
+from ...driver.transport import coalesce, datagrams, segment_runs, segmented
 from ...formats import host_link as F
 from ...formats.boards import BUILDS, SIMULATION, SlotGeometry
 from ...formats.registers import BOARD_NAMES
@@ -95,8 +95,7 @@ class Served:
             heapq.heappop(self.later)[2]()
         for datagram, to, starts in self.engine.outgoing(now):
             self._to_peer(datagram, to, starts)
-        for reply in self.link.pushes(now):
-            self._to_host(reply, self.link.owner, now)
+        self._to_host(self.link.pushes(now), self.link.owner, now)
 
     def _take(self, sock: socket.socket, now: float) -> None:
         count = 0
@@ -119,21 +118,33 @@ class Served:
     def _link_request(self, datagram: bytes, source: tuple[str, int]) -> None:
         now = time.monotonic()
         self._record(datagram, source, (self.link_address, F.LINK_PORT), now)
-        for reply in self.link.receive(datagram, source, now):
-            self._to_host(reply, source, now)
-        for push in self.link.pushes(now):
-            self._to_host(push, self.link.owner, now)
+        self._to_host(self.link.receive(datagram, source, now), source, now)
+        self._to_host(self.link.pushes(now), self.link.owner, now)
 
     def _netblt(self, datagram: bytes, source: tuple[str, int]) -> None:
         now = time.monotonic()
         self._record(datagram, source, ("127.0.0.1", self.netblt_port), now)
         self.engine.arrive(datagram, source, now)
-        for reply in self.link.pushes(now):
-            self._to_host(reply, self.link.owner, now)
+        self._to_host(self.link.pushes(now), self.link.owner, now)
 
-    def _to_host(self, datagram: bytes, to: tuple[str, int], now: float) -> None:
-        self._record(datagram, (self.link_address, F.LINK_PORT), to, now)
-        self._at(now + self.link_delay, lambda: self._out(self.link_socket, datagram, to))
+    def _to_host(self, datagrams: list[bytes], to: tuple[str, int], now: float) -> None:
+        """Replies and pushes, those of equal size in one segmented send (a DOWNLOAD's
+        replies come to the host together, as a board's do at line rate, not a wake each)."""
+        for datagram in datagrams:
+            self._record(datagram, (self.link_address, F.LINK_PORT), to, now)
+        for start, end in segment_runs([len(d) for d in datagrams]):
+            run = datagrams[start:end]
+            self._at(now + self.link_delay, lambda run=run: self._out_run(run, to))
+
+    def _out_run(self, run: list[bytes], to: tuple[str, int]) -> None:
+        if len(run) == 1:
+            self._out(self.link_socket, run[0], to)
+            return
+        try:
+            self.link_socket.sendmsg([b"".join(run)], segmented(len(run[0])), 0, to)
+            self.counts["datagrams out"] += len(run)
+        except OSError:
+            self.counts["datagrams out that the host refused"] += len(run)
 
     def _to_peer(self, datagram: bytes, to: tuple[str, int], now: float) -> None:
         if not to[1]:

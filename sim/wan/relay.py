@@ -7,12 +7,13 @@ The kernel here has no netem qdisc, so the WAN is emulated in user space.
 
 from __future__ import annotations
 
+import itertools
 import selectors
 import socket
 import time
 from dataclasses import dataclass
 
-from ...driver.transport import GSO_MAX_BYTES, GSO_MAX_SEGMENTS, Address, Transport
+from ...driver.transport import Address, Transport, segment_runs
 from .netem import InFlight, Path, PathConfig, precise_selector
 
 Delivery = tuple[Transport, bytes, Address]
@@ -94,23 +95,13 @@ class Relay:
 
 def _send(due: list[Delivery]) -> None:
     """Send in order, runs of equal-sized datagrams to one place in one system call each."""
-    start = 0
-    while start < len(due):
-        out, first, dest = due[start]
-        end, total = start + 1, len(first)
-        while first and end < len(due) and end - start < GSO_MAX_SEGMENTS:
-            then, datagram, to = due[end]
-            if then is not out or to != dest or len(datagram) > len(first) or total + len(datagram) > GSO_MAX_BYTES:
-                break
-            total += len(datagram)
-            end += 1
-            if len(datagram) < len(first):
-                break  # a shorter one ends a run
-        try:
-            out.send_segments(memoryview(b"".join(d for _, d, _ in due[start:end])), len(first) or 1, dest)
-        except OSError:
-            out.errors()  # the far end went away: the datagrams are lost, as on a real path
-        start = end
+    for (out, dest), group in itertools.groupby(due, key=lambda d: (d[0], d[2])):
+        datagrams = [datagram for _, datagram, _ in group]
+        for start, end in segment_runs([len(d) for d in datagrams]):
+            try:
+                out.send_segments(memoryview(b"".join(datagrams[start:end])), len(datagrams[start]) or 1, dest)
+            except OSError:
+                out.errors()  # the far end went away: the datagrams are lost, as on a real path
 
 
 def _family(host: str) -> socket.AddressFamily:
