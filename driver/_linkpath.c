@@ -452,7 +452,9 @@ static int go(Run *r, int timeout_ms)
             result = -1;
         } else if (PyErr_CheckSignals() < 0)
             result = -1;
-        while (result >= 0 && !r->stopped && (result = receive(r, space)) > 0)
+        /* Until a read finds fewer than it has room for: one more would only say EAGAIN (a
+         * system call a wake), and the poll before the next wait sees anything later. */
+        while (result >= 0 && !r->stopped && (result = receive(r, space)) == BATCH)
             ;
     }
     PyMem_Free(space);
