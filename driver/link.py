@@ -137,7 +137,7 @@ class BoardLink:
         self.mtu = mtu
         held = self.sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF) // (2 * (mtu + 1024))
         self.client.most = self.client.window = float(max(1, min(F.WINDOW, held)))
-        self.parts = max(1, min(F.DOWNLOAD_PARTS, held // F.WINDOW))
+        self.parts = max(1, min(F.DOWNLOAD_PARTS, held // F.WINDOW, F.DOWNLOAD_MOST // F.max_words(mtu)))
         """Reply datagrams a DOWNLOAD asks for."""
 
     def open(self, take_over: bool = False) -> None:
