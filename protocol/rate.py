@@ -112,7 +112,12 @@ class RateSelector:
         if pool is None or pool.sending_bps != sending_bps:
             pool = self.pool = _Pool(sending_bps, interval)
         pool.bits, pool.seconds, pool.lost = pool.bits + bits, pool.seconds + seconds, pool.lost or lost
-        if pool.seconds >= SPAN * pool.interval:
+        # Before any offer the sender keeps its starting rate for every buffer it is GO'd:
+        # a first pass delivered at half of it or less is a bottleneck however few bursts
+        # it spans (a 10G sender's 512 KiB buffers are one burst each; its first OK offered
+        # nothing and it sent 16 buffers at 10G into a gigabit's queue).
+        first = self.offered is None and pool.seconds > 0 and pool.bits / pool.seconds < LIMITED * sending_bps / 2
+        if first or pool.seconds >= SPAN * pool.interval:
             self.pool = None
             self._sample(pool.bits / pool.seconds, pool.sending_bps, pool.lost)
 
