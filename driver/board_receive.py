@@ -23,7 +23,7 @@ class ReceivingSlot:
     posted: list[Request | Part] = field(default_factory=list)
     """Its POST: until the board has run it, the slot's status registers are a previous buffer's."""
     size: int = 0
-    data: bytes | DrainedBuffer | None = None
+    data: bytearray | DrainedBuffer | None = None
     """Once whole: its bytes on this host, or what the board's sink port made of them."""
     whole: bool = False
     """Received whole, and to be drained on the board in its turn; ``first_pass`` is
@@ -180,7 +180,7 @@ class ReceiveSlots:
         reads = [write("STATUS_SLOT", index), read("SLOT_STATE"), read("RX_HIGH_ACK")]
         if not slot.queried:
             reads += [read("SLOT_RECEIVED"), read("SLOT_FIRST_AT"), read("SLOT_LAST_AT")]
-        data: bytes | None = None
+        data: bytearray | None = None
         if self.drain_on_board:
             values = self.session.operations(reads, wait=True, urgent=True)
         else:

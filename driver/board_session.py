@@ -188,7 +188,7 @@ class BoardSession:
         after = Request(F.Type.REGISTERS, F.encode_operations(then)) if then else None
         self.link.upload(slot * self.geometry.slot_bytes // 4, data, after)
 
-    def download(self, slot: int, size: int, reads: Operations) -> tuple[bytes, list[int]]:
+    def download(self, slot: int, size: int, reads: Operations) -> tuple[bytearray, list[int]]:
         """``size`` bytes of receive slot ``slot`` and the values of ``reads``, which run just
         before the download, in its run."""
         first = Request(F.Type.REGISTERS, F.encode_operations(reads))

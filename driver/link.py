@@ -260,14 +260,15 @@ class BoardLink:
         the board holds it all, with ``then``'s reply in it."""
         self._bulk(F.Type.UPLOAD, word_address, data, None, then)
 
-    def download(self, word_address: int, size: int, first: Request | None = None) -> bytes:
+    def download(self, word_address: int, size: int, first: Request | None = None) -> bytearray:
         """``size`` bytes of receive slot memory from ``word_address`` on, once every
         request queued before has run; the REGISTERS request ``first`` runs just before
         them, in the same run (the reads that say the slot is whole, with no round trip of
-        their own); returns with ``first``'s reply in it."""
+        their own); returns with ``first``'s reply in it. The bytes are the caller's (not
+        copied again: a buffer's worth a download)."""
         out = bytearray(size)
         self._bulk(F.Type.DOWNLOAD, word_address, out, first)
-        return bytes(out)
+        return out
 
     def _bulk(self, kind: F.Type, word_address: int, data: bytes | memoryview | bytearray,
               first: Request | None, last: Request | None = None) -> None:
