@@ -127,24 +127,25 @@ class Served:
         self.engine.arrive(datagram, source, now)
         self._to_host(self.link.pushes(now), self.link.owner, now)
 
-    def _to_host(self, datagrams: list[bytes], to: tuple[str, int], now: float) -> None:
+    def _to_host(self, replies: list[bytes], to: tuple[str, int], now: float) -> None:
         """Replies and pushes, those of equal size in one segmented send (a DOWNLOAD's
         replies come to the host together, as a board's do at line rate, not a wake each)."""
-        for datagram in datagrams:
-            self._record(datagram, (self.link_address, F.LINK_PORT), to, now)
-        for start, end in segment_runs([len(d) for d in datagrams]):
-            run = datagrams[start:end]
+        for reply in replies:
+            self._record(reply, (self.link_address, F.LINK_PORT), to, now)
+        for start, end in segment_runs([len(r) for r in replies]):
+            run = replies[start:end]
             self._at(now + self.link_delay, lambda run=run: self._out_run(run, to))
 
     def _out_run(self, run: list[bytes], to: tuple[str, int]) -> None:
-        if len(run) == 1:
-            self._out(self.link_socket, run[0], to)
-            return
-        try:
-            self.link_socket.sendmsg([b"".join(run)], segmented(len(run[0])), 0, to)
-            self.counts["datagrams out"] += len(run)
-        except OSError:
-            self.counts["datagrams out that the host refused"] += len(run)
+        if len(run) > 1:
+            try:
+                self.link_socket.sendmsg([b"".join(run)], segmented(len(run[0])), 0, to)
+                self.counts["datagrams out"] += len(run)
+                return
+            except OSError:
+                pass  # no segmentation offload here, or the host refused: one at a time says which
+        for datagram in run:
+            self._out(self.link_socket, datagram, to)
 
     def _to_peer(self, datagram: bytes, to: tuple[str, int], now: float) -> None:
         if not to[1]:
