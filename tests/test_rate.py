@@ -12,8 +12,8 @@ from netblt.bench.rate_bench import default_params as auto
 from netblt.protocol.events import FirstPass
 from netblt.protocol.params import Params, burst_rate_bps
 from netblt.protocol.rate import (
-    FASTER, FILTER, LIMITED, PROBE_GAINS, REGAIN, SMALL_START, SPAN, STARTUP_GAIN, UNCONFIRMED_GAIN, BurstOffers,
-    RateSelector,
+    FASTER, FILTER, LIMITED, PROBE_GAINS, REGAIN, SMALL_START, SPAN, START_WINDOW, STARTUP_GAIN, UNCONFIRMED_GAIN,
+    BurstOffers, RateSelector,
 )
 from netblt.sim.wan.netem import PathConfig
 from netblt.sim.wan.virtual import simulate
@@ -214,7 +214,7 @@ def test_a_short_path_behind_a_slow_link_resends_little_at_the_defaults():
     (SMALL_START), so the sender starts at its cap without flooding a 10 Mb/s link on a
     short path. Buffers of 1,024 packets start at an eighth of the cap, and two of them
     (3 MB) lost 12% of 16 MiB into that link's 1 MB queue."""
-    assert 2 * auto().buffer_size <= SMALL_START
+    assert START_WINDOW * auto().buffer_size <= SMALL_START
     result = transfer(16, PathConfig(delay=0.0005, rate_bps=10e6, queue_bytes=1 << 20), 0.0005)
     assert resent_share(result) <= 0.05 and steady_mbps(result) >= 9
 
