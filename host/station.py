@@ -46,6 +46,8 @@ GRACE = 2.0
 """Seconds the sender processes get, after a signal, to tell their senders and report."""
 HELD_MOST = 64
 """Datagrams the listener holds for a sender whose process is starting."""
+STOPPING = {signal.SIGINT, signal.SIGTERM}
+"""The signals that end a station (and each sender's process)."""
 LOOK = 0.5
 """Seconds between the listener's looks round when nothing arrives."""
 
@@ -286,12 +288,17 @@ class Station:
     # -- the senders' processes ---------------------------------------------------------------
 
     def _hear(self, sender: Sender) -> None:
-        """What a sender's process said; its end when it has ended."""
+        """What a sender's process said; its end when it has ended. A signal waits until
+        what was taken from the channel is handled: raised between the two, it lost a
+        report (a transfer that ended as the station was stopped went unreported)."""
+        held = signal.pthread_sigmask(signal.SIG_BLOCK, STOPPING)
         try:
             while sender.channel.poll():
                 self._heard(sender, sender.channel.recv())
         except (EOFError, OSError):
             self._ended(sender)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
     def _heard(self, sender: Sender, message: tuple) -> None:
         what, *rest = message
