@@ -23,7 +23,8 @@ import os
 import signal
 import time
 from collections import Counter, deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from multiprocessing.connection import Connection, wait
 from typing import TYPE_CHECKING
@@ -138,6 +139,26 @@ def refusal_kind(why: str) -> str:
         if sign in why:
             return kind
     return "other"
+
+
+@contextmanager
+def _signals_deferred() -> Iterator[None]:
+    """SIGINT and SIGTERM that come while the block runs act once it has ended. (Blocking
+    them is not enough: another thread of the process, a progress bar's or the metrics
+    server's, takes the signal, and Python runs the handler in the main thread at once.)"""
+    pending: list[int] = []
+    handlers = {signum: signal.signal(signum, lambda signum, frame: pending.append(signum)) for signum in STOPPING}
+    try:
+        yield
+    finally:
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
+        if pending:
+            handler = handlers[pending[0]]
+            if callable(handler):
+                handler(pending[0], None)
+            elif handler == signal.SIG_DFL:
+                os.kill(os.getpid(), pending[0])
 
 
 def _ready() -> None:
@@ -291,14 +312,12 @@ class Station:
         """What a sender's process said; its end when it has ended. A signal waits until
         what was taken from the channel is handled: raised between the two, it lost a
         report (a transfer that ended as the station was stopped went unreported)."""
-        held = signal.pthread_sigmask(signal.SIG_BLOCK, STOPPING)
-        try:
-            while sender.channel.poll():
-                self._heard(sender, sender.channel.recv())
-        except (EOFError, OSError):
-            self._ended(sender)
-        finally:
-            signal.pthread_sigmask(signal.SIG_SETMASK, held)
+        with _signals_deferred():
+            try:
+                while sender.channel.poll():
+                    self._heard(sender, sender.channel.recv())
+            except (EOFError, OSError):
+                self._ended(sender)
 
     def _heard(self, sender: Sender, message: tuple) -> None:
         what, *rest = message
