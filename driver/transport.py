@@ -332,7 +332,6 @@ class Transport:
             if (wait := self.sock.gettimeout()) != 0.0:
                 self._readable.poll(None if wait is None else wait * 1000)
             return memoryview(buf)[:0], 0, None
-        segment = 0
         for level, kind, data in ancillary:
             if kind == SO_TIMESTAMPNS and level == socket.SOL_SOCKET:
                 seconds, nanoseconds = _TIMESPEC.unpack_from(data)
@@ -341,9 +340,7 @@ class Transport:
                 if now - set_at > 1.0:  # the wall clock may be stepped: set again each second
                     set_at, offset = self._clock = now, _monotonic_less_wall()
                 self.arrival = min(now, offset + seconds + nanoseconds * 1e-9)
-            elif kind == UDP_GRO and level == socket.SOL_UDP:
-                segment = _GRO_SIZE.unpack_from(data)[0]
-        return memoryview(buf)[:n], segment, address[:2]
+        return memoryview(buf)[:n], _coalesced_size(ancillary), address[:2]
 
     def errors(self) -> list[tuple[Address | None, str]]:
         """The queued ICMP errors: the address of the datagram that drew each, and what it said."""
@@ -404,9 +401,15 @@ def datagrams(sock: socket.socket) -> tuple[list[bytes], Address]:
     """The datagrams one read of a coalescing socket (:func:`coalesce`) brings, each as it
     was sent, and their source. Raises BlockingIOError when nothing waits."""
     data, ancillary, _flags, source = sock.recvmsg(1 << 16, socket.CMSG_SPACE(_GRO_SIZE.size))
-    segment = next((_GRO_SIZE.unpack_from(d)[0] for level, kind, d in ancillary
-                    if level == socket.SOL_UDP and kind == UDP_GRO), 0) or len(data) or 1
+    segment = _coalesced_size(ancillary) or len(data) or 1
     return [data[at:at + segment] for at in range(0, max(len(data), 1), segment)], source[:2]
+
+
+def _coalesced_size(ancillary: list[tuple[int, int, bytes]]) -> int:
+    """The size of each datagram a coalesced read joined (the last may be shorter); 0 where
+    the read brought one datagram as it was sent."""
+    return next((_GRO_SIZE.unpack_from(data)[0] for level, kind, data in ancillary
+                 if level == socket.SOL_UDP and kind == UDP_GRO), 0)
 
 
 def segment_runs(sizes: Sequence[int]) -> Iterator[tuple[int, int]]:
