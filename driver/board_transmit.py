@@ -148,7 +148,8 @@ class TransmitSlots:
         """Send the buffer loaded ahead into slot ``index`` if ``data`` is what it holds;
         else forget it."""
         slot = self.slots[index]
-        if slot.ahead is None or isinstance(data, BornBuffer) or slot.ahead != data:
+        # bytearray's == is one memcmp; memoryview's compares byte by byte (8 ms for 4 MiB)
+        if slot.ahead is None or isinstance(data, BornBuffer) or bytearray(slot.ahead) != data:
             self.release(slot.buffer)
             return False
         slot.ahead = None
