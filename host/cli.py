@@ -330,6 +330,15 @@ def _outgoing(args: argparse.Namespace) -> tuple[list[Outgoing], list[str]]:
     return [plan_born(args.source, args.size, args.name)], []
 
 
+def _small_buffers(buffer_size: int | None, packet_size: int) -> list[str]:
+    """A sender's buffers under one packet: allowed (each is one short packet), but each
+    costs a round of control messages, so the user hears why the transfer crawls."""
+    if buffer_size is None or buffer_size >= packet_size:
+        return []
+    return [f"--buffer-size {buffer_size} is under one {packet_size}-byte packet: each buffer is one packet "
+            f"of {buffer_size} bytes, and the transfer will be slow"]
+
+
 def _station(args: argparse.Namespace, output: Output) -> bool:
     """Whether ``recv`` serves several senders at once (host/station.py): with --keep-serving,
     over UDP, into a directory; else one at a time, and --max-senders past 1 is an error."""
@@ -416,6 +425,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                           stamp_rate=getattr(args, "stamp_rate", None) or STAMP_RATE, board_sink=sink or "")
         if args.command == "send":
             items, notes = _outgoing(args)
+            notes += _small_buffers(args.buffer_size, options.params.packet_size)
         else:
             output = Output(board_sink=sink) if sink else Output.parse(args.out, args.force)
             station = _station(args, output)

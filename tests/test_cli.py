@@ -391,6 +391,17 @@ def test_quiet_prints_nothing_and_version_prints_the_version(tmp_path, payload):
     assert version.returncode == 0 and version.stdout.startswith("netblt 0.")
 
 
+def test_buffers_smaller_than_a_packet_are_sent_with_a_note(tmp_path):
+    small = tmp_path / "small.bin"
+    small.write_bytes(os.urandom(2500))
+    recv, port = start_recv(tmp_path, "--out", str(tmp_path / "copy.bin"))
+    sent = send(str(small), f"127.0.0.1:{port}", "--buffer-size", "1000")
+    finish(recv)
+    assert sent.returncode == 0, sent.stderr
+    assert "--buffer-size 1000 is under one 1448-byte packet" in sent.stderr
+    assert (tmp_path / "copy.bin").read_bytes() == small.read_bytes()
+
+
 def test_the_progress_bar_speaks_bits_per_second():
     bar = Progress()
     bar.add_task("x", total=100)
