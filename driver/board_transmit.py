@@ -148,8 +148,8 @@ class TransmitSlots:
         """Send the buffer loaded ahead into slot ``index`` if ``data`` is what it holds;
         else forget it."""
         slot = self.slots[index]
-        # bytearray's == is one memcmp; memoryview's compares byte by byte (8 ms for 4 MiB)
-        if slot.ahead is None or isinstance(data, BornBuffer) or bytearray(slot.ahead) != data:
+        # Compared as bytes: memoryview's == goes byte by byte (8 ms for 4 MiB, bytes' 0.9)
+        if slot.ahead is None or isinstance(data, BornBuffer) or bytes(slot.ahead) != bytes(data):
             self.release(slot.buffer)
             return False
         slot.ahead = None
