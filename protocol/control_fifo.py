@@ -27,7 +27,11 @@ def unwrap_seq(wire: int, reference: int) -> int:
 @dataclass
 class _Entry:
     message: Message
-    """With its unbounded sequence number; put on the wire modulo 2**16."""
+    """With its unbounded sequence number."""
+    wire: Message
+    """As it goes on the wire, its sequence number modulo 2**16, and its encoded size: made
+    once, for every packet resends it (40 messages a packet cost 220 us made each time)."""
+    size: int
     first_sent: float | None = None
     resent: bool = False
 
@@ -78,7 +82,8 @@ class ControlFifo:
             self._append(Resend(0, buffer, packets[at:at + per_message]))
 
     def _append(self, message: Message) -> None:
-        self._entries.append(_Entry(replace(message, seq=self.next_seq)))
+        wire = replace(message, seq=self.next_seq % SEQ_MODULUS)
+        self._entries.append(_Entry(replace(message, seq=self.next_seq), wire, len(encode_message(wire))))
         self.next_seq += 1
 
     def packet(self, now: float) -> Control:
@@ -86,16 +91,14 @@ class ControlFifo:
         messages: list[Message] = []
         size = HEADER.end
         for entry in self._entries:
-            message = replace(entry.message, seq=entry.message.seq % SEQ_MODULUS)
-            wire = encode_message(message)
-            if messages and size + len(wire) > self.budget:
+            if messages and size + entry.size > self.budget:
                 break
-            size += len(wire)
+            size += entry.size
             if entry.first_sent is None:
                 entry.first_sent = now
             else:
                 entry.resent = True
-            messages.append(message)
+            messages.append(entry.wire)
         return Control(tuple(messages))
 
     def acknowledge(self, wire_high_ack: int, now: float) -> tuple[list[Message], float | None]:
