@@ -222,9 +222,11 @@ def automatic_cap(args: argparse.Namespace, peer: str, packet_size: int) -> floa
     Before, 950M where no line was known: 0.9% over a gigabit's data in 1,448-byte packets,
     within the rate choice's tenth, so a host that kept up filled the line's queue unseen
     until it overflowed; and 3-4% under it in 4,500- and 9,000-byte ones. A faster
-    interface's own line behind a gigabit one resent 1.8-1.9% in virtual time with the
-    default buffers (0.2-5.4% with 1,024-packet ones; docs/benchmarks.md, issue 68): it
-    waits for a start-up and cycle that overshoot less."""
+    interface's own line behind a gigabit one lost rate and packets on the veth study
+    (910-924 against 971-975 Mb/s at 4,500 and 9,000 bytes), which that study's deep token
+    bucket caused: its bursts read 5-12% over the line in the receiver's samples. With a
+    shallow bucket the line's timers load the sender's core instead, so this machine
+    cannot show a faster cap right either way (docs/benchmarks.md, issue 68)."""
     speed = None if args.board else link_speed_bps(peer)
     return line_data_bps(min(speed or GIGABIT, GIGABIT), peer, args.transport, packet_size)
 
