@@ -43,6 +43,9 @@ static int configured;
 #define MAX_DATAGRAM 65536
 #define GSO_SEGMENTS 64  /* the kernel's limits (UDP_MAX_SEGMENTS; a datagram's 64 KiB), as transport.py's */
 #define GSO_BYTES 65000
+#ifndef UDP_GRO
+#define UDP_GRO 104
+#endif
 #ifndef UDP_SEGMENT
 #define UDP_SEGMENT 103
 #endif
@@ -383,16 +386,31 @@ static int take(Run *r, const uint8_t *d, Py_ssize_t len)
     return hand_back(r, d, len, 0);
 }
 
+/* The size of each datagram a coalesced read joined (the socket's UDP_GRO), or 0. */
+static size_t coalesced_size(struct msghdr *h)
+{
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(h); c; c = CMSG_NXTHDR(h, c))
+        if (c->cmsg_level == IPPROTO_UDP && c->cmsg_type == UDP_GRO && c->cmsg_len >= CMSG_LEN(sizeof(int))) {
+            int size;
+            memcpy(&size, CMSG_DATA(c), sizeof size);
+            return size > 0 ? (size_t)size : 0;
+        }
+    return 0;
+}
+
 static int receive(Run *r, uint8_t *space)
 {
     struct mmsghdr msgs[BATCH];
     struct iovec iov[BATCH];
+    union { char buf[CMSG_SPACE(sizeof(int))]; struct cmsghdr align; } control[BATCH];
     for (int k = 0; k < BATCH; k++) {
         iov[k].iov_base = space + (Py_ssize_t)k * MAX_DATAGRAM;
         iov[k].iov_len = MAX_DATAGRAM;
         memset(&msgs[k], 0, sizeof msgs[k]);
         msgs[k].msg_hdr.msg_iov = &iov[k];
         msgs[k].msg_hdr.msg_iovlen = 1;
+        msgs[k].msg_hdr.msg_control = control[k].buf;
+        msgs[k].msg_hdr.msg_controllen = sizeof control[k].buf;
     }
     int got = recvmmsg(r->fd, msgs, BATCH, MSG_DONTWAIT, NULL);
     if (got < 0) {
@@ -403,9 +421,19 @@ static int receive(Run *r, uint8_t *space)
     }
     r->now = monotonic();
     for (int k = 0; k < got; k++) {
-        r->bytes_in += msgs[k].msg_len;
-        if (take(r, space + (Py_ssize_t)k * MAX_DATAGRAM, msgs[k].msg_len) < 0)
-            return -1;
+        /* A coalesced read holds several datagrams of one size (the last may be shorter),
+         * each taken as it was sent. */
+        uint8_t *d = space + (Py_ssize_t)k * MAX_DATAGRAM;
+        size_t len = msgs[k].msg_len, size = coalesced_size(&msgs[k].msg_hdr), at = 0;
+        if (!size)
+            size = len ? len : 1;
+        r->bytes_in += len;
+        do {
+            size_t one = len - at < size ? len - at : size;
+            if (take(r, d + at, (Py_ssize_t)one) < 0)
+                return -1;
+            at += one;
+        } while (at < len);
     }
     return got;
 }

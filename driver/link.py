@@ -17,7 +17,8 @@ from .compiled import linkpath
 from .link_client import (ID_MODULUS, QUIET_PATIENCE, LeftRun, LinkClient, LinkError, Part, Request, decode_snapshot,
                           known_reply)
 from .transport import (GSO_MAX_BYTES, GSO_MAX_SEGMENTS, IP_MTU_DISCOVER, IPV6_MTU_DISCOVER, MTU, PMTUDISC_DO,
-                        segmented, show)
+                        coalesce, segmented, show)
+from .transport import datagrams as read_datagrams
 
 
 if TYPE_CHECKING:
@@ -117,6 +118,9 @@ class BoardLink:
         else:
             self.sock.setsockopt(socket.IPPROTO_IPV6, IPV6_MTU_DISCOVER, PMTUDISC_DO)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RECEIVE_BUFFER)
+        # A board's replies of one size, back to back, come in one read where the kernel
+        # joins them: one system call and one buffer for up to 64 (a DOWNLOAD's).
+        coalesce(self.sock)
         self._set_mtu(mtu)
         self.poller = select.poll()
         self.poller.register(self.sock, select.POLLIN)
@@ -472,12 +476,13 @@ class BoardLink:
             at = end
 
     def _receive(self) -> list[bytes]:
-        """Every datagram waiting on the socket, without blocking."""
+        """Every datagram waiting on the socket, without blocking (those a read coalesced
+        each as it was sent)."""
         came: list[bytes] = []
         while True:
             try:
-                datagram = self.sock.recv(65536)
+                each, _ = read_datagrams(self.sock)
             except BlockingIOError:
                 return came
-            self.bytes_in += len(datagram)
-            came.append(datagram)
+            self.bytes_in += sum(map(len, each))
+            came += each

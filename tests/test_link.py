@@ -14,6 +14,7 @@ from netblt.driver import link as link_module
 from netblt.driver import link_client
 from netblt.driver.link import BoardLink
 from netblt.driver.link_client import LinkClient, LinkError, Request, decode_snapshot
+from netblt.driver.transport import segmented
 from netblt.formats.boards import BUILDS
 from netblt.formats.registers import ADDRESS, COMMAND_WORD, ENGINE_REGISTERS, EVENT_WORD, LINK_REGISTERS, Command, Event
 from netblt.sim.model.host_link import HostLink
@@ -755,3 +756,27 @@ def test_a_request_answered_while_it_waits_to_be_sent_again_is_not_sent_again():
                                 request.body), client.retry)
     assert a.reply and b.reply and client.outgoing(client.retry) == []
     assert client.resent == 1
+
+
+def test_datagrams_a_read_joined_are_taken_each_as_the_board_sent_it():
+    """The link's socket coalesces (UDP_GRO): a board's replies of one size sent back to
+    back (the model sends them in one segmented send) can come in one read, and each is
+    taken as it was sent, by the Python path as by the compiled one."""
+    board = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    board.bind(("127.0.0.1", 0))
+    link = BoardLink(board.getsockname())
+    try:
+        link.sock.send(b"here")
+        _, where = board.recvfrom(16)
+        first, second, last = bytes(range(100)), bytes(reversed(range(100))), b"end"
+        board.sendmsg([first + second + last], segmented(100), 0, where)
+        came: list[bytes] = []
+        deadline = time.monotonic() + 5
+        while len(came) < 3 and time.monotonic() < deadline:
+            link.poller.poll(100)
+            came += link._receive()
+        assert came == [first, second, last]
+        assert link.bytes_in == 203
+    finally:
+        link.close()
+        board.close()
