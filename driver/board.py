@@ -16,7 +16,6 @@ measures in cycles reaches it through the session's :class:`~.board_session.Boar
 from __future__ import annotations
 
 import ipaddress
-import struct
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -196,10 +195,7 @@ class BoardDataPath:
                 return
             self._point_at(socket_address(to))
         data = self.control.encode(packet, to)
-        padded = data + bytes(-len(data) % 4)
-        words = struct.unpack(f"<{len(padded) // 4}I", padded)  # the engine's lanes: first byte in bits 7:0
-        operations = [write("SEND_DATA", w) for w in words] + [write("SEND_LENGTH", len(data))]
-        self.session.operations(operations, urgent=True)
+        self.session.write_words("SEND_DATA", data, [write("SEND_LENGTH", len(data))])
         self.control_queued += 1
 
     def send_buffer(self, number: int, data: bytes | memoryview | BornBuffer, last: bool) -> None:

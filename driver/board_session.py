@@ -173,6 +173,13 @@ class BoardSession:
         return self.link.submit([(F.Type.REGISTERS, F.encode_operations(operations[at:at + F.MAX_OPERATIONS]), 0)
                                  for at in range(0, len(operations), F.MAX_OPERATIONS)], join=True, urgent=urgent)
 
+    def write_words(self, name: str, data: bytes, then: Operations) -> None:
+        """``data`` written to register ``name`` a word at a time (formats/host_link.py
+        ``word_writes``), then ``then``, urgent: as :meth:`operations` would queue them."""
+        body, most = F.word_writes(ADDRESS[name], data) + F.encode_operations(then), F.MAX_OPERATIONS * F.OPERATION.end
+        self.link.submit([(F.Type.REGISTERS, body[at:at + most], 0) for at in range(0, len(body), most)],
+                         join=True, urgent=True)
+
     def set(self, **registers: int) -> None:
         self.operations([write(name, value) for name, value in registers.items()], urgent=True)
 

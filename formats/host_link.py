@@ -160,6 +160,22 @@ def encode_operations(operations: list[Operation]) -> bytes:
     return _OPERATIONS[len(operations)].pack(*[f for op in operations for f in (op.opcode, op.register, 0, op.value)])
 
 
+def word_writes(register: int, data: bytes) -> bytes:
+    """Operations writing ``data`` to ``register`` a 32-bit word at a time, each word's
+    first byte in its bits 7:0 (the engine's lanes), the last padded with zeros: the
+    same bytes as :func:`encode_operations` of a WRITE a word, made by a few slice copies
+    (a control packet of 548 bytes took 82 us an operation at a time)."""
+    padded = bytes(data) + bytes(-len(data) % 4)
+    count, step = len(padded) // 4, OPERATION.end
+    out = bytearray(step * count)
+    out[OPERATION.field("opcode").offset::step] = bytes([Opcode.WRITE]) * count
+    out[OPERATION.field("register").offset::step] = bytes([register]) * count
+    value = OPERATION.field("value").offset
+    for byte in range(4):  # the value is big-endian in the operation, the word little-endian
+        out[value + byte::step] = padded[3 - byte::4]
+    return bytes(out)
+
+
 def decode_operations(body: bytes | memoryview) -> list[Operation]:
     if len(body) % OPERATION.end:
         raise FormatError(f"operations of {len(body)} bytes are not whole {OPERATION.end}-byte operations")

@@ -2,6 +2,8 @@
 formats/registers.py, docs/host-link.md's tables from formats/host_link.py."""
 
 import dataclasses
+import random
+import struct
 from pathlib import Path
 
 import pytest
@@ -53,3 +55,17 @@ def test_the_register_map_checksum_changes_with_any_field_or_width():
     wider = tuple(dataclasses.replace(reg, width=reg.width + 1) if reg.name == "STATE" else reg
                   for reg in r.REGISTERS)
     assert r.table_checksum(wider, r.WORDS) != r.REGISTER_MAP
+
+
+@pytest.mark.parametrize("length", [1, 3, 4, 5, 240, 548])
+def test_word_writes_are_the_writes_of_each_word_with_its_first_byte_low(length):
+    """A control packet's words written to SEND_DATA: the same operations as one WRITE a
+    word, each word's first byte in bits 7:0, the last padded with zeros."""
+    data = bytes(random.Random(length).randbytes(length))
+    padded = data + bytes(-length % 4)
+    words = struct.unpack(f"<{len(padded) // 4}I", padded)
+    operations = [host_link.Operation(host_link.Opcode.WRITE, 0x42, word) for word in words]
+    expected = b"".join(host_link.encode_operations(operations[at:at + host_link.MAX_OPERATIONS])
+                        for at in range(0, len(operations), host_link.MAX_OPERATIONS))
+    assert host_link.word_writes(0x42, data) == expected
+    assert host_link.decode_operations(host_link.word_writes(0x42, data))[0].value & 0xFF == data[0]
