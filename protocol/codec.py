@@ -206,11 +206,9 @@ _FIXED_SIZES = {int(L.MessageType.GO): L.MESSAGE.end, int(L.MessageType.OK): L.O
 
 def _decode_messages(buf: memoryview) -> list[Message]:
     messages: list[Message] = []
-    at, end = 0, len(buf)
-    while at < end:
-        size = _FIXED_SIZES.get(buf[at + _TYPE_AT]) if end - at > _TYPE_AT else None
-        if size is None or end - at < size:
-            size = _message_size(buf, at)  # a RESEND's, or an error's
+    at = 0
+    while at < len(buf):
+        size = _message_size(buf, at)
         messages.append(_decode_message(bytes(buf[at:at + size])))
         at += size
     return messages
@@ -218,24 +216,24 @@ def _decode_messages(buf: memoryview) -> list[Message]:
 
 def _message_size(buf: memoryview, at: int) -> int:
     """The bytes of the control message at ``at``, which end inside ``buf``."""
-    if len(buf) - at < L.MESSAGE.end:
+    left = len(buf) - at
+    if left < L.MESSAGE.end:
         raise CodecError(f"truncated control message at offset {at}")
-    kind = unpack(L.MESSAGE, buf, at)["type"]
-    if kind == L.MessageType.GO:
-        return L.MESSAGE.end
-    if kind == L.MessageType.OK:
-        if len(buf) - at < L.OK_BODY.end:
-            raise CodecError(f"truncated OK message at offset {at}")
-        return L.OK_BODY.end
-    if kind == L.MessageType.RESEND:
-        if len(buf) - at < L.RESEND_BODY.end:
-            raise CodecError(f"truncated RESEND message at offset {at}")
-        count = unpack(L.RESEND_BODY, buf, at)["count"]
-        size = L.RESEND_BODY.end + L.aligned(2 * count)
-        if len(buf) - at < size:
-            raise CodecError(f"RESEND at offset {at} lists {count} packets past the end of the packet")
+    kind = buf[at + _TYPE_AT]
+    size = _FIXED_SIZES.get(kind)
+    if size is not None:
+        if left < size:
+            raise CodecError(f"truncated {L.MessageType(kind).name} message at offset {at}")
         return size
-    raise CodecError(f"unknown control message type {kind} at offset {at}")
+    if kind != L.MessageType.RESEND:
+        raise CodecError(f"unknown control message type {kind} at offset {at}")
+    if left < L.RESEND_BODY.end:
+        raise CodecError(f"truncated RESEND message at offset {at}")
+    count = unpack(L.RESEND_BODY, buf, at)["count"]
+    size = L.RESEND_BODY.end + L.aligned(2 * count)
+    if left < size:
+        raise CodecError(f"RESEND at offset {at} lists {count} packets past the end of the packet")
+    return size
 
 
 @functools.lru_cache(maxsize=1024)
