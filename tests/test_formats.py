@@ -61,7 +61,7 @@ def test_the_register_map_checksum_changes_with_any_field_or_width():
 def test_word_writes_are_the_writes_of_each_word_with_its_first_byte_low(length):
     """A control packet's words written to SEND_DATA: the same operations as one WRITE a
     word, each word's first byte in bits 7:0, the last padded with zeros."""
-    data = bytes(random.Random(length).randbytes(length))
+    data = random.Random(length).randbytes(length)
     padded = data + bytes(-length % 4)
     words = struct.unpack(f"<{len(padded) // 4}I", padded)
     operations = [host_link.Operation(host_link.Opcode.WRITE, 0x42, word) for word in words]
