@@ -230,10 +230,7 @@ class Transport:
             self.sock.setsockopt(socket.IPPROTO_IPV6, IPV6_RECVERR, 1)
         self.sock.setsockopt(socket.IPPROTO_IP, IP_RECVERR, 1)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SEND_BUFFER)
-        try:
-            self.sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, RECEIVE_BUFFER)
-        except PermissionError:
-            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RECEIVE_BUFFER)
+        deep_receive_queue(self.sock)
         bind_host = host or ("::" if family == socket.AF_INET6 else "0.0.0.0")
         try:
             if share == "open":
@@ -386,6 +383,15 @@ def _unheld(family: int, where: Address) -> None:
         if family == socket.AF_INET6:
             probe.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
         probe.bind(where)
+
+
+def deep_receive_queue(sock: socket.socket) -> None:
+    """:data:`RECEIVE_BUFFER` of queue for datagrams that come while the process is busy:
+    past the system's limit as root, else what the limit allows."""
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, RECEIVE_BUFFER)
+    except PermissionError:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RECEIVE_BUFFER)
 
 
 def coalesce(sock: socket.socket) -> bool:

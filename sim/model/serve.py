@@ -21,7 +21,7 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
-from ...driver.transport import coalesce, datagrams, segment_runs, segmented
+from ...driver.transport import coalesce, datagrams, deep_receive_queue, segment_runs, segmented
 from ...formats import host_link as F
 from ...formats.boards import BUILDS, SIMULATION, SlotGeometry
 from ...formats.registers import BOARD_NAMES
@@ -225,7 +225,10 @@ def _bind(port: int, address: str = "127.0.0.1") -> socket.socket:
         raise ListenError(f"cannot listen on {address}:{port}: {exc.strerror}") from None
     sock.setblocking(False)
     coalesce(sock)  # a host's segmented sends come in one read, as on the host's own socket
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
+    # A board takes DATA at its line's rate whatever its host link is doing; this one loop
+    # serves both, and DATA that came during a download overflowed a queue of the system's
+    # limit (4,000-5,900 packets of 256 MiB at defaults, each then asked for again).
+    deep_receive_queue(sock)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 8 << 20)
     return sock
 
