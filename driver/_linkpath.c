@@ -93,7 +93,7 @@ typedef struct {
     uint32_t acked;  /* the push acknowledged by the last request sent */
     Py_ssize_t count, window, step, words;  /* requests; in flight at most; words a datagram; words in all */
     Py_ssize_t parts, stride;  /* a DOWNLOAD's reply datagrams, and the words it reads (the last: fewer) */
-    uint32_t *got;  /* each DOWNLOAD's replies come, a bit each */
+    uint64_t *got;  /* each DOWNLOAD's replies come, a bit each */
     uint8_t *data;
     Py_ssize_t size;
     Py_buffer first;  /* the REGISTERS request's body before the data's requests, if len > 0 */
@@ -314,8 +314,8 @@ static int answer(Run *r, const uint8_t *d, Py_ssize_t len)
             return 1;
         Py_ssize_t at = 4 * (base + part), have = r->size - at < 4 * size ? r->size - at : 4 * size;
         memcpy(r->data + at, d + header_size, have);
-        r->got[j] |= 1u << (part / r->step);
-        if (parts > 1 && r->got[j] != (parts == 32 ? 0xFFFFFFFFu : (1u << parts) - 1))
+        r->got[j] |= (uint64_t)1 << (part / r->step);
+        if (parts > 1 && r->got[j] != (parts == 64 ? ~(uint64_t)0 : ((uint64_t)1 << parts) - 1))
             return 0;  /* more to come */
     }
     r->done[i] = 1;
@@ -529,16 +529,16 @@ static PyObject *bulk(PyObject *self, PyObject *args, PyObject *kwargs)
     r.stride = r.step * r.parts;
     r.count = (r.stride > 0 ? (r.words + r.stride - 1) / r.stride : 0) + r.lead + r.tail;
     if ((r.kind != (int)type_upload && r.kind != (int)type_download) || r.window < 1 || r.step < 1
-        || r.parts < 1 || r.parts > 32 || r.stride > 0xFFFF || header_size + 4 * r.step > MAX_DATAGRAM
+        || r.parts < 1 || r.parts > 64 || r.stride > 0xFFFF || header_size + 4 * r.step > MAX_DATAGRAM
         || r.first.len > 4 * r.step || r.last.len > 4 * r.step || r.count > 0x4000 || r.window > 0x4000) {
-        PyErr_SetString(PyExc_ValueError, "bulk: a kind of UPLOAD or DOWNLOAD, a window, a step, 1 to 32 parts, "
+        PyErr_SetString(PyExc_ValueError, "bulk: a kind of UPLOAD or DOWNLOAD, a window, a step, 1 to 64 parts, "
                                           "requests first and last no longer than one of the data's, and at most "
                                           "16384 requests (their IDs must not wrap)");
         goto done;
     }
     r.done = PyMem_Calloc(r.count ? r.count : 1, 1);
     r.quiet = PyMem_Calloc(r.count ? r.count : 1, 1);
-    r.got = PyMem_Calloc(r.count ? r.count : 1, sizeof(uint32_t));
+    r.got = PyMem_Calloc(r.count ? r.count : 1, sizeof(uint64_t));
     r.sent_at = PyMem_Calloc(r.count ? r.count : 1, sizeof(double));
     r.room = header_size + 8;  /* an UPLOAD's words are not copied here */
     r.extra = header_size + 4 * r.step;

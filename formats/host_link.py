@@ -37,11 +37,12 @@ MAX_OPERATIONS = 30
 must fit the board's stored reply of 64 words (one for each ID in the window)."""
 IP_UDP_HEADERS = 28
 """IPv4 and UDP headers around every datagram."""
-DOWNLOAD_PARTS = 32
-"""Reply datagrams one DOWNLOAD asks for at most (the compiled run's bitmap of a request's
-replies is 32 bits): at 1500 bytes a datagram carries 1,456 bytes of slot memory, and a
-request each would be as many datagrams out as in; 8 a request woke a receiving host
-twice as often as 32 (a wake a request's replies)."""
+DOWNLOAD_PARTS = 44
+"""Reply datagrams one DOWNLOAD asks for at most: at 1500 bytes a datagram carries 1,456
+bytes of slot memory, and a request each would be as many datagrams out as in; a
+receiving host wakes about once a request's replies (8 a request woke it twice as often
+as 32), and 44 of 1,500 bytes are the most the kernel joins into one read (64 KB).
+The compiled run's bitmap of a request's replies holds 64."""
 DOWNLOAD_MOST = 0xFFFF
 """Words one DOWNLOAD reads at most (the board keeps the count for replay in 16 bits):
 more reads this many."""
