@@ -394,6 +394,22 @@ def deep_receive_queue(sock: socket.socket) -> None:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RECEIVE_BUFFER)
 
 
+def system_drops(sock: socket.socket) -> int | None:
+    """Datagrams the system dropped for ``sock`` with its queue full (Linux's /proc/net/udp
+    and udp6, found by the socket's inode); None where it does not say."""
+    inode = str(os.fstat(sock.fileno()).st_ino)
+    for table in ("/proc/net/udp", "/proc/net/udp6"):
+        try:
+            with open(table) as rows:
+                for row in rows:
+                    fields = row.split()
+                    if len(fields) > 12 and fields[9] == inode:
+                        return int(fields[12])
+        except OSError:
+            continue
+    return None
+
+
 def coalesce(sock: socket.socket) -> bool:
     """Turn on UDP receive coalescing; False on kernels without segmentation offload."""
     try:

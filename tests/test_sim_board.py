@@ -300,3 +300,29 @@ def test_the_model_keeps_the_data_that_comes_while_its_loop_is_busy():
         board.close()
     assert code == 0
     assert f"NETBLT datagrams to the board: delivered {count}, sent {count}" in summary, summary
+
+
+def test_the_models_summary_counts_what_the_system_dropped_before_it_took_it():
+    """Past the model's queue the system drops what comes for it, which its host sees as
+    loss on the way: the summary says how much, as no board would have dropped it."""
+    board = SimBoard("--model")
+    datagram = bytes(1472)
+    try:
+        board.proc.send_signal(signal.SIGSTOP)
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as peer:
+            for _ in range(200):
+                for _ in range(1000):
+                    peer.sendto(datagram, ("127.0.0.1", board.netblt))
+                if udp_queue(board.netblt)[1]:
+                    break
+        dropped = udp_queue(board.netblt)[1]
+        assert dropped, "200,000 datagrams fitted the model's queue"
+        board.proc.send_signal(signal.SIGCONT)
+        deadline = time.monotonic() + 60
+        while udp_queue(board.netblt)[0] and time.monotonic() < deadline:
+            time.sleep(0.05)
+        code, summary = board.stop()
+    finally:
+        board.close()
+    assert code == 0
+    assert f"  datagrams the system dropped before the model took them (its queue full): {dropped}\n" in summary

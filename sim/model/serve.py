@@ -21,7 +21,7 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
-from ...driver.transport import coalesce, datagrams, deep_receive_queue, segment_runs, segmented
+from ...driver.transport import coalesce, datagrams, deep_receive_queue, segment_runs, segmented, system_drops
 from ...formats import host_link as F
 from ...formats.boards import BUILDS, SIMULATION, SlotGeometry
 from ...formats.registers import BOARD_NAMES
@@ -199,6 +199,9 @@ class Served:
     def summary(self, wall: float) -> list[str]:
         lines = [f"ran {wall:.1f} s in real time"]
         lines += [f"  {what}: {count}" for what, count in sorted(self.counts.items())]
+        dropped = sum(system_drops(sock) or 0 for sock in (self.link_socket, self.netblt_socket))
+        if dropped:  # the host sees these as lost on the way; a board would have taken them
+            lines.append(f"  datagrams the system dropped before the model took them (its queue full): {dropped}")
         lines.append(f"WAN: {describe(self.wan_config)}")
         for way, path in self.wan.items():
             counts = ", ".join(f"{what} {count}" for what, count in sorted(path.counts.items()))
