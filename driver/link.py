@@ -232,10 +232,11 @@ class BoardLink:
             return False
         return True
 
-    def submit(self, requests: F.Requests, join: bool = False, urgent: bool = False) -> list[Request | Part]:
+    def submit(self, requests: F.Requests, join: bool = False, urgent: bool = False,
+               quiet: bool = False) -> list[Request | Part]:
         """Queue requests; they go out as the window allows while the link runs (urgent
-        ones first: :meth:`LinkClient.submit`)."""
-        return [self.client.submit(kind, body, value, join, urgent) for kind, body, value in requests]
+        ones first, quiet ones unanswered: :meth:`LinkClient.submit`)."""
+        return [self.client.submit(kind, body, value, join, urgent, quiet) for kind, body, value in requests]
 
     def wait(self, requests: list[Request | Part]) -> list[tuple[F.Header, bytes]]:
         self._run(lambda: all(r.reply is not None for r in requests))

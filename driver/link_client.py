@@ -284,20 +284,25 @@ class LinkClient:
         return self.opening is not None and self.opening.reply is not None
 
     def submit(self, kind: F.Type, body: bytes = b"", value: int = 0, join: bool = False,
-               urgent: bool = False) -> Request | Part:
+               urgent: bool = False, quiet: bool = False) -> Request | Part:
         """Queue a request. With ``join``, register operations join the last request still
         waiting in their queue when that is register operations with room: one datagram
         instead of several, each way, and the same order of execution. An ``urgent``
         request goes before every request waiting that is not (a resend must not wait
-        behind megabytes of upload); it must not need any of them done first."""
+        behind megabytes of upload); it must not need any of them done first. ``quiet``:
+        register writes whose reply nobody waits for go QUIET, answered by a later
+        datagram's ``ack`` (:func:`known_reply`), unless operations that are not joins them."""
         queue = self.urgent if urgent else self.waiting
         last = queue[-1] if queue else None
+        quiet = quiet and kind == F.Type.REGISTERS and F.writes_only(body)
         if join and kind == F.Type.REGISTERS and last is not None and last.type == F.Type.REGISTERS \
                 and len(last.body) + len(body) <= F.MAX_OPERATIONS * F.OPERATION.end:
             part = Part(last, len(last.body), len(body))
             last.body += body
+            if not quiet:
+                last.flags &= ~F.FLAG_QUIET
             return part
-        request = Request(kind, body, value)
+        request = Request(kind, body, value, flags=F.FLAG_QUIET if quiet else 0)
         queue.append(request)
         return request
 

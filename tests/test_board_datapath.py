@@ -16,6 +16,7 @@ from register_link import NAMES, RegisterLink, session
 
 from netblt.formats import host_link as F
 from netblt.driver.board import BoardDataPath
+from netblt.driver.board_session import read, write
 from netblt.driver.board_receive import ReceiveSlots
 from netblt.driver import board_transmit
 from netblt.driver.board_transmit import SendingSlot
@@ -78,6 +79,41 @@ def test_flush_goes_ahead_of_queued_data():
     try:
         dp.flush()
         assert asked == [True]  # one request, urgent
+    finally:
+        dp.close()
+        board.close()
+
+
+def test_a_control_packets_writes_go_quiet_unless_a_read_joins_them(monkeypatch):
+    """A receiving host sends each CONTROL packet through the board as register writes,
+    and through the model a packet of 32 messages is four requests: nobody waits for
+    their replies, which cost a receiving host a tenth of its CPU. They go QUIET, the board
+    answers none, and a later reply's ack answers them; a read that joins the last of them
+    takes its QUIET off, as its value must come back."""
+    board = ServedBoard()
+    replies: list[int] = []
+    receive = board.link.receive
+
+    def counted(*args):
+        out = receive(*args)
+        replies.extend(F.decode(datagram)[0].type & ~F.REPLY for datagram in out)
+        return out
+
+    monkeypatch.setattr(board.link, "receive", counted)
+    dp = BoardDataPath.open(("127.0.0.1", board.port), local_port=2998)
+    try:
+        # 119 words and a write: four full requests, the read after them alone; 100 words
+        # and a write: the fourth request has room, and the read joins it.
+        for words, requests in ((119, 5), (100, 4)):
+            replies.clear()
+            before = dp.link.client.requests
+            dp.session.write_words("ARG0", random.Random(words).randbytes(4 * words), [write("ARG1", words)])
+            value = dp.session.operations([read("ARG1")], wait=True, urgent=True)
+            dp.link.wait(dp.link.client.unanswered_requests())
+            assert value == [words] and not dp.link.client.unanswered
+            assert dp.link.client.requests - before == requests
+            assert [kind for _, kind in board.link.executed[-requests:]] == [F.Type.REGISTERS] * requests
+            assert replies == [F.Type.REGISTERS], replies  # the read's request alone answered
     finally:
         dp.close()
         board.close()
