@@ -157,9 +157,13 @@ class Receiver:
     def _sample(self, n: int, size: int, first_pass: ev.FirstPass | None, now: float) -> None:
         """Buffer ``n``'s delivery, for the rate offers: what arrived while its first pass
         did (a data path that cannot time it says nothing). A first pass the sender's rate
-        changed in the middle of says what the part since the change delivered."""
+        changed in the middle of says what the part since the change delivered. One that
+        came all at once (a read of coalesced datagrams has one arrival time) counts its
+        bits at no time: buffers smaller than a burst mostly do, and counting only those
+        that spanned a burst's pause made the path look a burst's worth of buffers slower
+        than it was (16 KiB buffers on loopback: 938 Mb/s offered down to 10)."""
         burst = self.sent_at.pop(n, self.burst)
-        if first_pass is None or first_pass.spread <= 0:
+        if first_pass is None:
             return
         if burst == self.burst:
             self.offers.first_pass(size, burst, first_pass)

@@ -9,8 +9,11 @@ from dataclasses import replace
 import pytest
 
 from netblt.bench.rate_bench import default_params as auto
+from netblt.protocol import events as ev
+from netblt.protocol.connection import Connection
 from netblt.protocol.events import FirstPass
-from netblt.protocol.params import Params, burst_rate_bps
+from netblt.protocol.packets import Control, NullAck, Ok, Open
+from netblt.protocol.params import Params, Timing, burst_rate_bps
 from netblt.protocol.rate import (
     FASTER, FILTER, LIMITED, PROBE_GAINS, REGAIN, SMALL_START, SPAN, START_WINDOW, STARTUP_GAIN, UNCONFIRMED_GAIN,
     BurstOffers, RateSelector,
@@ -149,6 +152,38 @@ def test_in_start_up_a_first_pass_the_sender_sped_up_in_is_a_sample_of_its_part_
     offers.selector.startup = False
     changed_pass(offers, before, after, early=300, delivered_share=1.0)
     assert offers.selector.offered is None
+
+
+def test_buffers_smaller_than_a_burst_that_arrive_at_once_count_and_the_rate_holds():
+    """A receiver reading coalesced datagrams times each read once: of 16 KiB buffers sent
+    71 packets a burst, most came in one read (no time between their first packet and
+    last) and one a burst straddled its pause. Counting only those made the path look six
+    times slower than it was, and the offers walked a loopback transfer down from 938 to
+    10 Mb/s; counting every buffer's bits, the offer holds the sender's rate."""
+    burst, packets = (71, 7), 12
+    params = replace(auto(), packet_size=1000, buffer_size=packets * 1000, burst_size=71, burst_interval=7,
+                     max_buffers=16)
+    conn = Connection(active=False, sender=False, params=params, timing=Timing())
+    opened = conn.handle(ev.PacketReceived(Open(uid=1, buffer_size=params.buffer_size, packet_size=1000,
+                                                burst_size=71, burst_interval=7, death_timer=20,
+                                                max_buffers=16, data_checksum=False, write_mode=True,
+                                                transfer_size=200 * params.buffer_size)), 0.0)
+    if any(isinstance(action, ev.Admit) for action in opened):
+        conn.admit(0.0)
+    conn.handle(ev.PacketReceived(NullAck(0, *burst)), 0.0)
+    offers, now = [], 0.0
+    for n in range(1, 200):
+        straddles = n % 6 == 0  # six buffers a burst; one a burst spans its 7 ms pause
+        now += 0.007 if straddles else 0.00002
+        conn.handle(ev.FirstPacket(n, last_buffer=False), now)
+        conn.handle(ev.BufferComplete(n, params.buffer_size, FirstPass(0.007 if straddles else 0.0, packets, 0)),
+                    now)
+        for action in conn.handle(ev.BufferReleased(n), now):
+            if isinstance(action, ev.Transmit) and isinstance(action.packet, Control):
+                offers += [(m.burst_size, m.burst_interval) for m in action.packet.messages if isinstance(m, Ok)]
+    sending = burst_rate_bps(*burst, 1000)
+    assert len(offers) > 150
+    assert burst_rate_bps(*offers[-1], 1000) >= LIMITED * sending
 
 
 # -- whole transfers in virtual time --------------------------------------------------------------
