@@ -11,7 +11,8 @@ from ..formats.born import DrainedBuffer
 from ..formats.registers import RECEIVED_FLAGS, Command, Event
 from ..protocol import events as ev
 from .board_session import BoardSession, Operations, command, read, write
-from .link_client import LinkError, Part, Request
+from .link_client import LinkError
+from .link_requests import Part, Request
 
 
 @dataclass

@@ -23,7 +23,8 @@ from ..formats.dram_csr import DramPhy
 from ..formats.registers import ADDRESS, COMMAND_WORD, DRAM_LEVELS_WORD, ENGINE_STATE, GEOMETRY_WORD, Command
 from .dram_levelling import Injector, LevellingFailed, level
 from .link import BoardLink
-from .link_client import BoardInUse, LinkError, Part, Pushed, Request
+from .link_client import BoardInUse, LinkError, Pushed
+from .link_requests import Part, Request
 
 WIRE_BPS = 1e9
 """The board's Ethernet: gigabit."""

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING
 
 from ..formats import host_link as F
 from .compiled import linkpath
-from .link_client import (ID_MODULUS, QUIET_PATIENCE, LeftRun, LinkClient, LinkError, Part, Request, decode_snapshot,
-                          known_reply)
+from .link_client import QUIET_PATIENCE, LinkClient, LinkError, decode_snapshot
+from .link_requests import ID_MODULUS, LeftRun, Part, Request, known_reply
 from .transport import (GSO_MAX_BYTES, GSO_MAX_SEGMENTS, IP_MTU_DISCOVER, IPV6_MTU_DISCOVER, MTU, PMTUDISC_DO,
                         coalesce, segmented, show)
 from .transport import datagrams as read_datagrams

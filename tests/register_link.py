@@ -8,7 +8,8 @@ import time
 from collections.abc import Callable
 
 from netblt.driver.board_session import BoardSession
-from netblt.driver.link_client import LinkClient, Request
+from netblt.driver.link_client import LinkClient
+from netblt.driver.link_requests import Request
 from netblt.formats import host_link as F
 from netblt.formats.boards import SIMULATION
 from netblt.formats.registers import ADDRESS, GEOMETRY_WORD

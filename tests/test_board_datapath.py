@@ -20,7 +20,7 @@ from netblt.driver.board_session import read, write
 from netblt.driver.board_receive import ReceiveSlots
 from netblt.driver import board_transmit
 from netblt.driver.board_transmit import SendingSlot
-from netblt.driver.link_client import Request
+from netblt.driver.link_requests import Request
 from netblt.formats.registers import (
     ADDRESS, EVENT_WORD, RECEIVED_FLAGS, Event,
 )

@@ -11,9 +11,10 @@ from link_board import LossyLink, LossyRelay, ServedBoard, board_model
 
 from netblt.formats import host_link as F
 from netblt.driver import link as link_module
-from netblt.driver import link_client
+from netblt.driver import retry_timer
 from netblt.driver.link import BoardLink
-from netblt.driver.link_client import LinkClient, LinkError, Request, decode_snapshot
+from netblt.driver.link_client import LinkClient, LinkError, decode_snapshot
+from netblt.driver.link_requests import Request
 from netblt.driver.transport import segmented
 from netblt.formats.boards import BUILDS
 from netblt.formats.registers import ADDRESS, COMMAND_WORD, ENGINE_REGISTERS, EVENT_WORD, LINK_REGISTERS, Command, Event
@@ -575,7 +576,7 @@ def test_the_retry_time_follows_the_measured_round_trip():
     """RFC 6298's estimator: the smoothed round trip plus four variations, never under the
     floor; each expiry in a row doubles it (to BACKOFF times), the next round trip timed
     undoes that."""
-    timer = link_client.RetryTimer(0.001)
+    timer = retry_timer.RetryTimer(0.001)
     assert timer.timeout == 0.001  # nothing measured yet: the floor
     for _ in range(50):
         timer.sample(0.010)
@@ -588,7 +589,7 @@ def test_the_retry_time_follows_the_measured_round_trip():
     assert timer.timeout == pytest.approx(4 * base)
     for _ in range(10):
         timer.expired()
-    assert timer.timeout == pytest.approx(link_client.BACKOFF * base)
+    assert timer.timeout == pytest.approx(retry_timer.BACKOFF * base)
     timer.sample(0.0001)
     assert timer.timeout < 2 * base  # measured again: the backoff is gone
     for _ in range(50):
