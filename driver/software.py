@@ -160,6 +160,7 @@ class SoftwareDataPath(DataPathCore):
     def close(self) -> None:
         """Stop the threads; the caller closes the transport."""
         self._running = False
+        self.transport.wake()
         with self._work:
             self._work.notify()
         for thread in self._threads:

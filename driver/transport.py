@@ -252,6 +252,9 @@ class Transport:
             self._reader.settimeout(0.0)
             self._readable = select.poll()
             self._readable.register(self._reader, select.POLLIN)
+            self._waking = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+            """Readable once :meth:`wake` was called: a read waiting ends at once."""
+            self._readable.register(self._waking, select.POLLIN)
             self._clock = (-math.inf, 0.0)
             """When time.monotonic's clock last was set against the kernel's, and by how much."""
         self.arrival: float | None = None
@@ -358,9 +361,17 @@ class Transport:
             host, port = address[:2]
             out.append(((host, port if self.kind == "udp" else 0), what))
 
+    def wake(self) -> None:
+        """End a read waiting in another thread now, and every read after it at once: the
+        transport is closing. Its thread would otherwise wait out :data:`WAIT` (50 ms a
+        file of a directory sent, both ends); a read without coalescing still does."""
+        if self._reader is not None:
+            os.eventfd_write(self._waking, 1)
+
     def close(self) -> None:
         if self._reader is not None:
             self._reader.close()
+            os.close(self._waking)
         self.sock.close()
 
 
