@@ -349,6 +349,10 @@ class BoardDataPath:
     def host_link_slow_path(self) -> int:
         return int(self.link.client.received)
 
+    @property
+    def link_mtu(self) -> int | None:
+        return self.link.mtu
+
     # -- inside -------------------------------------------------------------------------------------
 
     def _pushed(self, pushed: Pushed) -> None:

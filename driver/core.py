@@ -43,6 +43,8 @@ class DataPathCore:
 
     host_link_bytes = host_link_requests = host_link_slow_path = 0
     """What crosses a board's host link: nothing here."""
+    link_mtu: int | None = None
+    """No host link."""
     def makes(self, born: type[BornBuffer]) -> bool:
         """It makes the pattern (in C); it has no source port."""
         return born is PatternBuffer

@@ -87,6 +87,11 @@ class RealTimeDataPath(DataPath, Protocol):
         """Requests this host sent its board (0 in software)."""
 
     @property
+    def link_mtu(self) -> int | None:
+        """The largest IP datagram between this host and its board, as the session found or
+        was told (None in software)."""
+
+    @property
     def host_link_slow_path(self) -> int:
         """Datagrams from its board this host took one at a time (0 in software)."""
 

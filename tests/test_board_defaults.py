@@ -49,6 +49,35 @@ def test_a_board_sender_fills_its_slots_in_the_largest_datagrams_that_reach_the_
     assert uploads <= report["host_link_requests"] < uploads + 100  # and a few dozen register requests
 
 
+def test_the_files_of_a_directory_find_the_boards_link_mtu_once(tmp_path):
+    """Each file of a directory is a session with the board; each probed the host link
+    with jumbo datagrams again, which a 1500-byte board never answers (0.3 s a file: 20
+    small files took 7.6 s, 1.9 now). The model counts the probes it dropped: a directory
+    of three files draws those of one."""
+    folder = tmp_path / "dir"
+    folder.mkdir()
+    for name in ("a", "b", "c"):
+        (folder / name).write_bytes(os.urandom(20_000))
+    dropped = []
+    for what in (folder / "a", folder):
+        board = SimBoard("--model", "--board", "versa_ecp5", "--slots", "dram")
+        try:
+            out = tmp_path / f"out-{what.name}"
+            out.mkdir()
+            recv, port = start_recv(tmp_path, "--out", str(out))
+            done = send(str(what), f"127.0.0.1:{port}", "--board", board.link_address, "--local-port",
+                        str(board.netblt))
+            assert done.returncode == 0, done.stderr
+            finish(recv)
+            code, summary = board.stop()
+        finally:
+            board.close()
+        assert code == 0
+        (line,) = [line for line in summary.splitlines() if "over the 1500-byte MTU (dropped)" in line]
+        dropped.append(int(line.rsplit(":", 1)[1]))
+    assert dropped[0] > 0 and dropped[1] == dropped[0], dropped
+
+
 def test_a_buffer_size_and_buffers_given_are_kept(model, tmp_path):
     report, received = sent_through(model, tmp_path, "--buffer-size", "1M", "--buffers", "4")
     assert report["buffer_size"] == received["buffer_size"] == 1 << 20
