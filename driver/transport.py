@@ -244,19 +244,18 @@ class Transport:
         self.local_port = self.sock.getsockname()[1] if kind == "udp" else port
         self.sock.settimeout(WAIT)
         self.offload = kind == "udp" and coalesce(self.sock)
-        self._reader: socket.socket | None = None
-        """The socket again, read without Python's poll before each call (:meth:`receive`)."""
         if self.offload:
             self.sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
-            self._reader = socket.socket(fileno=os.dup(self.sock.fileno()))
-            self._reader.settimeout(0.0)
-            self._readable = select.poll()
-            self._readable.register(self._reader, select.POLLIN)
-            self._waking = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
-            """Readable once :meth:`wake` was called: a read waiting ends at once."""
-            self._readable.register(self._waking, select.POLLIN)
-            self._clock = (-math.inf, 0.0)
-            """When time.monotonic's clock last was set against the kernel's, and by how much."""
+        self._reader = socket.socket(fileno=os.dup(self.sock.fileno()))
+        """The socket again, read without Python's poll before each call (:meth:`receive`)."""
+        self._reader.settimeout(0.0)
+        self._waking = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+        """Readable once :meth:`wake` was called: a read waiting ends at once."""
+        self._readable = select.poll()
+        self._readable.register(self._reader, select.POLLIN)
+        self._readable.register(self._waking, select.POLLIN)
+        self._clock = (-math.inf, 0.0)
+        """When time.monotonic's clock last was set against the kernel's, and by how much."""
         self.arrival: float | None = None
         """When the kernel took in what :meth:`receive` last brought, on time.monotonic's
         clock (None where it does not say): a receiver that was kept from running reads a
@@ -304,12 +303,13 @@ class Transport:
         :meth:`errors` says about whom.
         """
         self.arrival = None
-        if self._reader is not None:
-            return self._receive_offloaded(self._reader, buf)
+        if self.offload:
+            return self._receive_offloaded(buf)
         nothing = memoryview(buf)[:0], 0, None
         try:
-            n, address = self.sock.recvfrom_into(buf)
-        except (TimeoutError, BlockingIOError):
+            n, address = self._reader.recvfrom_into(buf)
+        except BlockingIOError:
+            self._wait()
             return nothing
         view = memoryview(buf)[:n]
         if self.kind == "ip":
@@ -321,16 +321,21 @@ class Transport:
             return view, 0, (address[0], 0)
         return view, 0, address[:2]
 
-    def _receive_offloaded(self, reader: socket.socket, buf: bytearray) -> tuple[memoryview, int, Address | None]:
-        """:meth:`receive` with coalescing and the kernel's arrival times: one system call
-        where something waits (a socket with a timeout polls before each read, which was a
-        quarter of a receiver's data path at 80,000 datagrams a second), and where nothing
-        does a wait as long as the socket's timeout (WAIT; none where set non-blocking)."""
+    def _wait(self) -> None:
+        """Nothing waits to be read: wait as long as the socket's timeout (WAIT; not at all
+        where set non-blocking) for something to come, or for :meth:`wake`. Reading the
+        non-blocking handle first is one system call where something waits (a socket with
+        a timeout polls before each read, which was a quarter of a receiver's data path at
+        80,000 datagrams a second)."""
+        if (wait := self.sock.gettimeout()) != 0.0:
+            self._readable.poll(None if wait is None else wait * 1000)
+
+    def _receive_offloaded(self, buf: bytearray) -> tuple[memoryview, int, Address | None]:
+        """:meth:`receive` with coalescing and the kernel's arrival times."""
         try:
-            n, ancillary, _flags, address = reader.recvmsg_into([buf], _ANCILLARY)
+            n, ancillary, _flags, address = self._reader.recvmsg_into([buf], _ANCILLARY)
         except BlockingIOError:
-            if (wait := self.sock.gettimeout()) != 0.0:
-                self._readable.poll(None if wait is None else wait * 1000)
+            self._wait()
             return memoryview(buf)[:0], 0, None
         for level, kind, data in ancillary:
             if kind == SO_TIMESTAMPNS and level == socket.SOL_SOCKET:
@@ -364,14 +369,12 @@ class Transport:
     def wake(self) -> None:
         """End a read waiting in another thread now, and every read after it at once: the
         transport is closing. Its thread would otherwise wait out :data:`WAIT` (50 ms a
-        file of a directory sent, both ends); a read without coalescing still does."""
-        if self._reader is not None:
-            os.eventfd_write(self._waking, 1)
+        file of a directory sent, both ends)."""
+        os.eventfd_write(self._waking, 1)
 
     def close(self) -> None:
-        if self._reader is not None:
-            self._reader.close()
-            os.close(self._waking)
+        self._reader.close()
+        os.close(self._waking)
         self.sock.close()
 
 

@@ -430,18 +430,18 @@ def test_a_receiver_kept_from_running_times_datagrams_by_when_they_came():
     assert came[1] - came[0] == pytest.approx(sent[1] - sent[0], abs=0.02)
 
 
-def test_closing_a_software_data_path_ends_its_receive_thread_waiting_on_the_socket(monkeypatch):
+@pytest.mark.parametrize("kind", ["udp", pytest.param("ip", marks=pytest.mark.skipif(
+    os.geteuid() != 0, reason="a raw IP socket needs root"))])
+def test_closing_a_software_data_path_ends_its_receive_thread_waiting_on_the_socket(monkeypatch, kind):
     """Each file of a directory sent is a connection whose data path closes at its end: its
     receive thread used to wait out the socket's read timeout (50 ms a file at both ends, 200
-    small files in 18.8 s). With the timeout made long, close still ends the thread."""
+    small files in 18.8 s). With the timeout made long, close still ends the thread, on
+    UDP (coalescing) and natively on IP alike."""
     from netblt.driver import transport as transport_module
     from netblt.driver.software import SoftwareDataPath
 
     monkeypatch.setattr(transport_module, "WAIT", 30.0)
-    transport = transport_module.Transport("udp", ("127.0.0.1", 0))
-    if not transport.offload:
-        transport.close()
-        pytest.skip("no coalescing on this system: the read waits out its timeout")
+    transport = transport_module.Transport(kind, ("127.0.0.1", 0 if kind == "udp" else 2998))
     dp = SoftwareDataPath(transport)
     try:
         dp.close()
