@@ -15,7 +15,6 @@ def before(a: int, b: int) -> bool:
     return 0 < (b - a) % ID_MODULUS < ID_MODULUS // 2
 
 
-
 @dataclass
 class Request:
     type: F.Type

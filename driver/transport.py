@@ -246,6 +246,8 @@ class Transport:
         self.offload = kind == "udp" and coalesce(self.sock)
         if self.offload:
             self.sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+            self._clock = (-math.inf, 0.0)
+            """When time.monotonic's clock last was set against the kernel's, and by how much."""
         self._reader = socket.socket(fileno=os.dup(self.sock.fileno()))
         """The socket again, read without Python's poll before each call (:meth:`receive`)."""
         self._reader.settimeout(0.0)
@@ -254,8 +256,6 @@ class Transport:
         self._readable = select.poll()
         self._readable.register(self._reader, select.POLLIN)
         self._readable.register(self._waking, select.POLLIN)
-        self._clock = (-math.inf, 0.0)
-        """When time.monotonic's clock last was set against the kernel's, and by how much."""
         self.arrival: float | None = None
         """When the kernel took in what :meth:`receive` last brought, on time.monotonic's
         clock (None where it does not say): a receiver that was kept from running reads a
