@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 from ..formats import host_link as F
 from ..formats.registers import ENGINE_REGISTERS, LINK_REGISTERS, REGISTER_MAP
 from ..protocol.endpoint import DataPathError
+from ..protocol.timers import RetransmitTimer
 from .link_requests import ID_MODULUS, LeftRun, Part, Request, before, known_reply
-from .retry_timer import RetryTimer
 
 class LinkError(DataPathError):
     """The link cannot go on; the message is one line for the user."""
@@ -38,6 +38,12 @@ class LinkError(DataPathError):
 class BoardInUse(LinkError):
     """Another host holds the board's session."""
 
+
+RETRY_BACKOFF = 64
+"""The most the retry time is doubled to while the board stays silent. It follows the
+round trips measured (:class:`~..protocol.timers.RetransmitTimer`, never under a board's
+own few datagrams' time): a fixed one retried a board that answered late into a storm,
+and a slow one made every loss cost the same wait."""
 
 QUIET_PATIENCE = 0.05
 """Seconds the host link waits, at least, for word of QUIET requests, when none in flight
@@ -60,10 +66,10 @@ class LinkClient:
     takes what came, :meth:`timeout` is called at :attr:`deadline`."""
 
     def __init__(self, *, retry: float = 0.05, give_up: float = 3.0, session: int | None = None) -> None:
-        """``retry``: the shortest retry time (:class:`RetryTimer`); ``give_up``: seconds
+        """``retry``: the shortest retry time (:attr:`timer`'s least); ``give_up``: seconds
         without a reply to what is in flight after which the board counts as gone."""
         self.session = session or secrets.randbits(32) | 1
-        self.timer = RetryTimer(retry)
+        self.timer = RetransmitTimer(retry, backoff_most=RETRY_BACKOFF)
         self.give_up = give_up
         self.next_id = 1
         self.opening: Request | None = None
@@ -156,7 +162,7 @@ class LinkClient:
 
     @property
     def retry(self) -> float:
-        """Seconds to wait for a reply now (:class:`RetryTimer`), a quarter of ``give_up``
+        """Seconds to wait for a reply now (:attr:`timer`), a quarter of ``give_up``
         at most."""
         return min(self.timer.timeout, max(self.timer.least, self.give_up / 4))
 
@@ -284,7 +290,7 @@ class LinkClient:
             raise LinkError(self._silence(now))
         if now < self.sent_at + self.patience:
             return
-        self.timer.expired()
+        self.timer.back_off()
         self.sent_at = None
         if self.opening is not None and not self.opened:
             self._emit(self.opening)

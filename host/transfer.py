@@ -341,8 +341,8 @@ def _report(endpoint: Endpoint, dp: RealTimeDataPath, role: str, **fields) -> Tr
             report.rate_mbps = round(burst_rate_bps(*conn.role.burst, p.packet_size) / 1e6, 3)
         report.packet_size, report.buffer_size = p.packet_size, p.buffer_size
         report.outstanding_buffers = p.max_buffers
-    if isinstance(conn.role, Receiver) and conn.role.rtt.srtt is not None:
-        report.round_trip_ms = round(conn.role.rtt.srtt * 1000, 3)
+    if isinstance(conn.role, Receiver) and conn.role.rtt.smoothed is not None:
+        report.round_trip_ms = round(conn.role.rtt.smoothed * 1000, 3)
     report.packets_lost = conn.stats.packets_lost
     report.data_timeouts = conn.stats.data_timeouts
     report.packets_retransmitted = conn.stats.packets_resent if role == "receiver" else dp.resent

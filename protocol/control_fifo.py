@@ -36,27 +36,6 @@ class _Entry:
     resent: bool = False
 
 
-class RttEstimator:
-    """Smoothed round trip plus four deviations (the RFC's "plus a variance")."""
-
-    def __init__(self, initial: float, minimum: float, maximum: float) -> None:
-        self.srtt: float | None = None
-        self.rttvar = 0.0
-        self.minimum, self.maximum = minimum, maximum
-        self.timeout = initial
-
-    def sample(self, rtt: float) -> None:
-        if self.srtt is None:
-            self.srtt, self.rttvar = rtt, rtt / 2
-        else:
-            self.rttvar = 0.75 * self.rttvar + 0.25 * abs(self.srtt - rtt)
-            self.srtt = 0.875 * self.srtt + 0.125 * rtt
-        self.timeout = min(self.maximum, max(self.minimum, self.srtt + 4 * self.rttvar))
-
-    def back_off(self) -> None:
-        self.timeout = min(self.maximum, self.timeout * 2)
-
-
 class ControlFifo:
     def __init__(self, budget: int) -> None:
         self.budget = budget

@@ -14,10 +14,11 @@ from collections.abc import Hashable
 from dataclasses import dataclass
 
 from . import events as ev
-from .control_fifo import ControlFifo, RttEstimator
+from .control_fifo import ControlFifo
 from .packets import Done, Go, NullAck, Packet, Resend
 from .rate import MIN_RESEND, BurstOffers
 from .role import Context
+from .timers import RetransmitTimer
 
 
 class RxState(enum.Enum):
@@ -44,7 +45,7 @@ class Receiver:
         """Buffers the client already has: never posted, acknowledged with an OK."""
         p, t = conn.params, conn.timing
         self.fifo = ControlFifo(budget=max(576, p.packet_size + 24))
-        self.rtt = RttEstimator(t.control_initial, t.control_min, t.control_max)
+        self.rtt = RetransmitTimer(t.control_min, initial=t.control_initial, most=t.control_max)
         self.buffers: dict[int, RxBuffer] = {}
         self.next_number = 1
         """Buffers are numbered from 1, consecutively; buffer n is the (n-1)-th (reading A7)."""

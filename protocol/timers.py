@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Hashable
 
 
@@ -36,3 +37,44 @@ class Timers:
         for _, _, key in due:
             del self._at[key]
         return [key for _, _, key in due]
+
+
+class RetransmitTimer:
+    """How long to wait for an answer before sending again, from the round trips measured,
+    as TCP's retransmission timer (RFC 6298): the smoothed round trip plus four times its
+    variation (``initial`` until one is timed), within ``least`` and ``most``; doubled at
+    each expiry in a row, up to ``backoff_most`` times, and back to the measure once an
+    answer comes. The receiver's control timer (RFC 998's "plus a variance") and the host
+    link's retry timer are both this one."""
+
+    def __init__(self, least: float, *, initial: float | None = None, most: float = math.inf,
+                 backoff_most: float = math.inf) -> None:
+        self.least, self.initial, self.most, self.backoff_most = least, initial, most, backoff_most
+        self.smoothed: float | None = None
+        self.variation = 0.0
+        self.backoff = 1.0
+
+    @property
+    def timeout(self) -> float:
+        if self.smoothed is not None:
+            measured = self.smoothed + 4 * self.variation
+        else:
+            measured = self.least if self.initial is None else self.initial
+        return min(self.most, max(self.least, measured) * self.backoff)
+
+    def sample(self, rtt: float) -> None:
+        """A round trip timed (never one whose request went twice: Karn's rule)."""
+        if self.smoothed is None:
+            self.smoothed, self.variation = rtt, rtt / 2
+        else:
+            self.variation += (abs(self.smoothed - rtt) - self.variation) / 4
+            self.smoothed += (rtt - self.smoothed) / 8
+        self.backoff = 1.0
+
+    def back_off(self) -> None:
+        """It expired with no answer."""
+        self.backoff = min(self.backoff_most, 2 * self.backoff)
+
+    def answered(self) -> None:
+        """An answer came, untimed: the backoff goes."""
+        self.backoff = 1.0

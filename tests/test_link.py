@@ -11,9 +11,8 @@ from link_board import LossyLink, LossyRelay, ServedBoard, board_model
 
 from netblt.formats import host_link as F
 from netblt.driver import link as link_module
-from netblt.driver import retry_timer
 from netblt.driver.link import BoardLink
-from netblt.driver.link_client import LinkClient, LinkError, decode_snapshot
+from netblt.driver.link_client import RETRY_BACKOFF, LinkClient, LinkError, decode_snapshot
 from netblt.driver.link_requests import Request
 from netblt.driver.transport import segmented
 from netblt.formats.boards import BUILDS
@@ -574,9 +573,9 @@ def test_a_long_missing_list_waits_for_room_and_reaches_the_host_whole():
 
 def test_the_retry_time_follows_the_measured_round_trip():
     """RFC 6298's estimator: the smoothed round trip plus four variations, never under the
-    floor; each expiry in a row doubles it (to BACKOFF times), the next round trip timed
+    floor; each expiry in a row doubles it (to RETRY_BACKOFF times), the next round trip timed
     undoes that."""
-    timer = retry_timer.RetryTimer(0.001)
+    timer = LinkClient(retry=0.001).timer
     assert timer.timeout == 0.001  # nothing measured yet: the floor
     for _ in range(50):
         timer.sample(0.010)
@@ -584,12 +583,12 @@ def test_the_retry_time_follows_the_measured_round_trip():
     timer.sample(0.030)
     assert timer.timeout > 0.030  # a slow spell widens it at once
     base = timer.timeout
-    timer.expired()
-    timer.expired()
+    timer.back_off()
+    timer.back_off()
     assert timer.timeout == pytest.approx(4 * base)
     for _ in range(10):
-        timer.expired()
-    assert timer.timeout == pytest.approx(retry_timer.BACKOFF * base)
+        timer.back_off()
+    assert timer.timeout == pytest.approx(RETRY_BACKOFF * base)
     timer.sample(0.0001)
     assert timer.timeout < 2 * base  # measured again: the backoff is gone
     for _ in range(50):

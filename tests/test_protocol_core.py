@@ -371,13 +371,22 @@ def test_control_packet_is_resent_whole_on_control_timer_with_backoff():
     assert conn.deadline == pytest.approx(t1 + 2 * TIMING.control_initial)
 
 
+def test_the_control_timer_doubles_up_to_control_max_and_a_round_trip_undoes_that():
+    timer = receiver()[0].role.rtt
+    for _ in range(12):
+        timer.back_off()
+    assert timer.timeout == TIMING.control_max
+    timer.sample(0.001)
+    assert timer.timeout == pytest.approx(max(TIMING.control_min, 0.001 + 4 * 0.0005))
+
+
 def test_high_ack_retires_messages_and_clears_the_control_timer():
     conn, _ = receiver()
     conn.handle(ev.Arrivals(0.05, 0.0, high_ack=1), 0.05)
     assert len(conn.role.fifo) == 1 and "control" in conn.timers
     conn.handle(ev.PacketReceived(NullAck(2, 5, 10)), 0.06)
     assert len(conn.role.fifo) == 0 and "control" not in conn.timers
-    assert conn.role.rtt.srtt == pytest.approx(0.875 * 0.05 + 0.125 * 0.06)  # two samples
+    assert conn.role.rtt.smoothed == pytest.approx(0.875 * 0.05 + 0.125 * 0.06)  # two samples
 
 
 def test_data_timer_asks_for_the_missing_packets_and_resends_them():
