@@ -1,7 +1,6 @@
 """The host link over a UDP socket (docs/host-link.md): a :class:`~.link_client.LinkClient`
-(the protocol, sans I/O) on a socket, the MTU probe at a session's start, the bulk path
-(driver/_linkpath.c: a slot's uploads or downloads with no Python a datagram), and a
-search of a network for boards."""
+(the protocol, sans I/O) on a socket, the MTU it takes (probed: link_mtu.py), and the bulk
+path (driver/_linkpath.c: a slot's uploads or downloads with no Python a datagram)."""
 
 from __future__ import annotations
 
@@ -14,7 +13,8 @@ from typing import TYPE_CHECKING
 
 from ..formats import host_link as F
 from .compiled import linkpath
-from .link_client import QUIET_PATIENCE, LinkClient, LinkError, decode_snapshot
+from .link_client import QUIET_PATIENCE, LinkClient, LinkError
+from .link_mtu import JUMBO, reaches
 from .link_requests import ID_MODULUS, LeftRun, Part, Request, known_reply
 from .transport import (GSO_MAX_BYTES, GSO_MAX_SEGMENTS, IP_MTU_DISCOVER, IPV6_MTU_DISCOVER, MTU, PMTUDISC_DO,
                         coalesce, segmented, show)
@@ -36,62 +36,10 @@ LEAVE_TAIL, LEAVE_FIRST = 1, 2
 only writes (a SEND), goes QUIET and returns once sent, its first request too where that
 only writes (the reply of one that writes is what it wrote)."""
 
-FIND_MOST = 4096
-"""Addresses one search asks at most: a /20; a board's segment is a LAN."""
-
-
-def find(addresses: list[str], port: int, timeout: float) -> dict[tuple[str, int], dict[str, int] | str]:
-    """Boards that answer a STATUS (which needs no session, so no host is disturbed) at
-    ``port`` of any of ``addresses``, within ``timeout`` seconds, by the address that
-    answered: their registers, or why they cannot be read (another register table)."""
-    found: dict[tuple[str, int], dict[str, int] | str] = {}
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_BROADCAST, 1)
-        ask = F.encode(F.Header(F.Type.STATUS))
-        for address in addresses:
-            try:
-                sock.sendto(ask, (address, port))
-            except OSError:
-                pass  # unreachable from here (no route): no board there for this host
-        end = time.monotonic() + timeout
-        while (left := end - time.monotonic()) > 0:
-            if not select.select([sock], [], [], left)[0]:
-                break
-            try:
-                datagram, source = sock.recvfrom(65536)
-                header, body = F.decode(datagram)
-            except (OSError, F.FormatError):
-                continue  # an ICMP error from an address with no board, or not a board's answer
-            if header.type == F.Type.STATUS | F.REPLY:
-                try:
-                    found[source] = decode_snapshot(body)
-                except LinkError as exc:
-                    found[source] = str(exc)
-    return found
-
-
 RECEIVE_BUFFER = 4 << 20
 """Asked of the host link's socket: a window of replies arrives at line rate, 32 jumbo
 DOWNLOADs at once. The kernel grants at most net.core.rmem_max; with less, the window
 is made to fit what it holds (dropped replies cost a recovery each)."""
-
-
-JUMBO = 9000
-"""The largest IP datagram a host link carries where the host, the board and everything
-between take jumbo frames (the Versa does; the Colorlight holds 8 KiB requests at most)."""
-LINK_MTUS = (576, JUMBO)
-"""The host-link MTUs a host may ask for: from IPv4's least to jumbo frames."""
-PROBE_WAIT = 0.05
-"""Seconds between the first two sends of the probes (then doubling until the small one is
-answered), and between sends of a large one at least, once the small one has been."""
-PROBE_ROUND_TRIPS = 20
-"""The same in round trips of the small one: a board simulated thousands of times slower
-than real time takes that much longer to take a jumbo frame off its wire."""
-PROBE_TRIES = 6
-"""Sends of a large probe once the small one is answered: a lossy link loses some (a tenth
-lost each way leaves one in 20,000 unanswered after six, a third lost each way one in
-50), and one that never reaches the board is named after six waits (a third of a second
-on a LAN)."""
 
 
 class BoardLink:
@@ -156,81 +104,17 @@ class BoardLink:
         sizes = [asked] if asked else [JUMBO]
         if sizes[0] > MTU:
             sizes.append(MTU)
-        reached = self.reaches(sizes)
+        try:
+            reached = reaches(self.sock, sizes, self.client.give_up)
+        except ConnectionRefusedError:
+            raise self._gone() from None
+        if reached is None:
+            raise LinkError(f"board {self.shown}: no answer for {self.client.give_up:g} s")
         if asked and not reached[asked]:
             other = next((size for size in sizes[1:] if reached[size]), None)
             below = f"; {other}-byte ones do: give --link-mtu {other}, or leave it out" if other else ""
             raise LinkError(f"board {self.shown}: {asked}-byte datagrams do not reach it (--link-mtu {asked}){below}")
         self._set_mtu(next((size for size in sizes if reached[size]), MTU))
-
-    def reaches(self, sizes: list[int]) -> dict[int, bool]:
-        """Which of ``sizes`` (IP datagrams) reach the board: a STATUS padded to each size
-        (a board reads no STATUS body) and a small one, sent until the small one is
-        answered, PROBE_WAIT apart and twice that at each send after (as the retry timer
-        backs off). Each send's probes carry an ID of their own, so the small one's reply
-        times its own round trip, not the losses before it; from then on the others are
-        sent :data:`PROBE_TRIES` times, :data:`PROBE_ROUND_TRIPS` of that round trip apart
-        (:data:`PROBE_WAIT` at least). Raises LinkError if none is answered in ``give_up``
-        seconds (no board there). (A wait of the time to the first answer, twenty times
-        over, once held a session's start 10 s after one lost datagram.)"""
-        numbers = [0, *sizes]  # a probe's ID: its send's number times len(numbers), plus its place here
-        waiting = list(range(len(numbers)))
-        sent_at: list[float] = []
-        reached: set[int] = set()
-        now = time.monotonic()
-        end, resend, apart, tries = now + self.client.give_up, now, PROBE_WAIT, 0
-        while waiting and now < end:
-            if now >= resend:
-                if tries == PROBE_TRIES:
-                    break
-                for place in list(waiting):
-                    size = numbers[place]
-                    probe = F.encode(F.Header(F.Type.STATUS, id=len(sent_at) * len(numbers) + place),
-                                     bytes(max(0, size - F.IP_UDP_HEADERS - F.HEADER.end)))
-                    if not self._send_probe(probe):
-                        waiting.remove(place)  # larger than this host's interface takes
-                sent_at.append(now)
-                resend = now + apart
-                if 0 in reached:
-                    tries += 1
-                else:
-                    apart = min(2 * apart, self.client.give_up / 8)
-            self.poller.poll(max(0.0, min(resend, end) - time.monotonic()) * 1000)
-            try:
-                datagrams = self._receive()
-            except ConnectionRefusedError:
-                raise self._gone() from None
-            now = time.monotonic()
-            for datagram in datagrams:
-                try:
-                    header, _ = F.decode(datagram)
-                except F.FormatError:
-                    continue
-                sent, place = divmod(header.id, len(numbers))
-                if header.type != F.Type.STATUS | F.REPLY or sent >= len(sent_at) or place not in waiting:
-                    continue
-                waiting.remove(place)
-                reached.add(numbers[place])
-                if place == 0:  # the board is there: the larger ones have a while to come
-                    apart = max(PROBE_WAIT, PROBE_ROUND_TRIPS * (now - sent_at[sent]))
-                    resend, tries = now + apart, 1
-        if 0 not in reached:
-            raise LinkError(f"board {self.shown}: no answer for {self.client.give_up:g} s")
-        return {size: size in reached for size in sizes}
-
-    def _send_probe(self, probe: bytes) -> bool:
-        """False where this host's interface cannot send a datagram that large."""
-        try:
-            self.sock.send(probe)
-        except BlockingIOError:
-            pass
-        except ConnectionRefusedError:
-            raise self._gone() from None
-        except OSError as exc:
-            if exc.errno != errno.EMSGSIZE:
-                raise
-            return False
-        return True
 
     def submit(self, requests: F.Requests, join: bool = False, urgent: bool = False,
                quiet: bool = False) -> list[Request | Part]:

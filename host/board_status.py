@@ -20,7 +20,8 @@ from rich.text import Text
 
 from ..driver.board import BoardDataPath
 from ..driver.board_session import leave, take
-from ..driver.link import FIND_MOST, BoardLink, find
+from ..driver.board_find import FIND_MOST, find
+from ..driver.link import BoardLink
 from ..driver.link_client import LinkError
 from ..driver.transport import TransportError, parse_address, show
 from ..formats.dram_csr import DramPhy

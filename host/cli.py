@@ -15,7 +15,7 @@ from rich.progress import BarColumn, DownloadColumn, Progress, ProgressColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from ..driver.link import LINK_MTUS
+from ..driver.link_mtu import LINK_MTUS
 from ..driver.transport import (DEFAULT_PORT, TransportError, default_packet_size, line_data_bps, link_speed_bps,
                                 parse_address, show)
 from ..formats.host_link import LINK_PORT
