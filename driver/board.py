@@ -33,7 +33,7 @@ from .board_session import HARDWARE_MATCH, WIRE_BPS, BoardSession, read, take, w
 from .board_transmit import LEAVE_AT_LEAST, LEAVE_CLEAN, TransmitSlots
 from .control_codec import ControlCodec
 from .link import BoardLink
-from .link_client import LinkError, Pushed
+from .link_client import LinkError, Pushed, dotted_quad
 from .transport import Address, Kind, socket_address
 
 DATA_SHARE = 0.9
@@ -368,7 +368,7 @@ class BoardDataPath:
             # DATA is arriving now: the peer is alive, whatever the last flush saw.
             self.events.append(ev.Arrivals(time.monotonic(), 0.0, self.receiving.high_ack))
         for record in pushed.packets:
-            source = (str(ipaddress.IPv4Address(record.address)), record.port if self.kind == "udp" else 0)
+            source = (dotted_quad(record.address), record.port if self.kind == "udp" else 0)
             packet = self.control.decode(record.packet, source, self.dropped)
             if packet is not None:
                 self.events.append(ev.PacketReceived(packet, source))

@@ -406,7 +406,7 @@ class LinkClient:
             return
         if header.status != F.Status.OK:
             owner = F.words(body[:12]) if len(body) >= 12 else [0, 0, 0]
-            raise BoardInUse(f"the board is in use by {_dotted_quad(owner[0])}:{owner[1]} (last heard "
+            raise BoardInUse(f"the board is in use by {dotted_quad(owner[0])}:{owner[1]} (last heard "
                              f"{owner[2] / 1000:g} s ago by the board's clock)")
         self.opening.reply = (header, body)
         self.sent_at = self.waiting_since = None
@@ -502,5 +502,7 @@ def decode_snapshot(body: bytes | memoryview) -> dict[str, int]:
     return dict(zip(names, values[1:]))
 
 
-def _dotted_quad(value: int) -> str:
+def dotted_quad(value: int) -> str:
+    """An IPv4 address as a board's registers and records hold it (a 32-bit word), as text
+    (for each control packet a push holds: a quarter of ipaddress's time)."""
     return socket.inet_ntoa(value.to_bytes(4, "big"))
