@@ -14,7 +14,7 @@ from __future__ import annotations
 import enum
 import random
 from dataclasses import replace
-from typing import TypedDict
+from typing import TypeVar
 
 from . import events as ev
 from .packets import Abort, Data, KeepAlive, Open, Packet, Quit, QuitAck, Refused, Response
@@ -24,25 +24,13 @@ from .role import Role, TransferStats
 from .sender import Sender
 from .timers import Timers
 
+SetupKind = TypeVar("SetupKind", Open, Response)
+"""An OPEN or a RESPONSE: they share one layout."""
+
 BUSY = "busy with another transfer; try again when it ends"
 HELD = "still holding this port pair's last connection"
 """Begins the REFUSED a passive end gives a new OPEN from its peer's own address and port
 while the old connection may be alive; the active end keeps trying (reading A21)."""
-
-
-class _Proposal(TypedDict):
-    """An OPEN's or RESPONSE's values but its UID."""
-
-    buffer_size: int
-    packet_size: int
-    burst_size: int
-    burst_interval: int
-    death_timer: int
-    max_buffers: int
-    data_checksum: bool
-    write_mode: bool
-    transfer_size: int
-    client_string: bytes
 
 
 class State(enum.Enum):
@@ -113,7 +101,7 @@ class Connection:
 
     def connect(self, now: float) -> list[ev.Action]:
         """Active end: send OPEN and start the open timer."""
-        self.setup = Open(uid=self.uid, **self._proposal(self.local))
+        self.setup = self._proposal(Open, self.uid, self.local)
         self.open_tries, self.open_until = 0, now + self.local.death_timer
         self._send_open(now)
         return self._drain()
@@ -172,7 +160,7 @@ class Connection:
         self._learn_size(packet)
         if client_string is not None:
             self.client_string = client_string
-        self.setup = Response(uid=packet.uid, **self._proposal(final))
+        self.setup = self._proposal(Response, packet.uid, final)
         self.transmit(self.setup, now)
         self._establish(packet.client_string, now, held=held, last=last)
         self._after(now)
@@ -219,16 +207,16 @@ class Connection:
         assert self.setup is not None
         return self.setup
 
-    def _proposal(self, p: Params) -> _Proposal:
-        """What this end's OPEN or RESPONSE says: ``p``'s values (its own, or the ones
+    def _proposal(self, kind: type[SetupKind], uid: int, p: Params) -> SetupKind:
+        """This end's OPEN or RESPONSE (``kind``): ``p``'s values (its own, or the ones
         settled), always with its own death timer."""
         size = self.transfer_size or 0
-        return _Proposal(buffer_size=p.buffer_size, packet_size=p.packet_size, burst_size=p.burst_size,
-                         burst_interval=p.burst_interval, death_timer=self.local.death_timer,
-                         max_buffers=p.max_buffers, data_checksum=p.data_checksum,
-                         write_mode=self.is_sender if self.active else not self.is_sender,
-                         transfer_size=size if size < 1 << 32 else 0,  # 0: unknown (reading A18)
-                         client_string=self.client_string)
+        return kind(uid=uid, buffer_size=p.buffer_size, packet_size=p.packet_size, burst_size=p.burst_size,
+                    burst_interval=p.burst_interval, death_timer=self.local.death_timer,
+                    max_buffers=p.max_buffers, data_checksum=p.data_checksum,
+                    write_mode=self.is_sender if self.active else not self.is_sender,
+                    transfer_size=size if size < 1 << 32 else 0,  # 0: unknown (reading A18)
+                    client_string=self.client_string)
 
     def _send_open(self, now: float) -> None:
         # Doubling up to the longest control interval, for as long as the death timer: a
