@@ -15,7 +15,9 @@ from link_board import ServedBoard
 from register_link import NAMES, RegisterLink, session
 
 from netblt.formats import host_link as F
-from netblt.driver.board import BoardDataPath
+from netblt.driver import board as board_module
+from netblt.driver.board import ALIVE_EVERY, BoardDataPath
+from netblt.driver.link_client import Pushed
 from netblt.driver.board_session import read, write
 from netblt.driver.board_receive import ReceiveSlots
 from netblt.driver import board_transmit
@@ -319,6 +321,28 @@ def test_a_late_completion_event_does_not_deliver_the_next_buffer_of_its_slot():
         events = dp.wait_events(1.0) + dp.wait_events(0.2)
         assert not [e for e in events if isinstance(e, ev.BufferComplete)], events
         assert dp.dropped["board completions for a slot given to its next buffer since"] == 1
+
+
+def test_data_arriving_is_said_to_the_core_when_it_tells_it_something(monkeypatch):
+    """Each push with a DATA event says the peer is alive. The core hears it with a
+    high-ack new to it, or ALIVE_EVERY after it last heard: a 16 KiB buffer's first
+    packet and its completion come in pushes of their own, and an Arrivals for each was a
+    turn of the core a buffer that told it nothing."""
+    with receiving(transfer_size=40000) as (board, dp, params, peer):
+        clock = [1000.0]  # the board data path's clock (its link's runs on)
+        monkeypatch.setattr(board_module, "time", type("Clock", (), {"monotonic": staticmethod(lambda: clock[0])}))
+        first = EVENT_WORD.pack(valid=1, kind=Event.RECEIVED, slot=0, flags=RECEIVED_FLAGS.pack(first=1), value=1)
+        dp.take_events()
+        said = []
+        later = 0.003 + ALIVE_EVERY
+        for at, high_ack in ((0, 0), (0.001, 0), (0.002, 0), (0.003, 3), (0.004, 3), (later - 0.001, 3),
+                             (later + 0.001, 3)):
+            clock[0] = 1000.0 + at
+            dp.receiving.high_ack = high_ack
+            dp._pushed(Pushed(events=[first]))
+            said += [(round(e.last_at - 1000.0, 6), e.high_ack) for e in dp.take_events() if isinstance(e, ev.Arrivals)]
+        assert said == [(0, 0), (0.003, 3), (round(later + 0.001, 6), 3)]
+        monkeypatch.undo()
 
 
 def settled(dp: BoardDataPath) -> None:
