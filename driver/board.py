@@ -41,12 +41,6 @@ DATA_SHARE = 0.9
 and for the host link's own traffic on the same port."""
 HEARTBEAT = 1.0
 """Seconds of host-link silence after which a waiting host says it is still there."""
-ALIVE_EVERY = 0.005
-"""Seconds between the Arrivals that say no more than that DATA still comes (the peer is
-alive): a small buffer's first packet and its completion come in pushes of their own, and
-an Arrivals for each was a turn of the protocol core that told it nothing new. Short
-beside the core's data variance (20 ms at least); before any of its timers fires,
-:meth:`BoardDataPath.flush` reads the slots' own arrival times anyway."""
 COUNTERS = ["RX_DUPLICATES", "COMMANDS_REJECTED", "EVENTS_LOST", "SOURCE_TAKEN", "SOURCE_REFUSED", *DROP_COUNTERS]
 """The board's counters a report reads."""
 
@@ -75,8 +69,6 @@ class BoardDataPath:
         self.destination: Address | None = None
         self.control_queued = 0
         """Control packets given to the board since the counters were cleared."""
-        self.arriving_said = (-ALIVE_EVERY, -1)
-        """When the core last heard DATA was arriving (a push's Arrivals), and the high-ack then."""
         self._board_counts: dict[str, int] = {}
         self.cpu_at_configure = 0.0
         # A push unacknowledged for as long as a request unanswered is sent again (the
@@ -373,21 +365,12 @@ class BoardDataPath:
             else:
                 arriving |= self.receiving.event(event["kind"], event["slot"], event["flags"], event["value"])
         if arriving:
-            self._arriving(time.monotonic())
+            self.receiving.arriving(time.monotonic())
         for record in pushed.packets:
             source = (dotted_quad(record.address), record.port if self.kind == "udp" else 0)
             packet = self.control.decode(record.packet, source, self.dropped)
             if packet is not None:
                 self.events.append(ev.PacketReceived(packet, source))
-
-    def _arriving(self, now: float) -> None:
-        """DATA is arriving now: the peer is alive, whatever the last flush saw. The core
-        hears it with a high-ack new to it, or :data:`ALIVE_EVERY` after it last heard."""
-        said_at, said_high_ack = self.arriving_said
-        high_ack = self.receiving.high_ack
-        if high_ack != said_high_ack or now - said_at >= ALIVE_EVERY:
-            self.events.append(ev.Arrivals(now, 0.0, high_ack))
-            self.arriving_said = (now, high_ack)
 
     def _reset_board(self) -> None:
         """Release every receive slot and zero the counters: nothing left from before."""
@@ -402,7 +385,6 @@ class BoardDataPath:
         self.sending.reset()
         self.receiving.reset(stale_high_ack)
         self.control_queued = 0
-        self.arriving_said = (-ALIVE_EVERY, -1)
 
     def _point_at(self, to: Address) -> None:
         """Control packets (and DATA) go to ``to`` from now on: once the board has sent

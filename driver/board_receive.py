@@ -15,6 +15,14 @@ from .link_client import LinkError
 from .link_requests import Part, Request
 
 
+ALIVE_EVERY = 0.005
+"""Seconds between the Arrivals that say no more than that DATA still comes (the peer is
+alive): a small buffer's first packet and its completion come in pushes of their own, and
+an Arrivals for each was a turn of the protocol core that told it nothing new. Short
+beside the core's data variance (20 ms at least); before any of its timers fires, the
+board data path's ``flush`` reads the slots' own arrival times (:meth:`ReceiveSlots.arrivals`)."""
+
+
 @dataclass
 class ReceivingSlot:
     """A receive slot and the buffer it is posted for."""
@@ -71,11 +79,14 @@ class ReceiveSlots:
         self.stale_high_ack: int | None = None
         """RX_HIGH_ACK as the last connection left it, until this one's DATA moves it: the
         board keeps the register across connections."""
+        self.arriving_said = (-ALIVE_EVERY, -1)
+        """When the core last heard DATA was arriving (:meth:`arriving`), and the high-ack then."""
 
     def reset(self, stale_high_ack: int) -> None:
         """A connection begins; RX_HIGH_ACK reads ``stale_high_ack`` (the last one's)."""
         self.slots, self.queries, self.next_drain = {}, {}, 1
         self.high_ack, self.stale_high_ack = 0, stale_high_ack
+        self.arriving_said = (-ALIVE_EVERY, -1)
 
     def configure(self, buffer_size: int, packet_size: int, transfer_size: int | None) -> None:
         self.buffer_size, self.packet_size, self.transfer_size = buffer_size, packet_size, transfer_size
@@ -139,6 +150,14 @@ class ReceiveSlots:
         else:
             self.stale_high_ack = None
         self.high_ack = high_ack
+
+    def arriving(self, now: float) -> None:
+        """A push brought DATA's events: the peer is alive, whatever the last flush saw. The
+        core hears it with a high-ack new to it, or :data:`ALIVE_EVERY` after it last heard."""
+        said_at, said_high_ack = self.arriving_said
+        if self.high_ack != said_high_ack or now - said_at >= ALIVE_EVERY:
+            self.events.append(ev.Arrivals(now, 0.0, self.high_ack))
+            self.arriving_said = (now, self.high_ack)
 
     def arrival_reads(self) -> tuple[list[int], Operations]:
         """The slots still filling whose POST has run, and the reads of their arrivals."""

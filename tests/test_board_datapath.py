@@ -16,10 +16,10 @@ from register_link import NAMES, RegisterLink, session
 
 from netblt.formats import host_link as F
 from netblt.driver import board as board_module
-from netblt.driver.board import ALIVE_EVERY, BoardDataPath
+from netblt.driver.board import BoardDataPath
 from netblt.driver.link_client import Pushed
 from netblt.driver.board_session import read, write
-from netblt.driver.board_receive import ReceiveSlots
+from netblt.driver.board_receive import ALIVE_EVERY, ReceiveSlots
 from netblt.driver import board_transmit
 from netblt.driver.board_transmit import SendingSlot
 from netblt.driver.link_requests import Request
