@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo demo-board demo-board-stream reproduce test test-rtl test-dram test-bitstream test-board bench bench-rates bench-auto bench-tcp bench-board bench-offload bench-board-born bench-station bench-wake bench-long-path bench-sim bench-outstanding bench-gateware bench-ethernet bench-ethernet-dram bitstream formal netlist load clean
+.PHONY: demo demo-board demo-board-stream reproduce test test-rtl test-dram test-bitstream test-board bench bench-rates bench-auto bench-tcp bench-board bench-offload bench-turn bench-board-born bench-station bench-wake bench-long-path bench-sim bench-outstanding bench-gateware bench-ethernet bench-ethernet-dram bitstream formal netlist load clean
 
 # YoWASP's Yosys is compiled to machine code at its first run (some 90 s) and cached, written in place: two
 # first runs at once (make test's workers) can map a cache file the other is rewriting and die of SIGBUS.
@@ -115,6 +115,11 @@ bench-sim: $(STAMP)
 # process's CPU per GB, the host link's uploads with a 200 us round trip (docs/benchmarks.md; about 5 minutes).
 bench-offload: $(STAMP)
 	$(BIN)/python -m netblt.bench.offload_bench
+
+# Where a 16 KiB buffer's host CPU goes (the protocol core, the file, the data path), through the Colorlight's
+# block-RAM model and on the software path, each way (docs/benchmarks.md; about 3 minutes).
+bench-turn: $(STAMP)
+	$(BIN)/python -m netblt.bench.turn_split
 
 # Data born on the board through its model: the host's CPU a GB and a buffer, paced with every slot out, and a 100 ms, 0.1%-loss path.
 bench-board-born: $(STAMP)

@@ -90,8 +90,9 @@ class Model:
         self.proc.communicate(timeout=30)
 
 
-def started(args: list[str], cwd: Path, core: int = HELPERS) -> subprocess.Popen:
-    proc = subprocess.Popen(args, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd, **on_core(core))
+def started(args: list[str], cwd: Path, core: int = HELPERS, env: dict[str, str] | None = None) -> subprocess.Popen:
+    proc = subprocess.Popen(args, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd, env=env,
+                            **on_core(core))
     while "waiting for a sender" not in (line := proc.stderr.readline()):
         if not line:
             raise SystemExit(f"netblt bench-offload: {' '.join(args[3:])} did not start: {proc.stderr.read()}")
