@@ -8,7 +8,7 @@ import socket
 import time
 
 from ..formats import host_link as F
-from .link_client import LinkError, decode_snapshot
+from ..formats.registers import decode_snapshot
 
 FIND_MOST = 4096
 """Addresses one search asks at most: a /20; a board's segment is a LAN."""
@@ -39,6 +39,6 @@ def find(addresses: list[str], port: int, timeout: float) -> dict[tuple[str, int
             if header.type == F.Type.STATUS | F.REPLY:
                 try:
                     found[source] = decode_snapshot(body)
-                except LinkError as exc:
+                except F.FormatError as exc:
                     found[source] = str(exc)
     return found

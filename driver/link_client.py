@@ -26,7 +26,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from ..formats import host_link as F
-from ..formats.registers import ENGINE_REGISTERS, LINK_REGISTERS, REGISTER_MAP
+from ..formats.registers import decode_snapshot
 from ..protocol.endpoint import DataPathError
 from ..protocol.timers import RetransmitTimer
 from .link_requests import ID_MODULUS, LeftRun, Part, Request, before, known_reply
@@ -416,7 +416,10 @@ class LinkClient:
             raise LinkError("the board lost this session: it was reset or reloaded, or another host "
                             "took it over")
         if self.want_snapshot:
-            self.snapshot, self.want_snapshot = decode_snapshot(body), False
+            try:
+                self.snapshot, self.want_snapshot = decode_snapshot(body), False
+            except F.FormatError as exc:
+                raise LinkError(str(exc)) from None
         if self.recovering:
             self.recovering = False
             self.sent_at = None
@@ -483,23 +486,6 @@ class LinkClient:
             return
         self.pushed.events += events
         self.pushed.packets += packets
-
-
-def decode_snapshot(body: bytes | memoryview) -> dict[str, int]:
-    """A STATUS reply's body by register name: REGISTER_MAP, then every engine register
-    (0 where reading would pop), then every link register."""
-    try:
-        values = F.words(body)
-    except F.FormatError as exc:
-        raise LinkError(f"a malformed STATUS reply: {exc}") from None
-    if not values or values[0] != REGISTER_MAP:
-        shown = f"0x{values[0]:08x}" if values else "nothing"
-        raise LinkError(f"the board's register table is not this netblt's (REGISTER_MAP {shown}, expected "
-                        f"0x{REGISTER_MAP:08x}): build its bitstream from this version")
-    names = [r.name for r in ENGINE_REGISTERS + LINK_REGISTERS]
-    if len(values) != 1 + len(names):
-        raise LinkError(f"a STATUS reply of {len(values)} words; expected {1 + len(names)}")
-    return dict(zip(names, values[1:]))
 
 
 def dotted_quad(value: int) -> str:

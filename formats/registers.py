@@ -13,6 +13,7 @@ import zlib
 from dataclasses import dataclass
 
 from .drops import Drop
+from .host_link import FormatError, words
 from .layout import Word
 
 ADDRESS_WIDTH = 8
@@ -313,6 +314,23 @@ EVENT_DOCS = {
     Event.TAKEN: "the slot's take from the source port is done",
 }
 
+
+
+def decode_snapshot(body: bytes | memoryview) -> dict[str, int]:
+    """A STATUS reply's body by register name: REGISTER_MAP, then every engine register
+    (0 where reading would pop), then every link register. FormatError says why not."""
+    try:
+        values = words(body)
+    except FormatError as exc:
+        raise FormatError(f"a malformed STATUS reply: {exc}") from None
+    if not values or values[0] != REGISTER_MAP:
+        shown = f"0x{values[0]:08x}" if values else "nothing"
+        raise FormatError(f"the board's register table is not this netblt's (REGISTER_MAP {shown}, expected "
+                          f"0x{REGISTER_MAP:08x}): build its bitstream from this version")
+    names = [r.name for r in ENGINE_REGISTERS + LINK_REGISTERS]
+    if len(values) != 1 + len(names):
+        raise FormatError(f"a STATUS reply of {len(values)} words; expected {1 + len(names)}")
+    return dict(zip(names, values[1:]))
 
 
 def markdown() -> str:

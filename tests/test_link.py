@@ -12,11 +12,12 @@ from link_board import LossyLink, LossyRelay, ServedBoard, board_model
 from netblt.formats import host_link as F
 from netblt.driver import link as link_module
 from netblt.driver.link import BoardLink
-from netblt.driver.link_client import RETRY_BACKOFF, LinkClient, LinkError, decode_snapshot
+from netblt.driver.link_client import RETRY_BACKOFF, LinkClient, LinkError
 from netblt.driver.link_requests import Request
 from netblt.driver.transport import segmented
 from netblt.formats.boards import BUILDS
-from netblt.formats.registers import ADDRESS, COMMAND_WORD, ENGINE_REGISTERS, EVENT_WORD, LINK_REGISTERS, Command, Event
+from netblt.formats.registers import (ADDRESS, COMMAND_WORD, ENGINE_REGISTERS, EVENT_WORD, LINK_REGISTERS, Command, Event,
+                                     decode_snapshot)
 from netblt.sim.model.host_link import HostLink
 
 IMPAIRED = dict(loss=0.2, duplicate=0.1, reorder=0.2)
@@ -328,9 +329,9 @@ def test_a_status_snapshot_needs_no_session_and_names_every_register():
 def test_a_board_with_another_register_table_is_named_as_such():
     body = bytearray(board_model()._snapshot(0.0))
     body[0] ^= 1
-    with pytest.raises(LinkError, match="register table is not this netblt's"):
+    with pytest.raises(F.FormatError, match="register table is not this netblt's"):
         decode_snapshot(body)
-    with pytest.raises(LinkError, match="malformed STATUS reply: 3 bytes"):
+    with pytest.raises(F.FormatError, match="malformed STATUS reply: 3 bytes"):
         decode_snapshot(body[:3])
 
 
