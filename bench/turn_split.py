@@ -147,12 +147,13 @@ def main(argv: list[str] | None = None) -> int:
         table.add_column(column, justify="left" if column == "the host" else "right")
     for (way, board), runs in each.items():
         mid = {key: statistics.median(run[key] for run in runs) for key in runs[0]}
-        name = f"{'sends' if way == 'send' else 'receives'}: " + (f"{BOARD[0]} {BOARD[1]} RAM (model)" if board
-                                                                   else "software path")
+        where = f"{BOARD[0]} {BOARD[1]} RAM (model)" if board else "software path"
+        name = f"{'sends' if way == 'send' else 'receives'}: {where}"
         table.add_row(name, f"{mid['mbps']:.0f}", f"{mid['whole']:.0f}", f"{mid['core']:.0f}", f"{mid['file']:.0f}",
                       f"{mid['rest']:.0f}", f"{GOALS[way]:.0f}" if board else "")
     console.print(table)
-    console.print(json.dumps({f"{way} {'board' if board else 'software'}": runs for (way, board), runs in each.items()}))
+    console.print(json.dumps({f"{way} {'board' if board else 'software'}": runs
+                              for (way, board), runs in each.items()}))
     return 0
 
 
