@@ -277,6 +277,16 @@ def udp_queue(port: int) -> tuple[int, int]:
     raise AssertionError(f"no UDP socket on 127.0.0.1:{port}")
 
 
+def resumed_until_drained(board: SimBoard, seconds: float) -> tuple[int, str]:
+    """A stopped model let go on until its NETBLT port's queue is empty (``seconds`` at
+    most), then stopped: its exit status and summary."""
+    board.proc.send_signal(signal.SIGCONT)
+    deadline = time.monotonic() + seconds
+    while udp_queue(board.netblt)[0] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return board.stop()
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="a receive queue past the system's limit needs root (SO_RCVBUFFORCE)")
 def test_the_model_keeps_the_data_that_comes_while_its_loop_is_busy():
     """A board takes DATA at its line's rate while it serves its host link; the model's one
@@ -291,11 +301,7 @@ def test_the_model_keeps_the_data_that_comes_while_its_loop_is_busy():
             for _ in range(count):
                 peer.sendto(datagram, ("127.0.0.1", board.netblt))
         assert udp_queue(board.netblt)[1] == 0, "datagrams dropped while the model was busy"
-        board.proc.send_signal(signal.SIGCONT)
-        deadline = time.monotonic() + 30
-        while udp_queue(board.netblt)[0] and time.monotonic() < deadline:
-            time.sleep(0.05)
-        code, summary = board.stop()
+        code, summary = resumed_until_drained(board, 30)
     finally:
         board.close()
     assert code == 0
@@ -317,11 +323,7 @@ def test_the_models_summary_counts_what_the_system_dropped_before_it_took_it():
                     break
         dropped = udp_queue(board.netblt)[1]
         assert dropped, "200,000 datagrams fitted the model's queue"
-        board.proc.send_signal(signal.SIGCONT)
-        deadline = time.monotonic() + 60
-        while udp_queue(board.netblt)[0] and time.monotonic() < deadline:
-            time.sleep(0.05)
-        code, summary = board.stop()
+        code, summary = resumed_until_drained(board, 60)
     finally:
         board.close()
     assert code == 0
