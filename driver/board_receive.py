@@ -136,7 +136,7 @@ class ReceiveSlots:
             received = RECEIVED_FLAGS.unpack(flags)
             if received["first"]:
                 self.events.append(ev.FirstPacket(slot.buffer, bool(received["last_buffer"])))
-            if received["ldata"]:
+            if received["ldata"] and not received["complete"]:  # complete, its count is news to no one
                 self.events.append(ev.LdataSeen(slot.buffer, value))
             if received["complete"]:
                 self._completed(index, slot, bool(received["last_buffer"]), value)

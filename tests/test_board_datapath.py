@@ -323,6 +323,30 @@ def test_a_late_completion_event_does_not_deliver_the_next_buffer_of_its_slot():
         assert dp.dropped["board completions for a slot given to its next buffer since"] == 1
 
 
+@pytest.mark.parametrize("order, events", [
+    ("in order", ["FirstPacket", "BufferComplete"]),
+    ("LDATA first", ["FirstPacket", "LdataSeen", "BufferComplete"]),
+])
+def test_an_ldata_is_news_to_the_core_only_before_its_buffer_completes(order, events):
+    """The buffer's LDATA tells the core how many packets it has (its data timer then
+    waits for those only); the LDATA that completes the buffer tells it nothing more than
+    the completion, and costs no turn of its own."""
+    with receiving(transfer_size=40000) as (board, dp, params, peer):
+        data = random.Random(7).randbytes(16384)
+        out = bytearray(2000)
+        their_port = board.engine.value("PEER_PORT")
+        packets = list(range(params.packets_per_buffer))
+        for number in packets if order == "in order" else packets[-1:] + packets[:-1]:
+            written, _ = pack(out, data, 1448, number, 1, 1, 0, False, their_port, 2998, False)
+            peer.sendto(out[:written], ("127.0.0.1", board.netblt_port))
+        came: list[ev.Event] = []
+        deadline = time.monotonic() + 5
+        while not any(isinstance(e, ev.BufferComplete) for e in came) and time.monotonic() < deadline:
+            came += dp.wait_events(0.1)
+        assert [type(e).__name__ for e in came if not isinstance(e, ev.Arrivals)] == events
+        assert bytes(dp.take(1)) == data
+
+
 def test_data_arriving_is_said_to_the_core_when_it_tells_it_something(monkeypatch):
     """Each push with a DATA event says the peer is alive. The core hears it with a
     high-ack new to it, or ALIVE_EVERY after it last heard: a 16 KiB buffer's first
