@@ -17,8 +17,7 @@ from .link_client import QUIET_PATIENCE, LinkClient, LinkError
 from .link_mtu import JUMBO, reaches
 from .link_requests import ID_MODULUS, LeftRun, Part, Request, known_reply
 from .transport import (GSO_MAX_BYTES, GSO_MAX_SEGMENTS, IP_MTU_DISCOVER, IPV6_MTU_DISCOVER, MTU, PMTUDISC_DO,
-                        coalesce, segmented, show)
-from .transport import datagrams as read_datagrams
+                        coalesce, segmented, show, waiting_datagrams)
 
 
 if TYPE_CHECKING:
@@ -363,11 +362,6 @@ class BoardLink:
     def _receive(self) -> list[bytes]:
         """Every datagram waiting on the socket, without blocking (those a read coalesced
         each as it was sent)."""
-        came: list[bytes] = []
-        while True:
-            try:
-                each, _ = read_datagrams(self.sock)
-            except BlockingIOError:
-                return came
-            self.bytes_in += sum(map(len, each))
-            came += each
+        came = waiting_datagrams(self.sock)
+        self.bytes_in += sum(map(len, came))
+        return came

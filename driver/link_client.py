@@ -31,6 +31,7 @@ from ..protocol.endpoint import DataPathError
 from ..protocol.timers import RetransmitTimer
 from .link_requests import ID_MODULUS, LeftRun, Part, Request, before, known_reply
 
+
 class LinkError(DataPathError):
     """The link cannot go on; the message is one line for the user."""
 

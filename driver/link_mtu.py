@@ -9,7 +9,7 @@ import socket
 import time
 
 from ..formats import host_link as F
-from .transport import datagrams as read_datagrams
+from .transport import waiting_datagrams
 
 JUMBO = 9000
 """The largest IP datagram a host link carries where the host, the board and everything
@@ -64,7 +64,7 @@ def reaches(sock: socket.socket, sizes: list[int], give_up: float) -> dict[int, 
             else:
                 apart = min(2 * apart, give_up / 8)
         poller.poll(max(0.0, min(resend, end) - time.monotonic()) * 1000)
-        came = _waiting(sock)
+        came = waiting_datagrams(sock)
         now = time.monotonic()
         for datagram in came:
             try:
@@ -96,12 +96,3 @@ def _sent(sock: socket.socket, probe: bytes) -> bool:
         return False
     return True
 
-
-def _waiting(sock: socket.socket) -> list[bytes]:
-    came: list[bytes] = []
-    while True:
-        try:
-            each, _ = read_datagrams(sock)
-        except BlockingIOError:
-            return came
-        came += each

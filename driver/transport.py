@@ -441,6 +441,18 @@ def datagrams(sock: socket.socket) -> tuple[list[bytes], Address]:
     return [data[at:at + segment] for at in range(0, max(len(data), 1), segment)], source[:2]
 
 
+def waiting_datagrams(sock: socket.socket) -> list[bytes]:
+    """Every datagram waiting on a non-blocking coalescing socket, without blocking, each as
+    it was sent."""
+    came: list[bytes] = []
+    while True:
+        try:
+            each, _ = datagrams(sock)
+        except BlockingIOError:
+            return came
+        came += each
+
+
 def _coalesced_size(ancillary: list[tuple[int, int, bytes]]) -> int:
     """The size of each datagram a coalesced read joined (the last may be shorter); 0 where
     the read brought one datagram as it was sent."""

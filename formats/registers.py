@@ -315,7 +315,6 @@ EVENT_DOCS = {
 }
 
 
-
 def decode_snapshot(body: bytes | memoryview) -> dict[str, int]:
     """A STATUS reply's body by register name: REGISTER_MAP, then every engine register
     (0 where reading would pop), then every link register. FormatError says why not."""

@@ -276,7 +276,7 @@ def test_sigterm_ends_a_station_and_every_transfer_within_a_second(tmp_path):
 def test_a_senders_process_imports_nothing_the_fork_server_could_have_loaded(tmp_path):
     """Each sender's process runs the station's main module again (multiprocessing's
     fix-up of __main__): with the CLI not loaded in the fork server first, every connection
-    imported argparse and rich anew (40 ms each: 200 small files took 9.3 s, 3.1 s now).
+    imported argparse and rich anew (40 ms each: 200 small files took 9.3 s, 2.7 s now).
     Python reports each import; rich.console is imported by the station and the fork
     server, and by no sender's process, which says nothing of it."""
     sent = files(tmp_path / "src", 2, 10_000)
