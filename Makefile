@@ -117,7 +117,7 @@ bench-offload: $(STAMP)
 	$(BIN)/python -m netblt.bench.offload_bench
 
 # Where a 16 KiB buffer's host CPU goes (the protocol core, the file, the data path), through the Colorlight's
-# block-RAM model and on the software path, each way (docs/benchmarks.md; about 2 minutes).
+# block-RAM model and on the software path, each way (docs/benchmarks.md; under a minute).
 bench-turn: $(STAMP)
 	$(BIN)/python -m netblt.bench.turn_split
 
