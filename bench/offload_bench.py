@@ -111,38 +111,49 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def transfer(source: Path, out: Path, way: str, board: tuple[str, str, int] | None) -> Run:
-    """One file ``way`` ("send": the host measured sends; "recv": it receives) through the
-    model of ``board``, or on the software path (None), the host measured on a core of its
-    own and its peer beside the model."""
-    model = Model("--board", board[0], "--slots", board[1], "--mtu", str(board[2])) if board else None
+def exchange(source: Path, out: Path, way: str, model: Model | None, link_mtu: int = 1500,
+             host: list[str] = NETBLT, env: dict[str, str] | None = None,
+             sender_args: tuple[str, ...] = ()) -> tuple[dict, dict]:
+    """One file ``way`` ("send": the host measured sends; "recv": it receives) through
+    ``model`` (its wire at ``link_mtu`` bytes), or on the software path (None): the host
+    measured runs the CLI as ``host`` (with ``env``) on a core of its own, its peer beside
+    the model; the sender is given ``sender_args``. The host's report and its peer's, the
+    file checked whole."""
     out.mkdir()
+    # The wire's MTU where it is not Ethernet's (a host finds it alone, but not an older one).
+    on_board = ["--board", f"127.0.0.1:{model.link}"] + (["--link-mtu", str(link_mtu)] if link_mtu != 1500
+                                                           else []) if model else []
+    if way == "send":
+        port = free_port()
+        recv = started(NETBLT + ["recv", "--listen", f"127.0.0.1:{port}", "--out", str(out), "--json"], out)
+        local = ["--local-port", str(model.netblt)] if model else []
+        sender = subprocess.run(host + ["send", str(source), f"127.0.0.1:{port}", "--json", *on_board, *local,
+                                        *sender_args], capture_output=True, text=True, timeout=3600, env=env,
+                                **on_core(HOST))
+        received, _ = recv.communicate(timeout=120)
+        host_report, peer_report = report(sender.stdout), report(received)
+    else:
+        port = model.netblt if model else free_port()
+        recv = started(host + ["recv", "--listen", f"127.0.0.1:{port}", "--out", str(out), "--json", *on_board],
+                       out, core=HOST, env=env)
+        sender = subprocess.run(NETBLT + ["send", str(source), f"127.0.0.1:{port}", "--json", *sender_args],
+                                capture_output=True, text=True, timeout=3600, **on_core(HELPERS))
+        received, _ = recv.communicate(timeout=120)
+        host_report, peer_report = report(received), report(sender.stdout)
+    if not (host_report["ok"] and peer_report["ok"]) or (out / source.name).stat().st_size != source.stat().st_size:
+        raise SystemExit(f"netblt bench: a transfer failed: {host_report['reason']} / {peer_report['reason']}")
+    return host_report, peer_report
+
+
+def transfer(source: Path, out: Path, way: str, board: tuple[str, str, int] | None) -> Run:
+    """One file ``way`` through the model of ``board``, or on the software path (None)."""
+    model = Model("--board", board[0], "--slots", board[1], "--mtu", str(board[2])) if board else None
     try:
-        # The wire's MTU where it is not Ethernet's (a host finds it alone, but not an older one).
-        on_board = ["--board", f"127.0.0.1:{model.link}"] + (["--link-mtu", str(board[2])] if board[2] != 1500
-                                                               else []) if model else []
-        if way == "send":
-            port = free_port()
-            recv = started(NETBLT + ["recv", "--listen", f"127.0.0.1:{port}", "--out", str(out), "--json"], out)
-            local = ["--local-port", str(model.netblt)] if model else []
-            sender = subprocess.run(NETBLT + ["send", str(source), f"127.0.0.1:{port}", "--json", *on_board, *local],
-                                    capture_output=True, text=True, timeout=3600, **on_core(HOST))
-            received, _ = recv.communicate(timeout=120)
-            host, peer = report(sender.stdout), report(received)
-        else:
-            port = model.netblt if model else free_port()
-            recv = started(NETBLT + ["recv", "--listen", f"127.0.0.1:{port}", "--out", str(out), "--json",
-                                     *on_board], out, core=HOST)
-            sender = subprocess.run(NETBLT + ["send", str(source), f"127.0.0.1:{port}", "--json"],
-                                    capture_output=True, text=True, timeout=3600, **on_core(HELPERS))
-            received, _ = recv.communicate(timeout=120)
-            host, peer = report(received), report(sender.stdout)
+        host, peer = exchange(source, out, way, model, board[2] if board else 1500)
         model_cpu = model.cpu() if model else 0.0
     finally:
         if model:
             model.close()
-    if not (host["ok"] and peer["ok"]) or (out / source.name).stat().st_size != source.stat().st_size:
-        raise SystemExit(f"netblt bench-offload: a transfer failed: {host['reason']} / {peer['reason']}")
     per_gb = 1e9 / source.stat().st_size
     what = f"{board[0]} {board[1]}, wire {board[2]}" if board else "software path"
     unposted = sum(v for k, v in host["dropped"].items() if "no posted receive slot" in k)

@@ -20,7 +20,6 @@ import atexit
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -32,7 +31,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ..host.units import parse_size, positive
-from .offload_bench import HELPERS, HOST, Model, free_port, on_core, report, started
+from .offload_bench import Model, exchange
 
 BUFFER = 16384
 """The Colorlight block-RAM build's slot: the buffers its host moves one turn each."""
@@ -44,9 +43,8 @@ SPLIT = "NETBLT_BENCH_SPLIT"
 """Where the measured process writes its split (JSON), named in its environment."""
 
 
-def measured(cli: list[str]) -> list[str]:
-    """The command that runs ``netblt CLI...`` with its turn split."""
-    return [sys.executable, "-m", "netblt.bench.turn_split", "--measure", "--", *cli]
+MEASURED = [sys.executable, "-m", "netblt.bench.turn_split", "--measure", "--"]
+"""``netblt`` with its turn split (:func:`run_measured`)."""
 
 
 def run_measured(cli: list[str]) -> int:
@@ -82,43 +80,18 @@ def transfer(source: Path, out: Path, way: str, board: bool) -> dict[str, float]
     the model or on the software path: the host's CPU a buffer, whole and by part (us)."""
     model = Model("--board", BOARD[0], "--slots", BOARD[1]) if board else None
     split_file = out.with_suffix(".split")
-    env = os.environ | {SPLIT: str(split_file)}
-    netblt = [sys.executable, "-m", "netblt.host.cli"]
-    out.mkdir()
     try:
-        on_board = ["--board", f"127.0.0.1:{model.link}"] if model else []
-        size = [] if board else ["--buffer-size", str(BUFFER)]  # a board's follows its slots
-        if way == "send":
-            port = free_port()
-            peer = started(netblt + ["recv", "--listen", f"127.0.0.1:{port}", "--out", str(out), "--json"], out)
-            local = ["--local-port", str(model.netblt)] if model else []
-            host = subprocess.run(measured(["send", str(source), f"127.0.0.1:{port}", "--json", *on_board, *local,
-                                            *size]), capture_output=True, text=True, timeout=3600, env=env,
-                                  **on_core(HOST))
-            peer_out, _ = peer.communicate(timeout=120)
-            host_report = report(host.stdout)
-        else:
-            port = model.netblt if model else free_port()
-            receiver = started(measured(["recv", "--listen", f"127.0.0.1:{port}", "--out", str(out), "--json",
-                                         *on_board]), out, core=HOST, env=env)
-            sender = subprocess.run(netblt + ["send", str(source), f"127.0.0.1:{port}", "--json", *size],
-                                    capture_output=True, text=True, timeout=3600, **on_core(HELPERS))
-            host_out, _ = receiver.communicate(timeout=120)
-            host_report, peer_out = report(host_out), sender.stdout
+        host, _ = exchange(source, out, way, model, host=MEASURED, env=os.environ | {SPLIT: str(split_file)},
+                           sender_args=() if board else ("--buffer-size", str(BUFFER)))  # a board's follows its slots
     finally:
         if model:
             model.close()
-    peer_report = report(peer_out)
-    if not (host_report["ok"] and peer_report["ok"]) or (out / source.name).stat().st_size != source.stat().st_size:
-        raise SystemExit(f"netblt bench-turn: a transfer failed: {host_report['reason']} / {peer_report['reason']}")
-    if host_report["buffer_size"] != BUFFER:
-        raise SystemExit(f"netblt bench-turn: {host_report['buffer_size']}-byte buffers, not {BUFFER}")
+    if host["buffer_size"] != BUFFER:
+        raise SystemExit(f"netblt bench-turn: {host['buffer_size']}-byte buffers, not {BUFFER}")
     buffers = -(-source.stat().st_size // BUFFER)
-    split = json.loads(split_file.read_text())
-    whole = host_report["cpu_seconds"]
-    us = {part: 1e6 * seconds / buffers for part, seconds in split.items()}
-    return {"whole": 1e6 * whole / buffers, **us, "rest": 1e6 * whole / buffers - sum(us.values()),
-            "mbps": host_report["real_mbps"]}
+    us = {part: 1e6 * seconds / buffers for part, seconds in json.loads(split_file.read_text()).items()}
+    whole = 1e6 * host["cpu_seconds"] / buffers
+    return {"whole": whole, **us, "rest": whole - sum(us.values()), "mbps": host["real_mbps"]}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -168,8 +168,8 @@ def test_buffers_smaller_than_a_burst_that_arrive_at_once_count_and_the_rate_hol
                                                 burst_size=71, burst_interval=7, death_timer=20,
                                                 max_buffers=16, data_checksum=False, write_mode=True,
                                                 transfer_size=200 * params.buffer_size)), 0.0)
-    if any(isinstance(action, ev.Admit) for action in opened):
-        conn.admit(0.0)
+    assert any(isinstance(action, ev.Admit) for action in opened)
+    conn.admit(0.0)
     conn.handle(ev.PacketReceived(NullAck(0, *burst)), 0.0)
     offers, now = [], 0.0
     for n in range(1, 200):
