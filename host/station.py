@@ -113,25 +113,29 @@ def serve_sender(task: Assignment, channel: Connection) -> None:
     options = replace(task.options, metrics=relay if task.metrics else None)
     code = 0
     try:
-        transport = Transport("udp", task.port, task.family, share="join")
         try:
-            transport.keep_to(task.source)
-            channel.send(("ready",))
-            came_since: list[bytes] = channel.recv()
-            dp = SoftwareDataPath(transport)
+            transport = Transport("udp", task.port, task.family, share="join")
             try:
-                dp.arrived(task.opening, task.source)
-                opening = next((e for e in dp.wait_events(0) if isinstance(e, ev.PacketReceived)), None)
-                for datagram in came_since:  # for the connection the OPEN makes
-                    dp.arrived(datagram, task.source)
-                served = serve_connection(dp, dp.fit(options.params, sending=False), task.output, options, relay,
-                                          task.force, task.gate, deque(), listen_until=time.monotonic(),
-                                          opening=opening)
-                code = served.stop.code if served.stop else 0
+                transport.keep_to(task.source)
+                channel.send(("ready",))
+                came_since: list[bytes] = channel.recv()
+                dp = SoftwareDataPath(transport)
+                try:
+                    dp.arrived(task.opening, task.source)
+                    opening = next((e for e in dp.wait_events(0) if isinstance(e, ev.PacketReceived)), None)
+                    for datagram in came_since:  # for the connection the OPEN makes
+                        dp.arrived(datagram, task.source)
+                    served = serve_connection(dp, dp.fit(options.params, sending=False), task.output, options,
+                                              relay, task.force, task.gate, deque(), listen_until=time.monotonic(),
+                                              opening=opening)
+                    code = served.stop.code if served.stop else 0
+                finally:
+                    dp.close()
             finally:
-                dp.close()
-        finally:
-            transport.close()
+                transport.close()
+        finally:  # the connection is over: a signal now has nothing to stop, and raised past
+            for signum in STOPPING:  # the handlers below it would end the process unreported
+                signal.signal(signum, signal.SIG_IGN)
     except TransportError as exc:
         relay.status(f"cannot serve {show(task.source)}: {exc}")
         code = 1

@@ -375,3 +375,34 @@ def test_a_signal_while_a_report_is_handled_loses_no_report():
     finally:
         signal.signal(signal.SIGTERM, before)
     assert station.feedback.printed == [report] and station.reports == [report]
+
+
+def test_a_signal_as_a_senders_process_reports_its_end_loses_no_report(monkeypatch):
+    """SIGTERM passed on by a stopping station just after the process's connection was over
+    ended the process unreported (exit status 1): the station then told of a process that
+    ended unexpectedly beside the transfer's own report (seen in CI)."""
+    from netblt.driver.transport import TransportError
+    from netblt.host import station
+    from netblt.host.transfer import Options
+
+    class Channel:
+        said: list[tuple] = []
+
+        def send(self, message: tuple) -> None:
+            if message[0] == "status":  # the station is stopped just as the process tells its end
+                os.kill(os.getpid(), signal.SIGTERM)
+            self.said.append(message)
+
+    def no_port(*args: object, **kwargs: object) -> None:
+        raise TransportError("the port is gone")
+
+    monkeypatch.setattr(station, "Transport", no_port)
+    task = station.Assignment(b"", ("127.0.0.1", 1), ("127.0.0.1", 2), socket.AF_INET, Options(None), None,
+                              None, False, 1.0, False)  # type: ignore[arg-type]
+    before = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        station.serve_sender(task, Channel())  # type: ignore[arg-type]
+    finally:
+        for signum, handler in before.items():
+            signal.signal(signum, handler)
+    assert Channel.said == [("status", "cannot serve 127.0.0.1:1: the port is gone"), ("done", 1)]
