@@ -24,7 +24,7 @@ from typing import Any
 
 from ..formats.born import BornBuffer, DrainedBuffer, PatternBuffer
 from ..formats.registers import (COMMAND_WORD, CONNECTION_FLAGS, DROP_COUNTERS, ENGINE_STATE, EVENT_WORD, Command,
-                                 Event, PacingMode)
+                                 Event, PacingMode, dotted_quad)
 from ..protocol import events as ev
 from ..protocol.packets import Packet
 from ..protocol.params import Params, burst_for_rate
@@ -33,7 +33,7 @@ from .board_session import HARDWARE_MATCH, WIRE_BPS, BoardSession, read, take, w
 from .board_transmit import LEAVE_AT_LEAST, LEAVE_CLEAN, TransmitSlots
 from .control_codec import ControlCodec
 from .link import BoardLink
-from .link_client import LinkError, Pushed, dotted_quad
+from .link_client import LinkError, Pushed
 from .transport import Address, Kind, socket_address
 
 DATA_SHARE = 0.9

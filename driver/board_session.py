@@ -13,14 +13,14 @@ makes its arrival gaps, its pacing and what it can take meaningful in real time
 
 from __future__ import annotations
 
-import ipaddress
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..formats import host_link as F
 from ..formats.dram_csr import DramPhy
-from ..formats.registers import ADDRESS, COMMAND_WORD, DRAM_LEVELS_WORD, ENGINE_STATE, GEOMETRY_WORD, Command
+from ..formats.registers import (ADDRESS, COMMAND_WORD, DRAM_LEVELS_WORD, ENGINE_STATE, GEOMETRY_WORD, Command,
+                                 dotted_quad)
 from .dram_levelling import Injector, LevellingFailed, level
 from .link import BoardLink
 from .link_client import BoardInUse, LinkError, Pushed
@@ -122,7 +122,7 @@ class Geometry:
                             f"a {values['CLOCK_HZ']} Hz clock")
         return cls(tx_slots=g["tx_slots"], rx_slots=g["rx_slots"], slot_bytes=values["SLOT_BYTES"],
                    max_packets=1 << g["log2_max_packets"], beat_bytes=g["data_width"] // 8,
-                   clock_hz=values["CLOCK_HZ"], address=str(ipaddress.IPv4Address(values["IP_ADDRESS"])),
+                   clock_hz=values["CLOCK_HZ"], address=dotted_quad(values["IP_ADDRESS"]),
                    fill=bool(g["fill"]), take=bool(g["take"]), sink=bool(g["sink"]), check=bool(g["check"]))
 
 

@@ -21,12 +21,11 @@ a UDP socket.
 from __future__ import annotations
 
 import secrets
-import socket
 from collections import deque
 from dataclasses import dataclass, field
 
 from ..formats import host_link as F
-from ..formats.registers import decode_snapshot
+from ..formats.registers import decode_snapshot, dotted_quad
 from ..protocol.endpoint import DataPathError
 from ..protocol.timers import RetransmitTimer
 from .link_requests import ID_MODULUS, LeftRun, Part, Request, before, known_reply
@@ -487,9 +486,3 @@ class LinkClient:
             return
         self.pushed.events += events
         self.pushed.packets += packets
-
-
-def dotted_quad(value: int) -> str:
-    """An IPv4 address as a board's registers and records hold it (a 32-bit word), as text
-    (for each control packet a push holds: a quarter of ipaddress's time)."""
-    return socket.inet_ntoa(value.to_bytes(4, "big"))

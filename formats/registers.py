@@ -315,6 +315,11 @@ EVENT_DOCS = {
 }
 
 
+def dotted_quad(word: int) -> str:
+    """An IPv4 address as the registers and push records hold it, a 32-bit word, as text."""
+    return ".".join(map(str, word.to_bytes(4, "big")))
+
+
 def decode_snapshot(body: bytes | memoryview) -> dict[str, int]:
     """A STATUS reply's body by register name: REGISTER_MAP, then every engine register
     (0 where reading would pop), then every link register. FormatError says why not."""
