@@ -60,6 +60,14 @@ def test_a_relay_a_moment_late_sends_what_is_due_without_moving_the_rest():
     assert in_flight.times() == queued[2:] and in_flight.stalls == 0
 
 
+def test_a_relay_sleeps_until_its_next_packet_is_due_and_no_longer_than_its_most():
+    in_flight: InFlight[int] = InFlight([])
+    assert in_flight.wait(10.0, most=0.05) == 0.05  # nothing held: until it looks again
+    in_flight.add(10.002, 1)
+    assert in_flight.wait(10.0, most=0.05) == pytest.approx(0.002)
+    assert in_flight.wait(9.0, most=0.05) == 0.05 and in_flight.wait(10.003) == 0.0  # overdue: at once
+
+
 def test_a_relays_loop_wakes_within_a_millisecond_when_its_next_packet_is_due():
     """A 20 Mb/s bottleneck's 1,448-byte packets are due 0.58 ms apart; a loop whose wait is
     rounded up to a millisecond (epoll's) sent them in clumps, and the receiver timing them

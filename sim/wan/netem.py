@@ -137,9 +137,10 @@ class InFlight(Generic[T]):
     def add(self, when: float, item: T) -> None:
         heapq.heappush(self._heap, (when, next(self._order), item))
 
-    def next_at(self) -> float | None:
-        """When the next item is due (None: nothing held)."""
-        return self._heap[0][0] if self._heap else None
+    def wait(self, now: float, most: float = 0.05) -> float:
+        """Seconds a relay may sleep from ``now``: until the next item is due, and at most
+        ``most`` (when it looks at its stop condition again)."""
+        return max(0.0, min(most, self._heap[0][0] - now)) if self._heap else most
 
     def times(self) -> list[float]:
         """When each item held is due, soonest first."""

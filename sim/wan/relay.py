@@ -56,9 +56,7 @@ class Relay:
             while time.monotonic() < end:
                 now = time.monotonic()
                 _send(self.in_flight.due(now))
-                due = self.in_flight.next_at()
-                wait = 0.05 if due is None else min(0.05, due - now)
-                for key, _ in selector.select(max(0.0, wait)):
+                for key, _ in selector.select(self.in_flight.wait(now)):
                     self._read(key.data, time.monotonic())
         finally:
             selector.close()

@@ -124,9 +124,7 @@ class TunPath(Namespaces):
                         os.write(fd, packet)
                     except OSError:
                         pass  # the far side is not taking packets: lost, as on a real path
-                due = self.in_flight.next_at()
-                wait = 0.05 if due is None else min(0.05, due - now)
-                for key, _ in selector.select(max(0.0, wait)):
+                for key, _ in selector.select(self.in_flight.wait(now)):
                     self._read(key.data, time.monotonic())
         finally:
             selector.close()
