@@ -25,8 +25,7 @@ import signal
 import time
 import warnings
 from collections import Counter, deque
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from multiprocessing.connection import Connection, wait
 from typing import TYPE_CHECKING
@@ -37,6 +36,7 @@ from ..driver.software import SoftwareDataPath
 from ..driver.transport import Address, Transport, TransportError, show
 from ..protocol import events as ev
 from ..protocol.packets import Open, Refused
+from .signals import STOPPING, stops_deferred
 from .transfer import (PUBLISH_INTERVAL, RECENT_UIDS, Feedback, Gate, Interrupted, Options, Output, TransferReport,
                        serve_connection)
 
@@ -49,8 +49,6 @@ GRACE = 2.0
 """Seconds the sender processes get, after a signal, to tell their senders and report."""
 HELD_MOST = 64
 """Datagrams the listener holds for a sender whose process is starting."""
-STOPPING = {signal.SIGINT, signal.SIGTERM}
-"""The signals that end a station (and each sender's process)."""
 LOOK = 0.5
 """Seconds between the listener's looks round when nothing arrives."""
 
@@ -156,26 +154,6 @@ def refusal_kind(why: str) -> str:
         if sign in why:
             return kind
     return "other"
-
-
-@contextmanager
-def _signals_deferred() -> Iterator[None]:
-    """SIGINT and SIGTERM that come while the block runs act once it has ended. (Blocking
-    them is not enough: another thread of the process, a progress bar's or the metrics
-    server's, takes the signal, and Python runs the handler in the main thread at once.)"""
-    pending: list[int] = []
-    handlers = {signum: signal.signal(signum, lambda signum, frame: pending.append(signum)) for signum in STOPPING}
-    try:
-        yield
-    finally:
-        for signum, handler in handlers.items():
-            signal.signal(signum, handler)
-        if pending:
-            handler = handlers[pending[0]]
-            if callable(handler):
-                handler(pending[0], None)
-            elif handler == signal.SIG_DFL:
-                os.kill(os.getpid(), pending[0])
 
 
 def _ready() -> None:
@@ -329,7 +307,7 @@ class Station:
         """What a sender's process said; its end when it has ended. A signal waits until
         what was taken from the channel is handled: raised between the two, it lost a
         report (a transfer that ended as the station was stopped went unreported)."""
-        with _signals_deferred():
+        with stops_deferred():
             try:
                 while sender.channel.poll():
                     self._heard(sender, sender.channel.recv())

@@ -39,6 +39,7 @@ from . import announce
 from .auth import Secret
 from .files import (BoardSink, Expectation, FileError, FileSink, FileSource, PatternData, PortData, StampCheck,
                     StdoutSink, StreamSource, name_problem)
+from .signals import stops_deferred
 
 STAMP_RATE = 100e6
 """What the board's stamp source offers unless told: bits a second."""
@@ -757,20 +758,23 @@ def serve_connection(dp: RealTimeDataPath, params: Params, output: Output, optio
                                       lambda: reception.announced.name if reception.announced else ""))
         if not endpoint.finished and stop is None:
             return Served(None, established, None, None)
-        report = _received(endpoint, dp, reception)
-        if options.metrics:
-            options.metrics.ended(id(endpoint), report)
-        if conn.peer is not None:
-            finished.append((conn.peer, conn.uid))
-        if conn.replaced_by is not None:  # its sender restarted and is opening again: serve that one
-            feedback.status(f"{report.name}: {report.reason}" + (f"; {report.note}" if report.note else ""))
-            reopening = conn.replaced_by
-            dp.reset()
-            continue
-        if report.established:
-            established.append(report)
-            feedback.report(report)
-        return Served(report, established, stop, reception.announced)
+        # The connection is over and its sender may have been told all is well: a signal
+        # waits until the file is in place (its fsync can take seconds) and reported.
+        with stops_deferred():
+            report = _received(endpoint, dp, reception)
+            if options.metrics:
+                options.metrics.ended(id(endpoint), report)
+            if conn.peer is not None:
+                finished.append((conn.peer, conn.uid))
+            if conn.replaced_by is None and report.established:
+                established.append(report)
+                feedback.report(report)
+        if conn.replaced_by is None:
+            return Served(report, established, stop, reception.announced)
+        # Its sender restarted and is opening again: serve that one.
+        feedback.status(f"{report.name}: {report.reason}" + (f"; {report.note}" if report.note else ""))
+        reopening = conn.replaced_by
+        dp.reset()
 
 
 def _received(endpoint: Endpoint, dp: RealTimeDataPath, reception: Reception) -> TransferReport:

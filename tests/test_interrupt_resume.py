@@ -5,9 +5,10 @@ import json
 import os
 import signal
 import subprocess
+import sys
 
 import pytest
-from clitools import finish, send, spawn, start_recv, until
+from clitools import STARTED, default_signals, finish, send, spawn, start_recv, until
 
 from netblt.host.announce import Announcement
 from netblt.host.files import Expectation, FileSink
@@ -76,6 +77,41 @@ def test_a_signal_tells_the_peer_keeps_the_partial_file_and_the_same_send_resume
     assert report["ok"] and report["resumed_bytes"] == held and report["bytes"] == SIZE - held
     assert (out / "big.bin").read_bytes() == source.read_bytes()
     assert sorted(p.name for p in out.iterdir()) == ["big.bin"]
+
+
+SLOW_COMMIT = """
+import sys, time
+from pathlib import Path
+from netblt.host import cli, files
+put, placing = files.FileSink.commit, Path(sys.argv.pop(1))
+def slow_commit(sink):
+    placing.touch()
+    time.sleep(1)  # a big file's fsync
+    return put(sink)
+files.FileSink.commit = slow_commit
+sys.exit(cli.main())
+"""
+
+
+def test_a_signal_as_the_received_file_is_put_in_place_waits_for_it(tmp_path, setup):
+    """The sender has heard that all is well: a receiver stopped as it syncs the file and
+    moves it into place does that first, and reports it (it once left the whole file as
+    .partial with no resume record, reported nowhere)."""
+    source, out = setup
+    placing = tmp_path / "placing"
+    recv = subprocess.Popen([sys.executable, "-c", SLOW_COMMIT, str(placing), "recv", "--listen", "127.0.0.1:0",
+                             "--json", "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=default_signals)
+    STARTED.append(recv)
+    port = int(recv.stderr.readline().split(" on 127.0.0.1:")[1].split()[0])
+    sent = send(str(source), f"127.0.0.1:{port}")
+    assert sent.returncode == 0, sent.stderr
+    until(placing.exists, "the receiver putting the file in place")
+    recv.send_signal(signal.SIGTERM)
+    (report,), err = finish(recv)
+    assert recv.returncode == 143 and "interrupted (SIGTERM)" in err, err
+    assert report["ok"] and report["bytes"] == SIZE
+    assert sorted(p.name for p in out.iterdir()) == ["big.bin"] and (out / "big.bin").read_bytes() == source.read_bytes()
 
 
 def test_a_killed_receiver_leaves_what_it_synced_and_the_next_run_resumes(tmp_path, setup):
