@@ -263,11 +263,19 @@ class Transport:
         self.path_mtu: int | None = None
         """The MTU the last "fragmentation needed" named (a router's, or this host's own)."""
 
-    def keep_to(self, peer: Address) -> None:
+    def keep_to(self, peer: Address) -> list[tuple[bytes, Address]]:
         """Take datagrams from ``peer`` only: on a shared port the kernel then brings this
         socket that sender's and the others' to the rest (a connected socket is the better
-        match). Datagrams may still be sent to anyone."""
+        match). Datagrams may still be sent to anyone. Returns every datagram that came
+        before, with its source: until then the kernel may hand the socket any sender's."""
         self.sock.connect(self.destination(peer))
+        came: list[tuple[bytes, Address]] = []
+        while True:
+            try:
+                each, source = datagrams(self._reader)
+            except BlockingIOError:
+                return came
+            came += [(datagram, source) for datagram in each]
 
     def address(self, given: Address) -> Address:
         """``given`` as this socket reports sources: natively on IP the port is the peer's

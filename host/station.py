@@ -3,7 +3,8 @@
 ``netblt recv --keep-serving`` over UDP into a directory. The station's socket, the
 listener, takes each OPEN and hands it to a process started for that sender, whose
 socket shares the port (SO_REUSEPORT) and is connected to the sender: the kernel brings
-a connected socket its sender's datagrams and every other source's to the listener. So
+a connected socket its sender's datagrams and every other source's to the listener (what
+it handed the new socket before it was connected, the process hands the listener). So
 each sender's packets are read, placed, hashed and written on a core of their own
 (one core carries about a gigabit of the software path), and what one sender does, a
 stall, an abort, a hostile packet, a full disk, or its process's crash, stays in its
@@ -108,29 +109,9 @@ def serve_sender(task: Assignment, channel: Connection) -> None:
     one connection served on it as a one-off receiver serves it."""
     _stop_once()
     relay = Relay(channel, task.tick)
-    options = replace(task.options, metrics=relay if task.metrics else None)
-    code = 0
     try:
         try:
-            transport = Transport("udp", task.port, task.family, share="join")
-            try:
-                transport.keep_to(task.source)
-                channel.send(("ready",))
-                came_since: list[bytes] = channel.recv()
-                dp = SoftwareDataPath(transport)
-                try:
-                    dp.arrived(task.opening, task.source)
-                    opening = next((e for e in dp.wait_events(0) if isinstance(e, ev.PacketReceived)), None)
-                    for datagram in came_since:  # for the connection the OPEN makes
-                        dp.arrived(datagram, task.source)
-                    served = serve_connection(dp, dp.fit(options.params, sending=False), task.output, options,
-                                              relay, task.force, task.gate, deque(), listen_until=time.monotonic(),
-                                              opening=opening)
-                    code = served.stop.code if served.stop else 0
-                finally:
-                    dp.close()
-            finally:
-                transport.close()
+            code = _serve_on_own_socket(task, channel, relay)
         finally:  # the connection is over: a signal now has nothing to stop, and raised past
             for signum in STOPPING:  # the handlers below it would end the process unreported
                 signal.signal(signum, signal.SIG_IGN)
@@ -145,6 +126,31 @@ def serve_sender(task: Assignment, channel: Connection) -> None:
         channel.send(("done", code))
     except OSError:
         pass
+
+
+def _serve_on_own_socket(task: Assignment, channel: Connection, relay: Relay) -> int:
+    """The connection's exit status: 0, or the signal's that stopped it."""
+    options = replace(task.options, metrics=relay if task.metrics else None)
+    transport = Transport("udp", task.port, task.family, share="join")
+    try:
+        early = transport.keep_to(task.source)
+        ours = [datagram for datagram, source in early if source == task.source]
+        channel.send(("ready", [(datagram, source) for datagram, source in early if source != task.source]))
+        came_since: list[bytes] = channel.recv()
+        dp = SoftwareDataPath(transport)
+        try:
+            dp.arrived(task.opening, task.source)
+            opening = next((e for e in dp.wait_events(0) if isinstance(e, ev.PacketReceived)), None)
+            for datagram in ours + came_since:  # for the connection the OPEN makes
+                dp.arrived(datagram, task.source)
+            served = serve_connection(dp, dp.fit(options.params, sending=False), task.output, options, relay,
+                                      task.force, task.gate, deque(), listen_until=time.monotonic(),
+                                      opening=opening)
+            return served.stop.code if served.stop else 0
+        finally:
+            dp.close()
+    finally:
+        transport.close()
 
 
 def refusal_kind(why: str) -> str:
@@ -214,7 +220,7 @@ class Station:
 
     def serve(self, listening: Callable[[str], None] | None = None) -> tuple[list[TransferReport], Interrupted]:
         """Serve until a signal, which is returned once every sender's process has ended."""
-        transport = Transport("udp", self.listen, share="open")
+        self._listener = transport = Transport("udp", self.listen, share="open")
         try:
             self._codec = ControlCodec(transport.local_port)
             self._context.Process(target=_ready).start()  # the fork server warms up before any sender comes
@@ -224,7 +230,7 @@ class Station:
                 listening(show(self._port))
             try:
                 while True:
-                    self._look(transport)
+                    self._look()
             except (KeyboardInterrupt, Interrupted) as exc:
                 stop = exc if isinstance(exc, Interrupted) else Interrupted(130, "SIGINT")
                 self._end_all(stop)
@@ -236,11 +242,11 @@ class Station:
 
     # -- the listener -------------------------------------------------------------------------
 
-    def _look(self, transport: Transport) -> None:
+    def _look(self) -> None:
         channels = {sender.channel: sender for sender in self.senders.values()}
-        for ready in wait([transport.sock, *channels], LOOK):
-            if ready is transport.sock:
-                self._take(transport)
+        for ready in wait([self._listener.sock, *channels], LOOK):
+            if ready is self._listener.sock:
+                self._take()
             else:
                 self._hear(channels[ready])  # type: ignore[index]
         now = time.monotonic()
@@ -248,33 +254,35 @@ class Station:
             self._published = now
             self.metrics.publish_station(len(self.senders), self.most, self.refused, self.dropped)
 
-    def _take(self, transport: Transport) -> None:
+    def _take(self) -> None:
         try:
-            view, segment, source = transport.receive(self._buf)
+            view, segment, source = self._listener.receive(self._buf)
         except OSError:  # an ICMP error came back, as for a REFUSED sent to a port closed since
-            for _, what in transport.errors():
+            for _, what in self._listener.errors():
                 self.dropped[f"ICMP {what}"] += 1
             return
         if source is None:
             return
         segment = segment or len(view)
         for at in range(0, len(view), segment):
-            datagram = view[at:at + segment]
-            starting = self.senders.get(source)  # an OPEN may start one mid-batch
-            if starting is not None and starting.came_since is not None and not is_data(datagram):
-                if len(starting.came_since) < HELD_MOST:
-                    starting.came_since.append(bytes(datagram))
-                continue
-            if is_data(datagram):
-                self.dropped["data from no sender being served"] += 1
-                continue
-            packet = self._codec.decode(datagram, source, self.dropped)
-            if isinstance(packet, Open):
-                self._opened(transport, packet, bytes(datagram), source)
-            elif packet is not None:
-                self.dropped["not an OPEN"] += 1  # a finished connection's late packets, or a stranger's
+            self._arrived(view[at:at + segment], source)
 
-    def _opened(self, transport: Transport, packet: Open, datagram: bytes, source: Address) -> None:
+    def _arrived(self, datagram: bytes | memoryview, source: Address) -> None:
+        starting = self.senders.get(source)  # an OPEN may start one mid-batch
+        if starting is not None and starting.came_since is not None and not is_data(datagram):
+            if len(starting.came_since) < HELD_MOST:
+                starting.came_since.append(bytes(datagram))
+            return
+        if is_data(datagram):
+            self.dropped["data from no sender being served"] += 1
+            return
+        packet = self._codec.decode(datagram, source, self.dropped)
+        if isinstance(packet, Open):
+            self._opened(packet, bytes(datagram), source)
+        elif packet is not None:
+            self.dropped["not an OPEN"] += 1  # a finished connection's late packets, or a stranger's
+
+    def _opened(self, packet: Open, datagram: bytes, source: Address) -> None:
         if source in self.senders:
             self.dropped["late for its sender's process"] += 1  # queued here before that process took over
             return
@@ -286,12 +294,12 @@ class Station:
             why = (f"busy: serving {self.most} sender{'s' if self.most > 1 else ''} at once, its limit "
                    "(--max-senders); try again when one ends")
         if why is not None:
-            transport.send([self._codec.encode(Refused(why), source)], source)
+            self._listener.send([self._codec.encode(Refused(why), source)], source)
             self.feedback.status(f"refused {show(source)}: {why}")
             self.refused[refusal_kind(why)] += 1
             return
         self.started += 1
-        task = Assignment(datagram, source, self._port, transport.family, replace(self.options, metrics=None),
+        task = Assignment(datagram, source, self._port, self._listener.family, replace(self.options, metrics=None),
                           self.output, replace(self.gate, judged=True), self.force, self.feedback.tick,
                           self.metrics is not None)
         theirs, ours = self._context.Pipe()
@@ -331,6 +339,8 @@ class Station:
         elif what == "ready":
             sender.channel.send(sender.came_since)
             sender.came_since = None
+            for datagram, source in rest[0]:  # other senders', which reached its socket before it was theirs
+                self._arrived(datagram, source)
         elif what == "done":
             sender.done = True
 

@@ -406,3 +406,51 @@ def test_a_signal_as_a_senders_process_reports_its_end_loses_no_report(monkeypat
         for signum, handler in before.items():
             signal.signal(signum, handler)
     assert Channel.said == [("status", "cannot serve 127.0.0.1:1: the port is gone"), ("done", 1)]
+
+
+def test_a_joined_socket_kept_to_its_sender_gives_up_what_others_sent_it_before():
+    """Until a sender's process's socket is connected to its sender, the kernel may hand it
+    any sender's datagram (SO_REUSEPORT spreads them over the port's sockets): read as
+    the process's own, another sender's repeated OPEN was answered "busy" (seen under load)."""
+    from netblt.driver.transport import Transport
+
+    joined = Transport("udp", ("127.0.0.1", 0), share="open")
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as ours, \
+                socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as theirs:
+            ours.bind(("127.0.0.1", 0))
+            theirs.bind(("127.0.0.1", 0))
+            theirs.sendto(b"theirs", ("127.0.0.1", joined.local_port))
+            ours.sendto(b"ours", ("127.0.0.1", joined.local_port))
+            early = joined.keep_to(ours.getsockname())
+            assert early == [(b"theirs", theirs.getsockname()), (b"ours", ours.getsockname())]
+            theirs.sendto(b"theirs, later", ("127.0.0.1", joined.local_port))  # not this socket's now
+            ours.sendto(b"ours, later", ("127.0.0.1", joined.local_port))
+            view, _, source = joined.receive(bytearray(100))
+            assert (bytes(view), source) == (b"ours, later", ours.getsockname())
+    finally:
+        joined.close()
+
+
+def test_what_reached_a_senders_process_before_its_socket_was_its_own_goes_to_the_listener():
+    """Another sender's datagrams that a process's socket took before it was connected come
+    back with its "ready" and are handled as if the listener had read them."""
+    from collections import Counter
+    from multiprocessing import Pipe
+
+    from netblt.driver.control_codec import ControlCodec
+    from netblt.host.station import Sender, Station
+
+    station = Station.__new__(Station)
+    station.senders, station.dropped, station._codec, station.metrics = {}, Counter(), ControlCodec(2998), None
+    ready, theirs = Pipe()
+    starting = ("127.0.0.1", 40001)  # a sender whose process is starting too: held for it
+    station.senders[starting] = Sender(1, starting, 5, None, Pipe()[0])  # type: ignore[arg-type]
+    taking = Sender(0, ("127.0.0.1", 40000), 4, None, ready)  # type: ignore[arg-type]
+    station.senders[taking.source] = taking
+    abort = encode(Abort("changed my mind"), 40001, 2998)
+    stranger = encode(Abort("who?"), 40002, 2998)
+    theirs.send(("ready", [(abort, starting), (stranger, ("127.0.0.1", 40002))]))
+    station._hear(taking)
+    assert theirs.recv() == [] and taking.came_since is None
+    assert station.senders[starting].came_since == [abort] and station.dropped == Counter({"not an OPEN": 1})
