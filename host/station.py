@@ -139,13 +139,14 @@ def _serve_on_own_socket(task: Assignment, channel: Connection, relay: Relay) ->
         came_since: list[bytes] = channel.recv()
         dp = SoftwareDataPath(transport)
         try:
-            dp.arrived(task.opening, task.source)
-            opening = next((e for e in dp.wait_events(0) if isinstance(e, ev.PacketReceived)), None)
-            for datagram in ours + came_since:  # for the connection the OPEN makes
+            for datagram in [task.opening, *ours, *came_since]:
                 dp.arrived(datagram, task.source)
+            came = dp.wait_events(0)  # with what its socket brought since it was connected
+            first = next((at for at, event in enumerate(came)
+                          if isinstance(event, ev.PacketReceived) and isinstance(event.packet, Open)), 0)
             served = serve_connection(dp, dp.fit(options.params, sending=False), task.output, options, relay,
                                       task.force, task.gate, deque(), listen_until=time.monotonic(),
-                                      opening=opening)
+                                      opening=came[first:first + 1] + came[:first] + came[first + 1:])
             return served.stop.code if served.stop else 0
         finally:
             dp.close()

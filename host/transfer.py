@@ -19,7 +19,7 @@ import socket
 import stat
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -737,21 +737,21 @@ class Served:
 
 def serve_connection(dp: RealTimeDataPath, params: Params, output: Output, options: Options, feedback: Feedback,
                      force: bool, gate: Gate, finished: deque[tuple[Address, int]], *, session: str | None = None,
-                     listen_until: float | None = None, opening: ev.PacketReceived | None = None) -> Served:
+                     listen_until: float | None = None, opening: Sequence[ev.Event] = ()) -> Served:
     """Receive one connection's file on ``dp`` (and the one that replaces it when its
     sender restarts), listening until ``listen_until`` (None: until an OPEN comes), or
-    answering ``opening``, an OPEN that came already."""
+    answering ``opening``, the events that came already, an OPEN first."""
     established: list[TransferReport] = []
-    reopening = opening
+    reopening = list(opening)
     while True:
         conn = Connection(active=False, sender=False, params=params, timing=options.timing,
                           client_string=b"netblt-recv")
         reception = Reception(output, gate, feedback, force=force, session=session, finished=finished)
         endpoint = Endpoint(conn, dp, sink=reception, admit=reception.admit, refused=reception.refused,
                             usage=process_usage)
-        if reopening is not None:  # the OPEN given, or the one that replaced the last connection
-            endpoint.handle(reopening, time.monotonic())
-            reopening = None
+        for event in reopening:  # the OPEN given and what followed it, or the one that replaced the last connection
+            endpoint.handle(event, time.monotonic())
+        reopening = []
         stop = run(endpoint, dp, feedback, lambda: reception.announced.size if reception.announced else None,
                    listen_until=listen_until,
                    publish=_publisher(options.metrics, endpoint, dp, "receiver",
@@ -773,7 +773,7 @@ def serve_connection(dp: RealTimeDataPath, params: Params, output: Output, optio
             return Served(report, established, stop, reception.announced)
         # Its sender restarted and is opening again: serve that one.
         feedback.status(f"{report.name}: {report.reason}" + (f"; {report.note}" if report.note else ""))
-        reopening = conn.replaced_by
+        reopening = [conn.replaced_by]
         dp.reset()
 
 

@@ -454,3 +454,50 @@ def test_what_reached_a_senders_process_before_its_socket_was_its_own_goes_to_th
     station._hear(taking)
     assert theirs.recv() == [] and taking.came_since is None
     assert station.senders[starting].came_since == [abort] and station.dropped == Counter({"not an OPEN": 1})
+
+
+def test_a_senders_process_answers_its_open_first_whatever_its_socket_read_before(monkeypatch):
+    """A process's data path reads its socket from the moment it exists: the sender's ABORT
+    read before the OPEN the listener handed over was taken for the opening, and the OPEN
+    and the rest were dropped."""
+    from netblt.driver.software import SoftwareDataPath
+    from netblt.driver.transport import Transport
+    from netblt.host import station
+    from netblt.host.transfer import Options, Served
+    from netblt.protocol.packets import Open
+    from clitools import opening, until
+
+    holder = Transport("udp", ("127.0.0.1", 0), share="open")
+    port = holder.local_port
+    peer = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    peer.bind(("127.0.0.1", 0))
+    given: list[list] = []
+
+    class Channel:
+        def send(self, message: tuple) -> None:
+            pass
+
+        def recv(self) -> list[bytes]:  # its socket is the sender's now: the ABORT comes to it
+            peer.sendto(encode(Abort("changed my mind"), peer.getsockname()[1], port), ("127.0.0.1", port))
+            return []
+
+    class ReadFirst(SoftwareDataPath):
+        def __init__(self, transport: Transport) -> None:
+            super().__init__(transport)
+            until(lambda: self.events, "the data path reading the ABORT")
+
+    def serve_connection(*args: object, opening: list, **kwargs: object) -> Served:
+        given.append(list(opening))
+        return Served(None, [], None, None)
+
+    monkeypatch.setattr(station, "SoftwareDataPath", ReadFirst)
+    monkeypatch.setattr(station, "serve_connection", serve_connection)
+    task = station.Assignment(encode(opening(5, "early.bin"), peer.getsockname()[1], port), peer.getsockname(),
+                              ("127.0.0.1", port), socket.AF_INET, Options(None), None, None, False, 1.0,
+                              False)  # type: ignore[arg-type]
+    try:
+        assert station._serve_on_own_socket(task, Channel(), None) == 0  # type: ignore[arg-type]
+    finally:
+        peer.close()
+        holder.close()
+    assert [type(event.packet) for event in given[0]] == [Open, Abort]
