@@ -50,6 +50,8 @@ GRACE = 2.0
 """Seconds the sender processes get, after a signal, to tell their senders and report."""
 HELD_MOST = 64
 """Datagrams the listener holds for a sender whose process is starting."""
+READ_AT_MOST = 256
+"""Reads of the listener's socket before a process takes over its sender, at most."""
 LOOK = 0.5
 """Seconds between the listener's looks round when nothing arrives."""
 
@@ -255,6 +257,13 @@ class Station:
             self._published = now
             self.metrics.publish_station(len(self.senders), self.most, self.refused, self.dropped)
 
+    def _take_waiting(self) -> None:
+        """What the listener's socket holds now (a flood of it no longer than READ_AT_MOST reads)."""
+        for _ in range(READ_AT_MOST):
+            if not wait([self._listener.sock], 0):
+                return
+            self._take()
+
     def _take(self) -> None:
         try:
             view, segment, source = self._listener.receive(self._buf)
@@ -338,6 +347,7 @@ class Station:
         elif what == "ended" and metrics:
             metrics.ended(sender.key, rest[0])
         elif what == "ready":
+            self._take_waiting()  # what its sender sent before its socket was connected may wait there
             sender.channel.send(sender.came_since)
             sender.came_since = None
             for datagram, source in rest[0]:  # other senders', which reached its socket before it was theirs

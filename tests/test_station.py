@@ -501,3 +501,32 @@ def test_a_senders_process_answers_its_open_first_whatever_its_socket_read_befor
         peer.close()
         holder.close()
     assert [type(event.packet) for event in given[0]] == [Open, Abort]
+
+
+def test_what_a_sender_sent_the_listener_before_its_process_took_over_reaches_that_process():
+    """The listener may hear a process's "ready" before it reads what that process's sender
+    sent it meanwhile (an ABORT right behind the OPEN): handed over after, it was dropped."""
+    from collections import Counter
+    from multiprocessing import Pipe
+
+    from netblt.driver.control_codec import ControlCodec
+    from netblt.driver.transport import Transport
+    from netblt.host.station import Sender, Station
+
+    station = Station.__new__(Station)
+    station._listener = Transport("udp", ("127.0.0.1", 0), share="open")
+    station._buf, station.dropped, station.metrics = bytearray(1 << 16), Counter(), None
+    station._codec = ControlCodec(station._listener.local_port)
+    ready, theirs = Pipe()
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as peer:
+            peer.bind(("127.0.0.1", 0))
+            taking = Sender(0, peer.getsockname(), 5, None, ready)  # type: ignore[arg-type]
+            station.senders = {taking.source: taking}
+            abort = encode(Abort("changed my mind"), peer.getsockname()[1], station._listener.local_port)
+            peer.sendto(abort, ("127.0.0.1", station._listener.local_port))
+            theirs.send(("ready", []))
+            station._hear(taking)
+    finally:
+        station._listener.close()
+    assert theirs.recv() == [abort] and not station.dropped
