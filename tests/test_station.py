@@ -439,10 +439,12 @@ def test_what_reached_a_senders_process_before_its_socket_was_its_own_goes_to_th
     from multiprocessing import Pipe
 
     from netblt.driver.control_codec import ControlCodec
+    from netblt.driver.transport import Transport
     from netblt.host.station import Sender, Station
 
     station = Station.__new__(Station)
     station.senders, station.dropped, station._codec, station.metrics = {}, Counter(), ControlCodec(2998), None
+    station._listener = Transport("udp", ("127.0.0.1", 0), share="open")  # with nothing waiting
     ready, theirs = Pipe()
     starting = ("127.0.0.1", 40001)  # a sender whose process is starting too: held for it
     station.senders[starting] = Sender(1, starting, 5, None, Pipe()[0])  # type: ignore[arg-type]
@@ -451,7 +453,10 @@ def test_what_reached_a_senders_process_before_its_socket_was_its_own_goes_to_th
     abort = encode(Abort("changed my mind"), 40001, 2998)
     stranger = encode(Abort("who?"), 40002, 2998)
     theirs.send(("ready", [(abort, starting), (stranger, ("127.0.0.1", 40002))]))
-    station._hear(taking)
+    try:
+        station._hear(taking)
+    finally:
+        station._listener.close()
     assert theirs.recv() == [] and taking.came_since is None
     assert station.senders[starting].came_since == [abort] and station.dropped == Counter({"not an OPEN": 1})
 
