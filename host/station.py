@@ -145,10 +145,11 @@ def _serve_on_own_socket(task: Assignment, channel: Connection, relay: Relay) ->
                 dp.arrived(datagram, task.source)
             came = dp.wait_events(0)  # with what its socket brought since it was connected
             first = next((at for at, event in enumerate(came)
-                          if isinstance(event, ev.PacketReceived) and isinstance(event.packet, Open)), 0)
+                          if isinstance(event, ev.PacketReceived) and isinstance(event.packet, Open)), None)
+            if first is not None:
+                came.insert(0, came.pop(first))  # the OPEN first: a listening end ignores all else
             served = serve_connection(dp, dp.fit(options.params, sending=False), task.output, options, relay,
-                                      task.force, task.gate, deque(), listen_until=time.monotonic(),
-                                      opening=came[first:first + 1] + came[:first] + came[first + 1:])
+                                      task.force, task.gate, deque(), listen_until=time.monotonic(), opening=came)
             return served.stop.code if served.stop else 0
         finally:
             dp.close()
