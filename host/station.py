@@ -283,6 +283,8 @@ class Station:
         if starting is not None and starting.came_since is not None and not is_data(datagram):
             if len(starting.came_since) < HELD_MOST:
                 starting.came_since.append(bytes(datagram))
+            else:
+                self.dropped["more than a starting process is held"] += 1
             return
         if is_data(datagram):
             self.dropped["data from no sender being served"] += 1

@@ -535,3 +535,18 @@ def test_what_a_sender_sent_the_listener_before_its_process_took_over_reaches_th
     finally:
         station._listener.close()
     assert theirs.recv() == [abort] and not station.dropped
+
+
+def test_past_what_the_listener_holds_for_a_starting_process_each_datagram_is_counted():
+    from collections import Counter
+
+    from netblt.host.station import HELD_MOST, Sender, Station
+
+    station = Station.__new__(Station)
+    starting = Sender(0, ("127.0.0.1", 40000), 5, None, None)  # type: ignore[arg-type]
+    station.senders, station.dropped = {starting.source: starting}, Counter()
+    abort = encode(Abort("again"), 40000, 2998)
+    for _ in range(HELD_MOST + 3):
+        station._arrived(abort, starting.source)
+    assert starting.came_since == [abort] * HELD_MOST
+    assert station.dropped == Counter({"more than a starting process is held": 3})
