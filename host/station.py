@@ -48,6 +48,8 @@ MOST_SENDERS = 8
 """Senders a station serves at once unless told (``--max-senders``)."""
 GRACE = 2.0
 """Seconds the sender processes get, after a signal, to tell their senders and report."""
+PLACING = 60.0
+"""Seconds more for those still putting a received file in place (a large file's sync)."""
 HELD_MOST = 64
 """Datagrams the listener holds for a sender whose process is starting."""
 READ_AT_MOST = 256
@@ -373,14 +375,24 @@ class Station:
             self.feedback.report(report)
 
     def _end_all(self, stop: Interrupted) -> None:
-        """Pass the signal on; wait up to GRACE for each process to tell its sender and report."""
+        """Pass the signal on; wait up to GRACE for each process to tell its sender and
+        report, and up to PLACING more for one that is still putting a received file in
+        place (its sender was told all is well): a second signal ends them at once."""
         for sender in self.senders.values():
             if sender.process.pid is not None:
                 try:
                     os.kill(sender.process.pid, signal.SIGINT if stop.code == 130 else signal.SIGTERM)
                 except ProcessLookupError:
                     pass
-        until = time.monotonic() + GRACE
+        self._hear_until(time.monotonic() + GRACE)
+        if self.senders:
+            whom = ("a sender's process to put the file it received in place; a second signal ends it now"
+                    if len(self.senders) == 1 else f"{len(self.senders)} senders' processes to put the files "
+                    "they received in place; a second signal ends them now")
+            self.feedback.status(f"waiting up to {PLACING:g} s for {whom}")
+            self._hear_until(time.monotonic() + PLACING)
+
+    def _hear_until(self, until: float) -> None:
         while self.senders and (left := until - time.monotonic()) > 0:
             channels = {sender.channel: sender for sender in self.senders.values()}
             for ready in wait(list(channels), left):

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from clitools import NETBLT, finish, free_port, send, send_open, spawn, start_recv
+from clitools import NETBLT, finish, free_port, send, send_open, spawn, start_recv, until
 
 from netblt.driver.transport import show
 from netblt.host.announce import Announcement
@@ -42,10 +42,10 @@ def sender(path: Path, port: int, *args: str) -> subprocess.Popen:
                  stderr=subprocess.PIPE, text=True)
 
 
-def station(tmp_path: Path, *args: str) -> tuple[subprocess.Popen, int, Path]:
+def station(tmp_path: Path, *args: str, **popen) -> tuple[subprocess.Popen, int, Path]:
     out = tmp_path / "in"
     out.mkdir()
-    recv, port = start_recv(tmp_path, "--out", f"{out}/", "--keep-serving", *args)
+    recv, port = start_recv(tmp_path, "--out", f"{out}/", "--keep-serving", *args, **popen)
     return recv, port, out
 
 
@@ -550,3 +550,36 @@ def test_past_what_the_listener_holds_for_a_starting_process_each_datagram_is_co
         station._arrived(abort, starting.source)
     assert starting.came_since == [abort] * HELD_MOST
     assert station.dropped == Counter({"more than a starting process is held": 3})
+
+
+SLOW_COMMIT = """
+import os
+if os.environ.get("NETBLT_TEST_PLACING"):  # every process of the station's, its fork server's children too
+    import time
+    from pathlib import Path
+    from netblt.host import files
+    put = files.FileSink.commit
+    def slow_commit(sink):
+        Path(os.environ["NETBLT_TEST_PLACING"]).touch()
+        time.sleep(3)  # a big file's fsync, longer than the station's grace
+        return put(sink)
+    files.FileSink.commit = slow_commit
+"""
+
+
+def test_a_station_stopped_as_a_process_puts_its_file_in_place_waits_for_it(tmp_path):
+    """Its sender has heard that all is well: a station stopped then lets the process sync
+    the file and move it into place (it once killed it after two seconds, the whole file
+    left as .partial)."""
+    hook, placing = tmp_path / "hook", tmp_path / "placing"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(SLOW_COMMIT)
+    (sent,) = files(tmp_path / "src", 1, 1_000_000)
+    env = os.environ | {"PYTHONPATH": str(hook), "NETBLT_TEST_PLACING": str(placing)}
+    recv, port, out = station(tmp_path, env=env)
+    result = send(str(sent), f"127.0.0.1:{port}")
+    assert result.returncode == 0, result.stderr
+    until(placing.exists, "the station's process putting the file in place")
+    got, err = stop(recv)
+    assert [r["ok"] for r in got] == [True] and intact([sent], out), err
+    assert os.listdir(out) == [sent.name] and "for a sender's process to put the file it received in place" in err
