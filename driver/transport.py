@@ -275,6 +275,9 @@ class Transport:
                 each, source = datagrams(self._reader)
             except BlockingIOError:
                 return came
+            except OSError:  # an ICMP error about another socket's datagram, brought here alike
+                self.errors()
+                continue
             came += [(datagram, source) for datagram in each]
 
     def address(self, given: Address) -> Address:

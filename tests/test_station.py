@@ -432,6 +432,23 @@ def test_a_joined_socket_kept_to_its_sender_gives_up_what_others_sent_it_before(
         joined.close()
 
 
+def test_an_icmp_error_that_reached_a_joined_socket_before_it_was_kept_to_its_sender_is_passed_over():
+    """The kernel may bring a new socket of the port the ICMP errors its other sockets'
+    datagrams draw (the port unreachable of a REFUSED the listener sent): one ended the read
+    of what came before, and with it the process of the sender starting then."""
+    from netblt.driver.transport import Transport
+
+    joined = Transport("udp", ("127.0.0.1", 0), share="open")  # the port's only socket: it takes all
+    try:
+        joined.send([b"refused"], ("127.0.0.1", free_port()))  # nothing there: ICMP port unreachable
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as peer:
+            peer.bind(("127.0.0.1", 0))
+            peer.sendto(b"ours", ("127.0.0.1", joined.local_port))
+            assert joined.keep_to(peer.getsockname()) == [(b"ours", peer.getsockname())]
+    finally:
+        joined.close()
+
+
 def test_what_reached_a_senders_process_before_its_socket_was_its_own_goes_to_the_listener():
     """Another sender's datagrams that a process's socket took before it was connected come
     back with its "ready" and are handled as if the listener had read them."""
