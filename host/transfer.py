@@ -760,7 +760,7 @@ def serve_connection(dp: RealTimeDataPath, params: Params, output: Output, optio
             return Served(None, established, None, None)
         # The connection is over and its sender may have been told all is well: a signal
         # waits until the file is in place (its fsync can take seconds) and reported.
-        with stops_deferred():
+        with stops_deferred(dp.interrupt):
             report = _received(endpoint, dp, reception)
             if options.metrics:
                 options.metrics.ended(id(endpoint), report)

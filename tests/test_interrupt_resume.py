@@ -208,3 +208,26 @@ def test_the_resume_record_claims_only_data_already_on_disk(tmp_path, monkeypatc
         sink.save_record()
     os.close(root)
     assert claimed == [set(), set(), set()]
+
+
+def test_a_signal_held_back_hurries_the_block_and_acts_after_it():
+    """What a receiver does once its connection is over runs to its end under a signal
+    (placing the file), told to hurry (a board's data path then waits on its board no
+    longer than a moment: the report reads its counters), and the signal acts after."""
+    from netblt.host.signals import stops_deferred
+    from netblt.host.transfer import Interrupted
+
+    def stop(signum: int, frame: object) -> None:
+        raise Interrupted(143, "SIGTERM")
+
+    hurried: list[bool] = []
+    seen: list[list[bool]] = []
+    before = signal.signal(signal.SIGTERM, stop)
+    try:
+        with pytest.raises(Interrupted):
+            with stops_deferred(lambda: hurried.append(True)):
+                os.kill(os.getpid(), signal.SIGTERM)
+                seen.append(list(hurried))  # the block goes on
+    finally:
+        signal.signal(signal.SIGTERM, before)
+    assert seen == [[True]] and hurried == [True]
