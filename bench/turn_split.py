@@ -41,8 +41,6 @@ GOALS = {"send": 100.0, "recv": 130.0}
 PARTS = ("core", "file")
 SPLIT = "NETBLT_BENCH_SPLIT"
 """Where the measured process writes its split (JSON), named in its environment."""
-
-
 MEASURED = [sys.executable, "-m", "netblt.bench.turn_split", "--measure", "--"]
 """``netblt`` with its turn split (:func:`run_measured`)."""
 

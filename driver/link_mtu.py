@@ -95,4 +95,3 @@ def _sent(sock: socket.socket, probe: bytes) -> bool:
             raise
         return False
     return True
-

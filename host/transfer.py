@@ -749,7 +749,8 @@ def serve_connection(dp: RealTimeDataPath, params: Params, output: Output, optio
         reception = Reception(output, gate, feedback, force=force, session=session, finished=finished)
         endpoint = Endpoint(conn, dp, sink=reception, admit=reception.admit, refused=reception.refused,
                             usage=process_usage)
-        for event in reopening:  # the OPEN given and what followed it, or the one that replaced the last connection
+        # The OPEN given and what followed it, or the one that replaced the last connection.
+        for event in reopening:
             endpoint.handle(event, time.monotonic())
         reopening = []
         stop = run(endpoint, dp, feedback, lambda: reception.announced.size if reception.announced else None,
@@ -766,11 +767,11 @@ def serve_connection(dp: RealTimeDataPath, params: Params, output: Output, optio
                 options.metrics.ended(id(endpoint), report)
             if conn.peer is not None:
                 finished.append((conn.peer, conn.uid))
-            if conn.replaced_by is None and report.established:
-                established.append(report)
-                feedback.report(report)
-        if conn.replaced_by is None:
-            return Served(report, established, stop, reception.announced)
+            if conn.replaced_by is None:
+                if report.established:
+                    established.append(report)
+                    feedback.report(report)
+                return Served(report, established, stop, reception.announced)
         # Its sender restarted and is opening again: serve that one.
         feedback.status(f"{report.name}: {report.reason}" + (f"; {report.note}" if report.note else ""))
         reopening = [conn.replaced_by]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import threading
 import socket
@@ -70,6 +71,32 @@ def start_recv(cwd: Path, *args: str, port: int | None = None, host: str = "127.
     line = proc.stderr.readline()
     assert "waiting for a sender" in line, line + proc.stderr.read()
     return proc, port
+
+
+PLACING_SLOWLY = """
+import os
+if os.environ.get("NETBLT_TEST_PLACING"):
+    import time
+    from pathlib import Path
+    from netblt.host import files
+    put = files.FileSink.commit
+    def slow_commit(sink):
+        Path(os.environ["NETBLT_TEST_PLACING"]).touch()
+        time.sleep(float(os.environ["NETBLT_TEST_PLACING_SECONDS"]))
+        return put(sink)
+    files.FileSink.commit = slow_commit
+"""
+
+
+def placing_slowly(folder: Path, seconds: float) -> tuple[dict[str, str], Path]:
+    """An environment in which every netblt process (a station's fork server's children
+    too: the hook is a sitecustomize) takes ``seconds`` to put a received file in place,
+    as a large file's sync does, and the path it touches as it begins."""
+    hook, placing = folder / "hook", folder / "placing"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(PLACING_SLOWLY)
+    return os.environ | {"PYTHONPATH": str(hook), "NETBLT_TEST_PLACING": str(placing),
+                         "NETBLT_TEST_PLACING_SECONDS": str(seconds)}, placing
 
 
 def send(*args: str, timeout: float = 120, **run) -> subprocess.CompletedProcess:

@@ -5,10 +5,9 @@ import json
 import os
 import signal
 import subprocess
-import sys
 
 import pytest
-from clitools import STARTED, default_signals, finish, send, spawn, start_recv, until
+from clitools import finish, placing_slowly, send, spawn, start_recv, until
 
 from netblt.host.announce import Announcement
 from netblt.host.files import Expectation, FileSink
@@ -79,31 +78,13 @@ def test_a_signal_tells_the_peer_keeps_the_partial_file_and_the_same_send_resume
     assert sorted(p.name for p in out.iterdir()) == ["big.bin"]
 
 
-SLOW_COMMIT = """
-import sys, time
-from pathlib import Path
-from netblt.host import cli, files
-put, placing = files.FileSink.commit, Path(sys.argv.pop(1))
-def slow_commit(sink):
-    placing.touch()
-    time.sleep(1)  # a big file's fsync
-    return put(sink)
-files.FileSink.commit = slow_commit
-sys.exit(cli.main())
-"""
-
-
 def test_a_signal_as_the_received_file_is_put_in_place_waits_for_it(tmp_path, setup):
     """The sender has heard that all is well: a receiver stopped as it syncs the file and
     moves it into place does that first, and reports it (it once left the whole file as
     .partial with no resume record, reported nowhere)."""
     source, out = setup
-    placing = tmp_path / "placing"
-    recv = subprocess.Popen([sys.executable, "-c", SLOW_COMMIT, str(placing), "recv", "--listen", "127.0.0.1:0",
-                             "--json", "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=default_signals)
-    STARTED.append(recv)
-    port = int(recv.stderr.readline().split(" on 127.0.0.1:")[1].split()[0])
+    env, placing = placing_slowly(tmp_path, 1)
+    recv, port = start_recv(tmp_path, "--out", str(out), env=env)
     sent = send(str(source), f"127.0.0.1:{port}")
     assert sent.returncode == 0, sent.stderr
     until(placing.exists, "the receiver putting the file in place")

@@ -11,15 +11,20 @@ import signal
 import socket
 import subprocess
 import time
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from multiprocessing import Pipe
 from pathlib import Path
 
 import pytest
-from clitools import NETBLT, finish, free_port, send, send_open, spawn, start_recv, until
+from clitools import NETBLT, finish, free_port, opening, placing_slowly, send, send_open, spawn, start_recv, until
 
-from netblt.driver.transport import show
+from netblt.driver.control_codec import ControlCodec
+from netblt.driver.transport import Transport, show
 from netblt.host.announce import Announcement
 from netblt.host.files import Expectation, FileError, FileSink
-from netblt.host.station import refusal_kind
+from netblt.host.station import HELD_MOST, Sender, Station, refusal_kind
 from netblt.protocol.codec import encode
 from netblt.protocol.packets import Abort
 
@@ -58,6 +63,20 @@ def stop(recv: subprocess.Popen) -> tuple[list[dict], str]:
 
 def intact(sent: list[Path], out: Path) -> bool:
     return all((out / path.name).read_bytes() == path.read_bytes() for path in sent)
+
+
+@contextmanager
+def listener() -> Iterator[Station]:
+    """A station's listener alone, in this process: its socket on a loopback port, no
+    sender's process started, nothing heard yet."""
+    station = Station.__new__(Station)
+    station._listener = Transport("udp", ("127.0.0.1", 0), share="open")
+    station._codec = ControlCodec(station._listener.local_port)
+    station.senders, station.dropped, station.metrics, station._buf = {}, Counter(), None, bytearray(1 << 16)
+    try:
+        yield station
+    finally:
+        station._listener.close()
 
 
 def test_eight_senders_at_once_each_intact_with_its_own_report(tmp_path):
@@ -347,9 +366,6 @@ def test_a_signal_while_a_report_is_handled_loses_no_report():
     """SIGTERM raised as the station had taken a process's report from its channel and not
     yet printed it lost the report (a sender that ended as the station was stopped went
     unreported: test_a_sender_that_aborts_fails_alone failed so in a cold make test)."""
-    from multiprocessing import Pipe
-
-    from netblt.host.station import Sender, Station
     from netblt.host.transfer import Interrupted, TransferReport
 
     class Feedback:
@@ -412,8 +428,6 @@ def test_a_joined_socket_kept_to_its_sender_gives_up_what_others_sent_it_before(
     """Until a sender's process's socket is connected to its sender, the kernel may hand it
     any sender's datagram (SO_REUSEPORT spreads them over the port's sockets): read as
     the process's own, another sender's repeated OPEN was answered "busy" (seen under load)."""
-    from netblt.driver.transport import Transport
-
     joined = Transport("udp", ("127.0.0.1", 0), share="open")
     try:
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as ours, \
@@ -436,8 +450,6 @@ def test_an_icmp_error_that_reached_a_joined_socket_before_it_was_kept_to_its_se
     """The kernel may bring a new socket of the port the ICMP errors its other sockets'
     datagrams draw (the port unreachable of a REFUSED the listener sent): one ended the read
     of what came before, and with it the process of the sender starting then."""
-    from netblt.driver.transport import Transport
-
     joined = Transport("udp", ("127.0.0.1", 0), share="open")  # the port's only socket: it takes all
     try:
         joined.send([b"refused"], ("127.0.0.1", free_port()))  # nothing there: ICMP port unreachable
@@ -452,28 +464,17 @@ def test_an_icmp_error_that_reached_a_joined_socket_before_it_was_kept_to_its_se
 def test_what_reached_a_senders_process_before_its_socket_was_its_own_goes_to_the_listener():
     """Another sender's datagrams that a process's socket took before it was connected come
     back with its "ready" and are handled as if the listener had read them."""
-    from collections import Counter
-    from multiprocessing import Pipe
-
-    from netblt.driver.control_codec import ControlCodec
-    from netblt.driver.transport import Transport
-    from netblt.host.station import Sender, Station
-
-    station = Station.__new__(Station)
-    station.senders, station.dropped, station._codec, station.metrics = {}, Counter(), ControlCodec(2998), None
-    station._listener = Transport("udp", ("127.0.0.1", 0), share="open")  # with nothing waiting
-    ready, theirs = Pipe()
-    starting = ("127.0.0.1", 40001)  # a sender whose process is starting too: held for it
-    station.senders[starting] = Sender(1, starting, 5, None, Pipe()[0])  # type: ignore[arg-type]
-    taking = Sender(0, ("127.0.0.1", 40000), 4, None, ready)  # type: ignore[arg-type]
-    station.senders[taking.source] = taking
-    abort = encode(Abort("changed my mind"), 40001, 2998)
-    stranger = encode(Abort("who?"), 40002, 2998)
-    theirs.send(("ready", [(abort, starting), (stranger, ("127.0.0.1", 40002))]))
-    try:
+    with listener() as station:
+        port = station._listener.local_port
+        ready, theirs = Pipe()
+        starting = ("127.0.0.1", 40001)  # a sender whose process is starting too: held for it
+        station.senders[starting] = Sender(1, starting, 5, None, Pipe()[0])  # type: ignore[arg-type]
+        taking = Sender(0, ("127.0.0.1", 40000), 4, None, ready)  # type: ignore[arg-type]
+        station.senders[taking.source] = taking
+        abort = encode(Abort("changed my mind"), 40001, port)
+        stranger = encode(Abort("who?"), 40002, port)
+        theirs.send(("ready", [(abort, starting), (stranger, ("127.0.0.1", 40002))]))
         station._hear(taking)
-    finally:
-        station._listener.close()
     assert theirs.recv() == [] and taking.came_since is None
     assert station.senders[starting].came_since == [abort] and station.dropped == Counter({"not an OPEN": 1})
 
@@ -483,11 +484,9 @@ def test_a_senders_process_answers_its_open_first_whatever_its_socket_read_befor
     read before the OPEN the listener handed over was taken for the opening, and the OPEN
     and the rest were dropped."""
     from netblt.driver.software import SoftwareDataPath
-    from netblt.driver.transport import Transport
     from netblt.host import station
     from netblt.host.transfer import Options, Served
     from netblt.protocol.packets import Open
-    from clitools import opening, until
 
     holder = Transport("udp", ("127.0.0.1", 0), share="open")
     port = holder.local_port
@@ -528,71 +527,36 @@ def test_a_senders_process_answers_its_open_first_whatever_its_socket_read_befor
 def test_what_a_sender_sent_the_listener_before_its_process_took_over_reaches_that_process():
     """The listener may hear a process's "ready" before it reads what that process's sender
     sent it meanwhile (an ABORT right behind the OPEN): handed over after, it was dropped."""
-    from collections import Counter
-    from multiprocessing import Pipe
-
-    from netblt.driver.control_codec import ControlCodec
-    from netblt.driver.transport import Transport
-    from netblt.host.station import Sender, Station
-
-    station = Station.__new__(Station)
-    station._listener = Transport("udp", ("127.0.0.1", 0), share="open")
-    station._buf, station.dropped, station.metrics = bytearray(1 << 16), Counter(), None
-    station._codec = ControlCodec(station._listener.local_port)
-    ready, theirs = Pipe()
-    try:
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as peer:
-            peer.bind(("127.0.0.1", 0))
-            taking = Sender(0, peer.getsockname(), 5, None, ready)  # type: ignore[arg-type]
-            station.senders = {taking.source: taking}
-            abort = encode(Abort("changed my mind"), peer.getsockname()[1], station._listener.local_port)
-            peer.sendto(abort, ("127.0.0.1", station._listener.local_port))
-            theirs.send(("ready", []))
-            station._hear(taking)
-    finally:
-        station._listener.close()
+    with listener() as station, socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as peer:
+        port = station._listener.local_port
+        peer.bind(("127.0.0.1", 0))
+        ready, theirs = Pipe()
+        taking = Sender(0, peer.getsockname(), 5, None, ready)  # type: ignore[arg-type]
+        station.senders[taking.source] = taking
+        abort = encode(Abort("changed my mind"), peer.getsockname()[1], port)
+        peer.sendto(abort, ("127.0.0.1", port))
+        theirs.send(("ready", []))
+        station._hear(taking)
     assert theirs.recv() == [abort] and not station.dropped
 
 
 def test_past_what_the_listener_holds_for_a_starting_process_each_datagram_is_counted():
-    from collections import Counter
-
-    from netblt.host.station import HELD_MOST, Sender, Station
-
-    station = Station.__new__(Station)
-    starting = Sender(0, ("127.0.0.1", 40000), 5, None, None)  # type: ignore[arg-type]
-    station.senders, station.dropped = {starting.source: starting}, Counter()
-    abort = encode(Abort("again"), 40000, 2998)
-    for _ in range(HELD_MOST + 3):
-        station._arrived(abort, starting.source)
+    with listener() as station:
+        starting = Sender(0, ("127.0.0.1", 40000), 5, None, None)  # type: ignore[arg-type]
+        station.senders[starting.source] = starting
+        abort = encode(Abort("again"), 40000, station._listener.local_port)
+        for _ in range(HELD_MOST + 3):
+            station._arrived(abort, starting.source)
     assert starting.came_since == [abort] * HELD_MOST
     assert station.dropped == Counter({"more than a starting process is held": 3})
-
-
-SLOW_COMMIT = """
-import os
-if os.environ.get("NETBLT_TEST_PLACING"):  # every process of the station's, its fork server's children too
-    import time
-    from pathlib import Path
-    from netblt.host import files
-    put = files.FileSink.commit
-    def slow_commit(sink):
-        Path(os.environ["NETBLT_TEST_PLACING"]).touch()
-        time.sleep(3)  # a big file's fsync, longer than the station's grace
-        return put(sink)
-    files.FileSink.commit = slow_commit
-"""
 
 
 def test_a_station_stopped_as_a_process_puts_its_file_in_place_waits_for_it(tmp_path):
     """Its sender has heard that all is well: a station stopped then lets the process sync
     the file and move it into place (it once killed it after two seconds, the whole file
     left as .partial)."""
-    hook, placing = tmp_path / "hook", tmp_path / "placing"
-    hook.mkdir()
-    (hook / "sitecustomize.py").write_text(SLOW_COMMIT)
+    env, placing = placing_slowly(tmp_path, 3)  # longer than the station's grace
     (sent,) = files(tmp_path / "src", 1, 1_000_000)
-    env = os.environ | {"PYTHONPATH": str(hook), "NETBLT_TEST_PLACING": str(placing)}
     recv, port, out = station(tmp_path, env=env)
     result = send(str(sent), f"127.0.0.1:{port}")
     assert result.returncode == 0, result.stderr
